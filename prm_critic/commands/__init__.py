@@ -1,0 +1,1 @@
+"""Subcommands of the ``prm-critic`` CLI (one module each, with ``register(subparsers)``)."""

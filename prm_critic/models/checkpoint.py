@@ -1,0 +1,106 @@
+"""Checkpoints: ``<name>.safetensors`` (weights + normalisation buffers) + ``<name>.json`` (config
+and metadata). No pickle anywhere.
+
+A checkpoint path may name the ``.safetensors`` file, the ``.json`` file, or the common stem.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+try:
+    from safetensors import SafetensorError as _SafetensorsError
+except ImportError:  # pragma: no cover - older safetensors
+    _SafetensorsError = Exception
+from safetensors.torch import load_file, save_file
+
+from prm_critic import __version__
+from prm_critic.models.state_critic import StateCriticNet, TorchStateCritic
+
+__all__ = ["CheckpointError", "save_state_critic", "load_state_critic", "checkpoint_paths", "atomic_write_bytes"]
+
+FORMAT = "prm-critic/state-critic"
+FORMAT_VERSION = 1
+
+
+class CheckpointError(ValueError):
+    """A checkpoint is missing, corrupt, or not a prm-critic state critic."""
+
+
+def checkpoint_paths(path: str | os.PathLike) -> tuple[Path, Path]:
+    """``(weights.safetensors, config.json)`` for a checkpoint path or stem."""
+    p = Path(path)
+    if p.suffix in (".safetensors", ".json"):
+        p = p.with_suffix("")
+    return p.with_suffix(".safetensors"), p.with_suffix(".json")
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically (temp file in the same folder + ``os.replace``)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def save_state_critic(path: str | os.PathLike, net: StateCriticNet, meta: dict[str, Any] | None = None) -> Path:
+    """Save ``net`` and ``meta`` (JSON-serialisable) as a checkpoint; returns the weights path."""
+    w, j = checkpoint_paths(path)
+    w.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=w.parent, prefix=f".{w.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        tensors = {k: v.detach().contiguous().cpu() for k, v in net.state_dict().items()}
+        save_file(tensors, tmp, metadata={"format": FORMAT})
+        os.replace(tmp, w)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    doc = {"format": FORMAT, "format_version": FORMAT_VERSION, "prm_critic_version": __version__,
+           "net": net.config(), "meta": meta or {}}
+    atomic_write_bytes(j, json.dumps(doc, indent=2, sort_keys=True).encode())
+    return w
+
+
+def load_state_critic(path: str | os.PathLike) -> TorchStateCritic:
+    """Load a checkpoint written by :func:`save_state_critic`.
+
+    Raises:
+        FileNotFoundError: a file of the pair is missing (the message names it).
+        CheckpointError: the JSON or the weights are corrupt or belong to something else.
+    """
+    w, j = checkpoint_paths(path)
+    for f in (j, w):
+        if not f.is_file():
+            raise FileNotFoundError(f"checkpoint: {str(f)!r} does not exist (expected {w.name} + {j.name})")
+    try:
+        doc = json.loads(j.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise CheckpointError(f"checkpoint: {str(j)!r} is not valid JSON ({exc})") from exc
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        raise CheckpointError(f"checkpoint: {str(j)!r} is not a prm-critic state critic (format {doc.get('format') if isinstance(doc, dict) else None!r}, expected {FORMAT!r})")
+    try:
+        net = StateCriticNet(**doc["net"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CheckpointError(f"checkpoint: {str(j)!r} has an invalid 'net' config: {exc}") from exc
+    try:
+        tensors = load_file(str(w))
+    except (_SafetensorsError, OSError, ValueError) as exc:
+        raise CheckpointError(f"checkpoint: {str(w)!r} is corrupt or not a safetensors file ({exc})") from exc
+    try:
+        net.load_state_dict(tensors, strict=True)
+    except RuntimeError as exc:
+        raise CheckpointError(f"checkpoint: weights in {str(w)!r} do not match the config in {j.name}: {exc}") from exc
+    return TorchStateCritic(net, doc.get("meta", {}))

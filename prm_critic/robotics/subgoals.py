@@ -1,0 +1,205 @@
+"""Evaluate a spec's ordered subgoals on batches of critic inputs, and the spec-based critic.
+
+Progress of a state (Markov, so it can serve as a shaping potential)::
+
+    m        = 1 + index of the highest subgoal that holds (0 if none holds)
+    inside   = clip(1 - ||a_m - b_m|| / scale_m, 0, 1)   for the next subgoal m (0 if m == n)
+    progress = (m + inside) / n
+
+``maze_path`` subgoals measure distance along the shortest path through the maze's free cells
+(BFS over cells from the goal's cell): ``geo = ||p - centre(next cell)|| + S * (cells_left - 1) + ||centre(goal cell) - g||`` inside
+the path, ``||p - g||`` in the goal's cell; ``inside = clip(1 - geo / geo_max, 0, 1)``.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any, Mapping
+
+import numpy as np
+
+from prm_critic.critic import BaseCritic, StepScores, as_obs_batch
+from prm_critic.robotics.make import CriticInputLayout
+from prm_critic.robotics.spec import SpecError, TaskSpec, load_spec
+
+__all__ = ["MazeGeometry", "SubgoalEvaluator", "SubgoalCritic"]
+
+
+class MazeGeometry:
+    """Shortest-path geometry of a gymnasium-robotics maze (JSON-serialisable)."""
+
+    def __init__(self, maze_map, scaling: float, x_center: float, y_center: float):
+        self.maze_map = np.asarray([[1 if c == 1 else 0 for c in row] for row in maze_map], dtype=np.int64)
+        self.scaling = float(scaling)
+        self.x_center = float(x_center)
+        self.y_center = float(y_center)
+        self.rows, self.cols = self.maze_map.shape
+        self.free = self.maze_map == 0
+        # all-pairs BFS distances between free cells (mazes are small: <= a few hundred cells)
+        cells = [(i, j) for i in range(self.rows) for j in range(self.cols) if self.free[i, j]]
+        self._index = {c: k for k, c in enumerate(cells)}
+        self.cells = np.asarray(cells, dtype=np.int64)
+        n = len(cells)
+        self.dist = np.full((n, n), -1, dtype=np.int64)
+        for s, c in enumerate(cells):
+            d = self.dist[s]
+            d[s] = 0
+            q = deque([c])
+            while q:
+                ci, cj = q.popleft()
+                for di, dj in ((1, 0), (-1, 0), (0, 1), (0, -1)):
+                    nb = (ci + di, cj + dj)
+                    k = self._index.get(nb)
+                    if k is not None and d[k] < 0:
+                        d[k] = d[self._index[(ci, cj)]] + 1
+                        q.append(nb)
+        finite = self.dist[self.dist >= 0]
+        self.max_cells = int(finite.max()) if finite.size else 0
+        self.centers = np.stack(
+            [(self.cells[:, 1] + 0.5) * self.scaling - self.x_center, self.y_center - (self.cells[:, 0] + 0.5) * self.scaling],
+            axis=1,
+        ) if n else np.zeros((0, 2))
+
+    @classmethod
+    def from_env(cls, env) -> "MazeGeometry":
+        maze = env.unwrapped.maze
+        return cls(maze.maze_map, maze.maze_size_scaling, maze.x_map_center, maze.y_map_center)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"maze_map": self.maze_map.tolist(), "scaling": self.scaling,
+                "x_center": self.x_center, "y_center": self.y_center}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "MazeGeometry":
+        return cls(d["maze_map"], d["scaling"], d["x_center"], d["y_center"])
+
+    def cell_index(self, xy: np.ndarray) -> np.ndarray:
+        """Index (into ``self.cells``) of the free cell containing each point ``(B, 2)``; nearest free
+        cell centre when a point lies in a wall cell."""
+        i = np.floor((self.y_center - xy[:, 1]) / self.scaling).astype(np.int64)
+        j = np.floor((xy[:, 0] + self.x_center) / self.scaling).astype(np.int64)
+        out = np.empty(len(xy), dtype=np.int64)
+        for b in range(len(xy)):
+            k = self._index.get((int(i[b]), int(j[b])))
+            if k is None:
+                k = int(np.argmin(np.linalg.norm(self.centers - xy[b], axis=1)))
+            out[b] = k
+        return out
+
+    def geodesic(self, p: np.ndarray, g: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Path distance from points ``p`` to goals ``g`` (both ``(B, 2)``) and cells left ``(B,)``."""
+        cp, cg = self.cell_index(p), self.cell_index(g)
+        cells_left = self.dist[cp, cg]
+        geo = np.linalg.norm(p - g, axis=1)
+        for b in np.nonzero(cells_left > 0)[0]:
+            # neighbours of the current cell that are one step closer to the goal cell
+            d_to_goal = self.dist[:, cg[b]]
+            cand = np.nonzero((d_to_goal == cells_left[b] - 1) & (self.dist[cp[b]] == 1))[0]
+            nxt = cand[np.argmin(np.linalg.norm(self.centers[cand] - p[b], axis=1))]
+            geo[b] = (np.linalg.norm(p[b] - self.centers[nxt]) + self.scaling * (cells_left[b] - 1)
+                      + np.linalg.norm(self.centers[cg[b]] - g[b]))
+        unreachable = cells_left < 0
+        geo[unreachable] = np.inf
+        return geo, cells_left
+
+    @property
+    def geo_max(self) -> float:
+        return self.scaling * (self.max_cells + 1)
+
+
+class SubgoalEvaluator:
+    """Batched subgoal states and progress for one spec and critic-input layout.
+
+    Args:
+        spec: the task spec.
+        layout: where the spec's keys live in the critic-input vector.
+        maze: geometry for ``maze_path`` subgoals (``MazeGeometry.from_env(env)``).
+    """
+
+    def __init__(self, spec: TaskSpec, layout: CriticInputLayout, maze: MazeGeometry | None = None):
+        self.spec = spec
+        self.layout = layout
+        self.maze = maze
+        self._idx = [(layout.expr_index(s.a), layout.expr_index(s.b)) for s in spec.subgoals]
+        for s, (ia, ib) in zip(spec.subgoals, self._idx):
+            if (ia.stop - ia.start) != (ib.stop - ib.start):
+                raise SpecError(f"subgoal {s.name!r}: a={s.a} and b={s.b} select different sizes")
+            if s.kind == "maze_path":
+                if maze is None:
+                    raise SpecError(f"subgoal {s.name!r}: kind 'maze_path' needs the maze (pass env or maze)")
+                if ia.stop - ia.start != 2:
+                    raise SpecError(f"subgoal {s.name!r}: maze_path compares 2-D positions, got size {ia.stop - ia.start}")
+
+    @property
+    def names(self) -> list[str]:
+        return [s.name for s in self.spec.subgoals]
+
+    def distances(self, x: np.ndarray) -> np.ndarray:
+        """Per-subgoal straight-line distances ``||a - b||``, ``(B, n)``."""
+        x = np.asarray(x, dtype=np.float64)
+        out = np.empty((x.shape[0], len(self._idx)))
+        for k, (s, (ia, ib)) in enumerate(zip(self.spec.subgoals, self._idx)):
+            out[:, k] = np.linalg.norm(x[:, ia] - x[:, ib], axis=1)
+        return out
+
+    def holds(self, x: np.ndarray) -> np.ndarray:
+        """Which subgoals hold, ``(B, n)`` bool."""
+        d = self.distances(x)
+        thr = np.asarray([s.threshold for s in self.spec.subgoals])
+        return d < thr
+
+    def progress(self, x: np.ndarray) -> np.ndarray:
+        """Spec progress in [0, 1], ``(B,)``; see the module docstring."""
+        x = np.asarray(x, dtype=np.float64)
+        n = len(self.spec.subgoals)
+        if n == 0:
+            raise SpecError(f"spec {self.spec.name!r} has no subgoals: subgoal progress is undefined")
+        h = self.holds(x)
+        # m = 1 + highest index that holds
+        m = np.where(h.any(axis=1), n - np.argmax(h[:, ::-1], axis=1), 0)
+        inside = np.zeros(x.shape[0])
+        for k, (s, (ia, ib)) in enumerate(zip(self.spec.subgoals, self._idx)):
+            sel = m == k
+            if not sel.any():
+                continue
+            if s.kind == "maze_path":
+                geo, _ = self.maze.geodesic(x[sel][:, ia], x[sel][:, ib])
+                inside[sel] = np.clip(1.0 - geo / self.maze.geo_max, 0.0, 1.0)
+            else:
+                d = np.linalg.norm(x[sel][:, ia] - x[sel][:, ib], axis=1)
+                inside[sel] = np.clip(1.0 - d / s.scale, 0.0, 1.0)
+        return np.clip((m + inside) / n, 0.0, 1.0)
+
+    def all_hold(self, x: np.ndarray) -> np.ndarray:
+        """``(B,)`` bool: every subgoal holds (success for ``source = "subgoals"``)."""
+        return self.holds(x).all(axis=1)
+
+
+class SubgoalCritic(BaseCritic):
+    """A critic computed from the spec alone (no training): ``progress`` = spec progress,
+    ``success`` = 1 where all subgoals hold, else the spec progress (a heuristic promise).
+
+    Useful as a shaping potential out of the box, and as label family (a).
+    """
+
+    def __init__(self, spec: "str | TaskSpec", env=None, *, layout: CriticInputLayout | None = None,
+                 maze: MazeGeometry | None = None):
+        self.spec = load_spec(spec)
+        if layout is None:
+            if env is None:
+                raise ValueError("env: SubgoalCritic needs the env (or an explicit layout), got None")
+            layout = CriticInputLayout.from_space(self.spec, env.observation_space)
+        if maze is None and any(s.kind == "maze_path" for s in self.spec.subgoals):
+            if env is None:
+                raise ValueError("env: a maze_path spec needs the env (or maze=MazeGeometry), got None")
+            maze = MazeGeometry.from_env(env)
+        self.layout = layout
+        self.obs_dim = layout.obs_dim
+        self.evaluator = SubgoalEvaluator(self.spec, layout, maze)
+
+    def score(self, steps) -> StepScores:
+        """Score ``steps`` of shape ``(B, obs_dim)``; returns progress and success ``(B,)``."""
+        x = as_obs_batch(steps, self.obs_dim, name="steps")
+        p = self.evaluator.progress(x)
+        done = self.evaluator.all_hold(x)
+        return StepScores(p, np.where(done, 1.0, p), {"subgoals_reached": self.evaluator.holds(x).sum(axis=1).astype(np.float32)})
