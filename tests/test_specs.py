@@ -1,0 +1,123 @@
+"""Task specs: built-ins load, errors name the field, layout and subgoal critic behave."""
+
+import numpy as np
+import pytest
+
+from prm_critic import check_critic
+from prm_critic.robotics import list_builtin_specs, load_spec
+from prm_critic.robotics.spec import SpecError
+
+ALL = ["FetchReach-v4", "FetchPush-v4", "FetchPickAndPlace-v4", "PointMaze_UMaze-v3",
+       "PointMaze_Medium-v3", "FrankaKitchen-v1", "Pusher-v5"]
+
+MINIMAL = {
+    "task": {
+        "name": "MyReach", "env_id": "FetchReach-v4",
+        "critic_input": ["observation", "achieved_goal", "desired_goal"],
+        "goal_keys": ["achieved_goal", "desired_goal"],
+        "success": {"source": "info", "key": "is_success"},
+    },
+    "subgoals": [{"name": "at_goal", "a": "achieved_goal", "b": "desired_goal", "threshold": 0.05}],
+}
+
+
+def test_builtin_specs_present():
+    assert set(ALL) <= set(list_builtin_specs())
+    for name in ALL:
+        spec = load_spec(name)
+        assert spec.subgoals, name
+        assert load_spec(spec.to_dict()) == spec  # round-trip
+
+
+def test_misspelled_field_is_named_with_suggestion():
+    bad = {**MINIMAL, "subgoals": [{**MINIMAL["subgoals"][0], "treshold": 0.05}]}
+    del bad["subgoals"][0]["threshold"]
+    with pytest.raises(SpecError, match=r"subgoals\[0\]: unknown field 'treshold'; did you mean 'threshold'"):
+        load_spec(bad)
+    bad2 = {"task": {**MINIMAL["task"], "sucess": {}}, "subgoals": MINIMAL["subgoals"]}
+    with pytest.raises(SpecError, match="unknown field 'sucess'; did you mean 'success'"):
+        load_spec(bad2)
+
+
+def test_unknown_task_and_bad_values():
+    with pytest.raises(SpecError, match="unknown task 'FetchPsh-v4'.*did you mean 'FetchPush-v4'"):
+        load_spec("FetchPsh-v4")
+    bad = {"task": {**MINIMAL["task"]}, "subgoals": [{**MINIMAL["subgoals"][0], "threshold": -1}]}
+    with pytest.raises(SpecError, match=r"threshold: expected a number > 0, got -1"):
+        load_spec(bad)
+    bad = {"task": {**MINIMAL["task"]}, "subgoals": [{**MINIMAL["subgoals"][0], "a": "obsrvation[0:3]"}]}
+    with pytest.raises(SpecError, match="key 'obsrvation' is not in critic_input"):
+        load_spec(bad)
+
+
+def test_user_spec_from_toml(tmp_path):
+    p = tmp_path / "mine.toml"
+    p.write_text(
+        '[task]\nname = "MyPush"\nenv_id = "FetchPush-v4"\n'
+        'critic_input = ["observation", "achieved_goal", "desired_goal"]\n'
+        'success = { source = "info", key = "is_success" }\n'
+        '[[subgoals]]\nname = "near"\na = "observation[0:3]"\nb = "observation[3:6]"\nthreshold = 0.05\n'
+    )
+    spec = load_spec(p)
+    assert spec.name == "MyPush" and spec.subgoals[0].scale == pytest.approx(0.5)
+    (tmp_path / "broken.toml").write_text("[task\nname=")
+    with pytest.raises(SpecError, match="not valid TOML"):
+        load_spec(tmp_path / "broken.toml")
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_subgoal_critic_on_real_env(name):
+    from prm_critic.robotics.make import make_env
+    from prm_critic.robotics.subgoals import SubgoalCritic
+
+    env = make_env(name)
+    critic = SubgoalCritic(name, env)
+    obs, _ = env.reset(seed=0)
+    xs = []
+    for _ in range(8):
+        xs.append(critic.layout.flatten(obs))
+        obs, *_ = env.step(env.action_space.sample())
+    x = np.stack(xs)
+    assert x.shape == (8, critic.obs_dim)
+    scores = check_critic(critic, x)
+    assert np.all((scores.progress >= 0) & (scores.progress <= 1))
+    env.close()
+
+
+def test_subgoal_progress_orders_states_on_fetch_push():
+    """Progress rises as the gripper reaches the object, then as the object nears the goal."""
+    from prm_critic.robotics.make import make_env
+    from prm_critic.robotics.subgoals import SubgoalCritic
+
+    env = make_env("FetchPush-v4")
+    c = SubgoalCritic("FetchPush-v4", env)
+    obs, _ = env.reset(seed=3)
+    x = c.layout.flatten(obs)[None].repeat(3, axis=0)
+    obj = c.layout.slices["observation"].start + 3
+    ag, dg = c.layout.slices["achieved_goal"], c.layout.slices["desired_goal"]
+    # state 1: gripper on the object
+    x[1, 0:3] = x[1, obj:obj + 3]
+    # state 2: gripper on the object and object halfway to the goal
+    mid = (x[2, obj:obj + 3] + x[2, dg]) / 2
+    x[2, obj:obj + 3] = mid
+    x[2, ag] = mid
+    x[2, 0:3] = mid
+    p = c.score(x).progress
+    assert p[0] < p[1] < p[2]
+
+
+def test_maze_progress_follows_path_not_straight_line():
+    """In the U-maze a point just across the wall from the goal is far along the path."""
+    from prm_critic.robotics.make import make_env
+    from prm_critic.robotics.subgoals import MazeGeometry
+
+    env = make_env("PointMaze_UMaze-v3")
+    maze = MazeGeometry.from_env(env)
+    # UMaze free cells: row 1 (cols 1-3), (2,3), row 3 (cols 1-3). Goal at cell (3,1).
+    goal = maze.centers[maze._index[(3, 1)]][None]
+    across_wall = maze.centers[maze._index[(1, 1)]][None]  # 2 rows away straight, 6 cells by path
+    near_path = maze.centers[maze._index[(3, 2)]][None]    # 1 cell by path
+    g_far, cells_far = maze.geodesic(across_wall, goal)
+    g_near, cells_near = maze.geodesic(near_path, goal)
+    assert cells_far[0] == 6 and cells_near[0] == 1
+    assert g_far[0] > 3 * g_near[0]
