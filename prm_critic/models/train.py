@@ -1,0 +1,536 @@
+"""Train a :class:`~prm_critic.models.state_critic.StateCriticNet` on per-step labels.
+
+Plain arrays in, a trained net out: no dependency on how the steps were collected.
+
+Loss per batch ``b`` (``z_p``, ``z_s`` are the progress and success logits)::
+
+    L = BCE(z_p[b], progress[b])                                   (soft targets, never rounded)
+      + BCE(z_s[b & mask], success[b & mask])                      (masked where a label is missing)
+      + pairwise_weight * mean_{(i, j) in P_b, h in heads} loss(z_h[j] - z_h[i])
+
+``P_b`` is a fresh sample of ``pairs_per_batch`` step pairs ``(i, j)`` drawn from the same
+*successful* episode with ``t_i < t_j`` (the later step should score higher), and
+``loss(d) = softplus(margin - d)`` (``pairwise_loss="logistic"``) or ``relu(margin - d)``
+(``"hinge"``), on logits. ``BCE`` is ``binary_cross_entropy_with_logits`` averaged over the
+batch.
+
+The input normaliser of the net is set from the training data (mean / std of ``x``). Training is
+deterministic given ``config.seed`` (numpy batch sampling, torch init under a forked RNG), and
+resumable: pass ``state_path`` and a killed run restarts from its last finished epoch (the state
+is written atomically after every epoch, safetensors + JSON).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import math
+import os
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from prm_critic.critic import as_obs_batch
+from prm_critic.models.checkpoint import atomic_write_bytes
+from prm_critic.models.state_critic import _ACTS, StateCriticNet
+
+__all__ = ["TrainConfig", "train_state_critic", "sample_pairs", "check_training_arrays", "TrainingArrays"]
+
+_PAIR_HEADS = ("progress", "success")
+
+
+@dataclass
+class TrainConfig:
+    """Hyper-parameters of :func:`train_state_critic` (checked in ``__post_init__``).
+
+    Attributes:
+        hidden: hidden layer sizes of the MLP.
+        activation: ``relu``, ``tanh``, ``silu`` or ``elu``.
+        lr: Adam learning rate.
+        batch_size: steps per batch.
+        epochs: passes over the training steps (the maximum, with early stopping).
+        weight_decay: AdamW weight decay.
+        pairwise_weight: weight of the pairwise ranking loss; 0 disables it.
+        pairwise_margin: margin on the logit difference ``z(later) - z(earlier)``.
+        pairwise_loss: ``"logistic"`` (``softplus(margin - d)``) or ``"hinge"`` (``relu(margin - d)``).
+        pairwise_heads: heads the ranking loss applies to (``progress`` and/or ``success``).
+        pairs_per_batch: pairs sampled per batch (``None``: ``batch_size``).
+        val_fraction: fraction of the training *episodes* held out for early stopping (0: none).
+        patience: epochs without a validation-loss improvement before stopping (needs
+            ``val_fraction > 0``); the best weights are restored.
+        max_grad_norm: gradient-norm clip (``None``: no clipping).
+        seed: seeds weight init, batch order and pair sampling.
+        device: torch device, ``"cpu"`` or ``"cuda[:i]"``.
+    """
+
+    hidden: tuple[int, ...] = (256, 256)
+    activation: str = "relu"
+    lr: float = 1e-3
+    batch_size: int = 256
+    epochs: int = 30
+    weight_decay: float = 0.0
+    pairwise_weight: float = 0.0
+    pairwise_margin: float = 0.0
+    pairwise_loss: str = "logistic"
+    pairwise_heads: tuple[str, ...] = ("progress", "success")
+    pairs_per_batch: int | None = None
+    val_fraction: float = 0.0
+    patience: int | None = None
+    max_grad_norm: float | None = 10.0
+    seed: int = 0
+    device: str = "cpu"
+
+    def __post_init__(self):
+        def _int(name, v, lo):
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
+                raise ValueError(f"{name}: expected an int >= {lo}, got {v!r}")
+            return int(v)
+
+        def _float(name, v, *, lo=None, lo_open=False, hi=None, hi_open=False):
+            if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) or not math.isfinite(v):
+                raise ValueError(f"{name}: expected a finite number, got {v!r}")
+            v = float(v)
+            if lo is not None and (v < lo or (lo_open and v == lo)):
+                raise ValueError(f"{name}: expected a number {'>' if lo_open else '>='} {lo}, got {v!r}")
+            if hi is not None and (v > hi or (hi_open and v == hi)):
+                raise ValueError(f"{name}: expected a number {'<' if hi_open else '<='} {hi}, got {v!r}")
+            return v
+
+        if isinstance(self.hidden, (int, np.integer)) and not isinstance(self.hidden, bool):
+            self.hidden = (int(self.hidden),)
+        if isinstance(self.hidden, (str, bytes)) or not isinstance(self.hidden, Sequence) or not self.hidden:
+            raise ValueError(f"hidden: expected a non-empty list of positive layer sizes, got {self.hidden!r}")
+        self.hidden = tuple(_int("hidden", h, 1) for h in self.hidden)
+        if self.activation not in _ACTS:
+            raise ValueError(f"activation: expected one of {sorted(_ACTS)}, got {self.activation!r}")
+        self.lr = _float("lr", self.lr, lo=0.0, lo_open=True)
+        self.batch_size = _int("batch_size", self.batch_size, 1)
+        self.epochs = _int("epochs", self.epochs, 1)
+        self.weight_decay = _float("weight_decay", self.weight_decay, lo=0.0)
+        self.pairwise_weight = _float("pairwise_weight", self.pairwise_weight, lo=0.0)
+        self.pairwise_margin = _float("pairwise_margin", self.pairwise_margin, lo=0.0)
+        if self.pairwise_loss not in ("logistic", "hinge"):
+            raise ValueError(f"pairwise_loss: expected 'logistic' or 'hinge', got {self.pairwise_loss!r}")
+        if self.pairwise_loss == "hinge" and self.pairwise_weight > 0 and self.pairwise_margin == 0:
+            raise ValueError("pairwise_margin: the hinge loss needs a margin > 0 (it is 0 for any correct "
+                             f"order otherwise), got {self.pairwise_margin!r}")
+        if isinstance(self.pairwise_heads, str):
+            self.pairwise_heads = (self.pairwise_heads,)
+        heads = tuple(self.pairwise_heads)
+        if not heads or any(h not in _PAIR_HEADS for h in heads) or len(set(heads)) != len(heads):
+            raise ValueError(f"pairwise_heads: expected a non-empty subset of {list(_PAIR_HEADS)}, got {self.pairwise_heads!r}")
+        self.pairwise_heads = heads
+        if self.pairs_per_batch is not None:
+            self.pairs_per_batch = _int("pairs_per_batch", self.pairs_per_batch, 1)
+        self.val_fraction = _float("val_fraction", self.val_fraction, lo=0.0, hi=1.0, hi_open=True)
+        if self.patience is not None:
+            self.patience = _int("patience", self.patience, 1)
+            if self.val_fraction == 0:
+                raise ValueError(f"patience: early stopping needs val_fraction > 0, got patience={self.patience} with val_fraction=0")
+        if self.max_grad_norm is not None:
+            self.max_grad_norm = _float("max_grad_norm", self.max_grad_norm, lo=0.0, lo_open=True)
+        self.seed = _int("seed", self.seed, 0)
+        if not isinstance(self.device, str) or not (self.device == "cpu" or self.device.startswith("cuda")):
+            raise ValueError(f"device: expected 'cpu' or 'cuda[:index]', got {self.device!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["hidden"] = list(self.hidden)
+        d["pairwise_heads"] = list(self.pairwise_heads)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "TrainConfig":
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise ValueError(f"config: unknown field(s) {unknown}; expected fields from {sorted(known)}")
+        return cls(**d)
+
+
+@dataclass
+class TrainingArrays:
+    """Validated training arrays (see :func:`check_training_arrays`)."""
+
+    x: np.ndarray  # (N, D) float32
+    progress: np.ndarray  # (N,) float32 in [0, 1]
+    success: np.ndarray  # (N,) float32 in [0, 1] (0 where mask is False)
+    mask: np.ndarray  # (N,) bool
+    episode: np.ndarray  # (N,) int64
+    t: np.ndarray  # (N,) int64
+    ep_success: np.ndarray  # (N,) bool
+
+
+def _vec(name: str, v: Any, n: int) -> np.ndarray:
+    a = np.asarray(v)
+    if a.ndim != 1 or a.shape[0] != n:
+        raise ValueError(f"{name}: expected shape ({n},) (one value per row of x), got shape {a.shape}")
+    return a
+
+
+def _labels(name: str, v: Any, n: int, valid: np.ndarray | None = None) -> np.ndarray:
+    a = _vec(name, v, n)
+    if a.dtype == object or not (np.issubdtype(a.dtype, np.floating) or np.issubdtype(a.dtype, np.integer) or a.dtype == np.bool_):
+        raise TypeError(f"{name}: expected real-valued labels in [0, 1], got dtype {a.dtype}")
+    a = a.astype(np.float64)
+    sel = np.ones(n, bool) if valid is None else valid
+    bad = sel & ~np.isfinite(a)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise ValueError(f"{name}: expected finite labels in [0, 1], got {a[i]} at index {i}")
+    out = sel & ((a < 0) | (a > 1))
+    if out.any():
+        i = int(np.argmax(out))
+        raise ValueError(f"{name}: expected labels in [0, 1], got {a[i]} at index {i}")
+    return np.where(sel, a, 0.0).astype(np.float32)
+
+
+def _ints(name: str, v: Any, n: int) -> np.ndarray:
+    a = _vec(name, v, n)
+    if not np.issubdtype(a.dtype, np.integer):
+        if np.issubdtype(a.dtype, np.floating) and np.all(np.isfinite(a)) and np.all(a == np.round(a)):
+            a = a.astype(np.int64)
+        else:
+            raise TypeError(f"{name}: expected integer values, got dtype {a.dtype}")
+    return a.astype(np.int64)
+
+
+def check_training_arrays(x, progress, success, *, episode, t, ep_success, mask=None) -> TrainingArrays:
+    """Validate and convert training arrays; one clear error naming the parameter on bad input.
+
+    Args:
+        x: critic inputs ``(N, D)``, finite.
+        progress: soft progress labels ``(N,)`` in [0, 1].
+        success: soft success labels ``(N,)`` in [0, 1] where ``mask`` is True (anything, NaN
+            included, elsewhere).
+        episode: episode id of each step ``(N,)`` (integers).
+        t: time index of each step in its episode ``(N,)`` (integers, unique within an episode).
+        ep_success: whether the step's episode succeeded ``(N,)`` bool, constant within an episode.
+        mask: ``(N,)`` bool, where the success label exists (``None``: everywhere).
+    """
+    x = as_obs_batch(x, None, name="x")
+    n = x.shape[0]
+    if n == 0:
+        raise ValueError("x: expected at least one step, got shape (0, D)")
+    if mask is None:
+        mask = np.ones(n, bool)
+    else:
+        mask = _vec("mask", mask, n)
+        if mask.dtype != np.bool_:
+            raise TypeError(f"mask: expected a bool array, got dtype {mask.dtype}")
+    progress = _labels("progress", progress, n)
+    success = _labels("success", success, n, valid=mask)
+    episode = _ints("episode", episode, n)
+    t = _ints("t", t, n)
+    eps = _vec("ep_success", ep_success, n)
+    if eps.dtype != np.bool_:
+        if np.issubdtype(eps.dtype, np.number) and np.all(np.isin(eps, (0, 1))):
+            eps = eps.astype(bool)
+        else:
+            raise TypeError(f"ep_success: expected a bool array (the episode's final success), got dtype {eps.dtype}")
+    # ep_success constant within an episode; (episode, t) unique
+    order = np.lexsort((t, episode))
+    e_s, t_s, s_s = episode[order], t[order], eps[order]
+    same = e_s[1:] == e_s[:-1]
+    if np.any(same & (s_s[1:] != s_s[:-1])):
+        e = int(e_s[1:][same & (s_s[1:] != s_s[:-1])][0])
+        raise ValueError(f"ep_success: expected one value per episode, got both True and False in episode {e}")
+    if np.any(same & (t_s[1:] == t_s[:-1])):
+        k = int(np.argmax(same & (t_s[1:] == t_s[:-1])))
+        raise ValueError(f"t: expected unique time indices within an episode, got t={int(t_s[k])} twice in episode {int(e_s[k])}")
+    return TrainingArrays(x, progress, success, mask.astype(bool), episode, t, eps)
+
+
+class _PairIndex:
+    """Steps of successful episodes grouped by episode, for sampling ordered pairs."""
+
+    def __init__(self, episode: np.ndarray, t: np.ndarray, ep_success: np.ndarray):
+        idx = np.nonzero(ep_success)[0]
+        order = idx[np.lexsort((t[idx], episode[idx]))]
+        e = episode[order]
+        starts = np.r_[0, np.nonzero(e[1:] != e[:-1])[0] + 1] if len(e) else np.zeros(0, np.int64)
+        lens = np.diff(np.r_[starts, len(e)]) if len(e) else np.zeros(0, np.int64)
+        keep = lens >= 2
+        self.order = order  # dataset indices sorted by (episode, t)
+        self.starts = starts[keep]
+        self.lens = lens[keep]
+        # sample anchors with probability proportional to the episode length (every step equally)
+        self.n_steps = int(self.lens.sum())
+        self.cum = np.cumsum(self.lens)
+
+    def __bool__(self) -> bool:
+        return self.n_steps > 0
+
+    def sample(self, rng: np.random.Generator, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """``k`` pairs ``(earlier, later)`` of dataset indices from the same successful episode."""
+        a = rng.integers(0, self.n_steps, size=k)
+        ep = np.searchsorted(self.cum, a, side="right")
+        off_a = a - (self.cum[ep] - self.lens[ep])
+        off_b = rng.integers(0, self.lens[ep] - 1)  # any other step of the episode
+        off_b = off_b + (off_b >= off_a)
+        lo, hi = np.minimum(off_a, off_b), np.maximum(off_a, off_b)
+        base = self.starts[ep]
+        return self.order[base + lo], self.order[base + hi]
+
+
+def sample_pairs(episode, t, ep_success, k: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Sample ``k`` ordered pairs ``(i, j)`` of step indices with ``episode[i] == episode[j]``,
+    ``t[i] < t[j]`` and the episode successful. Returns two int arrays ``(k,)`` (empty when no
+    successful episode has two steps)."""
+    pi = _PairIndex(np.asarray(episode), np.asarray(t), np.asarray(ep_success, bool))
+    if not pi:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    return pi.sample(np.random.default_rng(seed), k)
+
+
+def _fingerprint(arrs: TrainingArrays, config: TrainConfig) -> str:
+    h = hashlib.sha256()
+    for a in (arrs.x, arrs.progress, arrs.success, arrs.mask, arrs.episode, arrs.t, arrs.ep_success):
+        h.update(np.ascontiguousarray(a).tobytes())
+        h.update(str(a.shape).encode())
+    h.update(json.dumps(config.to_dict(), sort_keys=True).encode())
+    return h.hexdigest()
+
+
+def _split_val(arrs: TrainingArrays, frac: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    eps = np.unique(arrs.episode)
+    if frac == 0:
+        return np.arange(len(arrs.x)), np.zeros(0, np.int64)
+    rng = np.random.default_rng([seed, 1])
+    n_val = int(round(frac * len(eps)))
+    if n_val < 1 or n_val >= len(eps):
+        raise ValueError(f"val_fraction: {frac} of {len(eps)} episodes leaves no training or no validation episode")
+    val_eps = rng.permutation(eps)[:n_val]
+    is_val = np.isin(arrs.episode, val_eps)
+    return np.nonzero(~is_val)[0], np.nonzero(is_val)[0]
+
+
+def _state_files(stem: Path) -> tuple[Path, Path]:
+    """``(<stem>.train-state.json, <stem>.train-state.safetensors)``."""
+    return stem.with_name(stem.name + ".train-state.json"), stem.with_name(stem.name + ".train-state.safetensors")
+
+
+def _save_state(path: Path, net, opt, best_state, payload: dict) -> None:
+    from safetensors.torch import save as st_save
+
+    tensors = {f"net.{k}": v.detach().cpu().contiguous() for k, v in net.state_dict().items()}
+    if best_state is not None:
+        tensors.update({f"best.{k}": v.detach().cpu().contiguous() for k, v in best_state.items()})
+    osd = opt.state_dict()
+    for pid, st in osd["state"].items():
+        for k, v in st.items():
+            tensors[f"opt.{pid}.{k}"] = torch.as_tensor(v).detach().cpu().contiguous().clone()
+    payload = dict(payload, param_groups=osd["param_groups"], opt_keys=sorted(
+        f"{pid}.{k}" for pid, st in osd["state"].items() for k in st))
+    j, w = _state_files(path)
+    # weights first, then the JSON that points at them: a kill between the two leaves the old JSON,
+    # whose epoch no longer matches the weights' epoch tag -> detected and ignored on resume.
+    atomic_write_bytes(w, st_save(tensors, metadata={"epoch": str(payload["epoch"])}))
+    atomic_write_bytes(j, json.dumps(payload, sort_keys=True).encode())
+
+
+def _load_state(path: Path, fingerprint: str):
+    from safetensors import safe_open
+    from safetensors.torch import load_file
+
+    j, w = _state_files(path)
+    if not (j.is_file() and w.is_file()):
+        return None
+    try:
+        payload = json.loads(j.read_text())
+        with safe_open(str(w), framework="pt") as f:
+            tag = (f.metadata() or {}).get("epoch")
+        tensors = load_file(str(w))
+    except Exception:  # a corrupt resume state is not worth crashing over: start afresh
+        return None
+    if payload.get("fingerprint") != fingerprint or tag != str(payload.get("epoch")):
+        return None
+    return payload, tensors
+
+
+def train_state_critic(
+    x,
+    progress,
+    success,
+    *,
+    episode,
+    t,
+    ep_success,
+    mask=None,
+    config: TrainConfig | None = None,
+    progress_bar: bool = True,
+    state_path: str | os.PathLike | None = None,
+    on_epoch_end: Callable[[int, dict], None] | None = None,
+) -> tuple[StateCriticNet, dict]:
+    """Train a state critic on per-step soft labels.
+
+    Args:
+        x: critic inputs ``(N, D)``.
+        progress: progress labels ``(N,)`` in [0, 1] (soft; used as floats).
+        success: success labels ``(N,)`` in [0, 1] where ``mask`` holds.
+        episode: episode id per step ``(N,)``.
+        t: time index per step ``(N,)``.
+        ep_success: the episode's final success per step ``(N,)`` bool (pairs come from successful
+            episodes only).
+        mask: ``(N,)`` bool, where the success label exists (``None``: everywhere).
+        config: :class:`TrainConfig` (``None``: defaults).
+        progress_bar: show a tqdm bar over epochs.
+        state_path: if given, the training state is saved next to it
+            (``<state_path>.train-state.safetensors`` + ``.train-state.json``) after every epoch and a matching state (same data and config) is resumed from.
+            Removed when training finishes.
+        on_epoch_end: called as ``on_epoch_end(epoch, history)`` after each epoch (after the state
+            is saved).
+
+    Returns:
+        ``(net, history)``: the trained net (eval mode, on CPU) and a dict of per-epoch lists
+        (``loss``, ``bce_progress``, ``bce_success``, ``pairwise``, ``val_loss``) plus
+        ``epochs_run``, ``best_epoch``, ``n_train_steps``, ``n_val_steps``, ``n_pair_episodes``.
+    """
+    config = TrainConfig() if config is None else config
+    if not isinstance(config, TrainConfig):
+        raise TypeError(f"config: expected a TrainConfig, got {type(config).__name__}")
+    arrs = check_training_arrays(x, progress, success, episode=episode, t=t, ep_success=ep_success, mask=mask)
+    device = torch.device(config.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device: {config.device!r} requested but CUDA is not available")
+
+    tr, va = _split_val(arrs, config.val_fraction, config.seed)
+    xt = arrs.x[tr]
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(config.seed)
+        net = StateCriticNet(arrs.x.shape[1], config.hidden, config.activation)
+    net.set_normalization(xt.mean(axis=0), xt.std(axis=0))
+    net.to(device)
+    opt = torch.optim.AdamW(net.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+
+    def dev(a):
+        return torch.from_numpy(np.ascontiguousarray(a)).to(device)
+
+    X, P, S, M = dev(arrs.x), dev(arrs.progress), dev(arrs.success), dev(arrs.mask)
+    pairs = _PairIndex(arrs.episode[tr], arrs.t[tr], arrs.ep_success[tr])
+    use_pairs = config.pairwise_weight > 0 and bool(pairs)
+    heads = [("progress", "success").index(h) for h in config.pairwise_heads]
+    k_pairs = config.pairs_per_batch or config.batch_size
+
+    def losses(idx: np.ndarray, pair_idx=None):
+        ii = dev(idx)
+        z = net.logits(X[ii])
+        lp = F.binary_cross_entropy_with_logits(z[:, 0], P[ii])
+        m = M[ii]
+        n_m = m.sum()
+        if n_m > 0:
+            ls = (F.binary_cross_entropy_with_logits(z[:, 1], S[ii], reduction="none") * m).sum() / n_m
+        else:
+            ls = z.new_zeros(())
+        lpair = z.new_zeros(())
+        if pair_idx is not None:
+            a, b = (dev(v) for v in pair_idx)
+            d = net.logits(X[b])[:, heads] - net.logits(X[a])[:, heads]
+            arg = config.pairwise_margin - d
+            lpair = (F.softplus(arg) if config.pairwise_loss == "logistic" else F.relu(arg)).mean()
+        return lp, ls, lpair
+
+    history: dict[str, Any] = {k: [] for k in ("loss", "bce_progress", "bce_success", "pairwise", "val_loss")}
+    history.update(best_epoch=None, n_train_steps=int(len(tr)), n_val_steps=int(len(va)),
+                   n_pair_episodes=int(len(pairs.lens)) if use_pairs else 0, resumed_from_epoch=0)
+    rng = np.random.default_rng([config.seed, 0])
+    best_val, best_state, bad_epochs, start_epoch = math.inf, None, 0, 0
+    fp = _fingerprint(arrs, config)
+    sp = None
+    if state_path is not None:
+        sp = Path(state_path)
+        loaded = _load_state(sp, fp)
+        if loaded is not None:
+            payload, tensors = loaded
+            net.load_state_dict({k[4:]: v for k, v in tensors.items() if k.startswith("net.")})
+            best = {k[5:]: v for k, v in tensors.items() if k.startswith("best.")}
+            best_state = best or None
+            osd = {"param_groups": payload["param_groups"], "state": {}}
+            for key in payload["opt_keys"]:
+                pid, name = key.split(".", 1)
+                osd["state"].setdefault(int(pid), {})[name] = tensors[f"opt.{key}"]
+            opt.load_state_dict(osd)
+            history = payload["history"]
+            rng.bit_generator.state = payload["rng"]
+            best_val = payload["best_val"] if payload["best_val"] is not None else math.inf
+            bad_epochs = payload["bad_epochs"]
+            start_epoch = payload["epoch"]
+            history["resumed_from_epoch"] = start_epoch
+
+    n_batches = max(1, math.ceil(len(tr) / config.batch_size))
+    bar = None
+    if progress_bar:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=config.epochs, initial=start_epoch, desc="train critic", unit="epoch")
+    stopped = False
+    try:
+        for epoch in range(start_epoch, config.epochs):
+            net.train()
+            perm = tr[rng.permutation(len(tr))]
+            sums = np.zeros(3)
+            for b in range(n_batches):
+                idx = perm[b * config.batch_size : (b + 1) * config.batch_size]
+                pair_idx = pairs.sample(rng, k_pairs) if use_pairs else None
+                if pair_idx is not None:
+                    pair_idx = (tr[pair_idx[0]], tr[pair_idx[1]])
+                lp, ls, lpair = losses(idx, pair_idx)
+                loss = lp + ls + config.pairwise_weight * lpair
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                if config.max_grad_norm is not None:
+                    torch.nn.utils.clip_grad_norm_(net.parameters(), config.max_grad_norm)
+                opt.step()
+                sums += [lp.item(), ls.item(), lpair.item()]
+            sums /= n_batches
+            history["bce_progress"].append(float(sums[0]))
+            history["bce_success"].append(float(sums[1]))
+            history["pairwise"].append(float(sums[2]))
+            history["loss"].append(float(sums[0] + sums[1] + config.pairwise_weight * sums[2]))
+            val = None
+            if len(va):
+                net.eval()
+                with torch.no_grad():
+                    vp, vs, _ = losses(va)
+                val = float(vp + vs)
+                if val < best_val - 1e-6:
+                    best_val, bad_epochs = val, 0
+                    best_state = {k: v.detach().clone() for k, v in net.state_dict().items()}
+                    history["best_epoch"] = epoch + 1
+                else:
+                    bad_epochs += 1
+            history["val_loss"].append(val)
+            if config.patience is not None and bad_epochs >= config.patience:
+                stopped = True
+            if sp is not None:
+                _save_state(sp, net, opt, best_state, {
+                    "fingerprint": fp, "epoch": epoch + 1, "history": history,
+                    "rng": rng.bit_generator.state, "best_val": None if best_val == math.inf else best_val,
+                    "bad_epochs": bad_epochs})
+            if bar is not None:
+                post = {"loss": f"{history['loss'][-1]:.4f}"}
+                if val is not None:
+                    post["val"] = f"{val:.4f}"
+                bar.set_postfix(post)
+                bar.update(1)
+            if on_epoch_end is not None:
+                on_epoch_end(epoch + 1, history)
+            if stopped:
+                break
+    finally:
+        if bar is not None:
+            bar.close()
+    if best_state is not None:
+        net.load_state_dict(best_state)
+    history["epochs_run"] = len(history["loss"])
+    history["early_stopped"] = stopped
+    if sp is not None:
+        for f in _state_files(sp):
+            if f.exists():
+                f.unlink()
+    return net.cpu().eval(), history
