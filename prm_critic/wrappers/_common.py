@@ -1,0 +1,273 @@
+"""Private helpers shared by the PRM env wrappers: argument checks, layout resolution, validated
+flattening of observations, and a critic caller with an optional deadline.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import math
+import threading
+from typing import Any, Mapping
+
+import numpy as np
+
+from prm_critic.critic import BaseCritic
+from prm_critic.robotics.make import CriticInputLayout
+from prm_critic.robotics.spec import TaskSpec, load_spec
+
+__all__: list[str] = []
+
+HEADS = ("progress", "success")
+MODES = ("potential", "subgoal", "replace")
+FALLBACKS = ("zero",)
+
+
+def check_critic_arg(critic: Any) -> BaseCritic:
+    if not isinstance(critic, BaseCritic):
+        raise TypeError(f"critic: expected a prm_critic.BaseCritic over flat critic inputs (B, D), got {type(critic).__name__}")
+    return critic
+
+
+def check_gamma(gamma: Any) -> float:
+    if isinstance(gamma, bool) or not isinstance(gamma, (int, float, np.floating, np.integer)) \
+            or not math.isfinite(float(gamma)) or not 0.0 < float(gamma) <= 1.0:
+        raise ValueError(
+            f"gamma: expected a number in (0, 1] equal to the learner's discount (e.g. model.gamma), got {gamma!r}"
+        )
+    return float(gamma)
+
+
+def check_number(name: str, value: Any, *, low: float | None = None, high: float | None = None,
+                 positive: bool = False) -> float:
+    ok = not isinstance(value, bool) and isinstance(value, (int, float, np.floating, np.integer))
+    if ok:
+        v = float(value)
+        ok = math.isfinite(v) and (low is None or v >= low) and (high is None or v <= high) and (not positive or v > 0)
+    if not ok:
+        rng = []
+        if positive:
+            rng.append("> 0")
+        if low is not None:
+            rng.append(f">= {low}")
+        if high is not None:
+            rng.append(f"<= {high}")
+        what = "a finite number" + (f" {' and '.join(rng)}" if rng else "")
+        raise ValueError(f"{name}: expected {what}, got {value!r}")
+    return float(value)
+
+
+def check_choice(name: str, value: Any, choices: tuple[str, ...]) -> str:
+    if value not in choices:
+        raise ValueError(f"{name}: expected one of {list(choices)}, got {value!r}")
+    return value
+
+
+def resolve_layout(critic: BaseCritic, layout: CriticInputLayout | Mapping | None) -> CriticInputLayout:
+    """``layout`` argument, else ``critic.layout``, else ``critic.meta["layout"]``, else a clear error."""
+    if layout is None:
+        layout = getattr(critic, "layout", None)
+    if layout is None:
+        meta = getattr(critic, "meta", None)
+        if isinstance(meta, Mapping) and meta.get("layout") is not None:
+            layout = meta["layout"]
+    if layout is None:
+        raise ValueError(
+            f"layout: the critic ({type(critic).__name__}) carries no layout (no .layout, no meta['layout']); "
+            "pass layout=CriticInputLayout.from_space(spec, env.observation_space)"
+        )
+    if isinstance(layout, Mapping):
+        layout = CriticInputLayout.from_dict(layout)
+    if not isinstance(layout, CriticInputLayout):
+        raise TypeError(f"layout: expected a CriticInputLayout or its to_dict(), got {type(layout).__name__}")
+    obs_dim = getattr(critic, "obs_dim", None)
+    if obs_dim is not None and int(obs_dim) != layout.obs_dim:
+        raise ValueError(
+            f"critic: obs_dim {obs_dim} does not match the layout's obs_dim {layout.obs_dim} "
+            f"(keys {dict(layout.sizes)}); the critic was built for another observation layout"
+        )
+    return layout
+
+
+def check_layout_space(layout: CriticInputLayout, space: Any, where: str = "env") -> None:
+    """Raise a clear error when the env's observation space does not match ``layout``."""
+    import gymnasium as gym
+
+    if isinstance(space, gym.spaces.Dict):
+        for k in layout.keys:
+            if k not in space.spaces:
+                raise ValueError(
+                    f"layout: key {k!r} is not in the {where} observation space; expected keys from {sorted(space.spaces)}"
+                )
+            size = int(np.prod(space.spaces[k].shape))
+            if size != layout.sizes[k]:
+                raise ValueError(
+                    f"layout: key {k!r} has size {layout.sizes[k]} in the critic layout but {size} in the {where} "
+                    f"observation space (shape {space.spaces[k].shape})"
+                )
+    elif isinstance(space, gym.spaces.Box):
+        if layout.keys != ("obs",):
+            raise ValueError(
+                f"layout: the {where} observation space is a Box, so the layout must be ['obs'], got {list(layout.keys)}"
+            )
+        size = int(np.prod(space.shape))
+        if size != layout.obs_dim:
+            raise ValueError(
+                f"layout: obs_dim {layout.obs_dim} does not match the {where} observation of shape {space.shape} "
+                f"(size {size})"
+            )
+    else:
+        raise TypeError(f"env: expected a Box or Dict observation space, got {type(space).__name__}")
+
+
+def resolve_spec(critic: BaseCritic, spec: Any) -> TaskSpec | None:
+    if spec is not None:
+        return load_spec(spec)
+    s = getattr(critic, "spec", None)
+    return s if isinstance(s, TaskSpec) else None
+
+
+def goal_keys(spec: TaskSpec | None, space: Any) -> tuple[str, str] | None:
+    """``(achieved_key, desired_key)`` for a goal-conditioned observation space, else ``None``."""
+    import gymnasium as gym
+
+    if spec is not None and spec.goal_keys is not None:
+        return spec.goal_keys
+    if isinstance(space, gym.spaces.Dict) and "achieved_goal" in space.spaces and "desired_goal" in space.spaces:
+        return ("achieved_goal", "desired_goal")
+    return None
+
+
+def _locate(layout: CriticInputLayout, col: int) -> str:
+    for k, sl in layout.slices.items():
+        if sl.start <= col < sl.stop:
+            return f"{k}[{col - sl.start}]"
+    return f"[{col}]"
+
+
+def _check_numeric(a: np.ndarray, name: str) -> None:
+    if a.dtype == object or not (np.issubdtype(a.dtype, np.number) or a.dtype == np.bool_) \
+            or np.issubdtype(a.dtype, np.complexfloating):
+        raise TypeError(f"{name}: expected a real-valued numeric array, got dtype {a.dtype}")
+
+
+def flatten_checked(layout: CriticInputLayout, obs: Any, *, batched: bool = False,
+                    name: str = "observation") -> np.ndarray:
+    """Critic input(s) of ``obs``: float32 ``(D,)`` for one observation, ``(B, D)`` when ``batched``.
+
+    Raises one clear error naming ``name`` (and the key) for a missing key, a wrong size or dtype,
+    NaN or inf.
+    """
+    parts = []
+    if isinstance(obs, Mapping):
+        for k in layout.keys:
+            if k not in obs:
+                raise KeyError(f"{name}: missing key {k!r}; expected keys {list(layout.keys)}")
+            a = np.asarray(obs[k])
+            _check_numeric(a, f"{name}[{k!r}]")
+            a = a.reshape(a.shape[0] if batched and a.ndim else 1, -1) if batched else a.reshape(-1)
+            if a.shape[-1] != layout.sizes[k]:
+                raise ValueError(
+                    f"{name}[{k!r}]: expected {layout.sizes[k]} values per step (critic layout "
+                    f"{dict(layout.sizes)}), got {a.shape[-1]} (shape {np.shape(obs[k])})"
+                )
+            parts.append(a.astype(np.float32, copy=False))
+    else:
+        if layout.keys != ("obs",):
+            raise TypeError(f"{name}: expected a dict with keys {list(layout.keys)}, got {type(obs).__name__}")
+        a = np.asarray(obs)
+        _check_numeric(a, name)
+        a = a.reshape(a.shape[0] if a.ndim else 1, -1) if batched else a.reshape(-1)
+        if a.shape[-1] != layout.obs_dim:
+            raise ValueError(
+                f"{name}: expected {layout.obs_dim} values per step (critic obs_dim), got {a.shape[-1]} "
+                f"(shape {np.shape(obs)})"
+            )
+        parts.append(a.astype(np.float32, copy=False))
+    if batched and len({p.shape[0] for p in parts}) != 1:
+        raise ValueError(f"{name}: keys have different batch sizes {[p.shape[0] for p in parts]}")
+    x = np.ascontiguousarray(np.concatenate(parts, axis=-1), dtype=np.float32)
+    if not np.all(np.isfinite(x)):
+        x2 = np.atleast_2d(x)
+        bad = np.argwhere(~np.isfinite(x2))[0]
+        row = f" (batch row {int(bad[0])})" if batched else ""
+        raise ValueError(
+            f"{name}: expected finite values, got {x2[tuple(bad)]} at {_locate(layout, int(bad[1]))}{row}; "
+            "the critic cannot score NaN/inf"
+        )
+    return x
+
+
+class CriticCaller:
+    """Calls ``critic.score(x).get(head)`` either directly or, with ``deadline_s``, on one worker
+    thread with a timeout. ``__call__`` returns the ``(B,)`` float64 scores, or ``None`` when the
+    call fell back (timeout, exception, non-finite output, or the worker still busy with a late
+    call). Without a deadline, errors propagate.
+    """
+
+    def __init__(self, critic: BaseCritic, head: str, deadline_s: float | None):
+        self.critic = critic
+        self.head = head
+        self.deadline_s = deadline_s
+        self.stats = {"calls": 0, "fallbacks": 0, "timeouts": 0, "errors": 0, "busy": 0}
+        self.last_error: BaseException | None = None
+        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+        self._pending: concurrent.futures.Future | None = None
+        self._lock = threading.Lock()
+
+    def _run(self, x: np.ndarray) -> np.ndarray:
+        v = np.asarray(self.critic.score(x).get(self.head), dtype=np.float64).reshape(-1)
+        if v.shape != (x.shape[0],):
+            raise ValueError(f"critic: head {self.head!r} returned shape {v.shape}, expected ({x.shape[0]},)")
+        if not np.all(np.isfinite(v)):
+            raise ValueError(f"critic: head {self.head!r} returned non-finite scores {v}")
+        return v
+
+    def direct(self, x: np.ndarray) -> np.ndarray:
+        """Synchronous call without deadline or fallback (used offline, e.g. HER relabelling)."""
+        return self._run(x)
+
+    def __call__(self, x: np.ndarray) -> np.ndarray | None:
+        self.stats["calls"] += 1
+        if self.deadline_s is None:
+            return self._run(x)
+        if self._executor is None:
+            self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="prm-critic")
+        if self._pending is not None and not self._pending.done():
+            # a late call is still running: never queue behind it, never wait for it
+            self.stats["busy"] += 1
+            self.stats["fallbacks"] += 1
+            return None
+        fut = self._executor.submit(self._run, x)
+        try:
+            out = fut.result(timeout=self.deadline_s)
+        except concurrent.futures.TimeoutError:
+            self._pending = fut
+            self.stats["timeouts"] += 1
+            self.stats["fallbacks"] += 1
+            return None
+        except Exception as exc:  # noqa: BLE001 - a failing critic must not stop the control loop
+            self.last_error = exc
+            self.stats["errors"] += 1
+            self.stats["fallbacks"] += 1
+            return None
+        self._pending = None
+        return out
+
+    def close(self) -> None:
+        if self._executor is not None:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+            self._executor = None
+            self._pending = None
+
+
+def find_max_episode_steps(env: Any) -> int | None:
+    """The episode step limit of ``env``: a ``TimeLimit`` in the wrapper chain, else ``env.spec``."""
+    e = env
+    while e is not None:
+        mes = getattr(e, "_max_episode_steps", None)
+        if isinstance(mes, int) and mes > 0:
+            return mes
+        e = getattr(e, "env", None)
+    spec = getattr(env, "spec", None)
+    mes = getattr(spec, "max_episode_steps", None)
+    return int(mes) if isinstance(mes, int) and mes > 0 else None

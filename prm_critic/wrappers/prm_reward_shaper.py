@@ -1,0 +1,280 @@
+"""Reward shaping with a process reward model (a critic's per-step score as the potential)."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from prm_critic._optional import require
+from prm_critic.critic import BaseCritic
+from prm_critic.robotics.make import CriticInputLayout
+from prm_critic.wrappers._common import (
+    FALLBACKS, HEADS, MODES, CriticCaller, check_choice, check_critic_arg, check_gamma, check_layout_space,
+    check_number, flatten_checked, goal_keys, resolve_layout, resolve_spec,
+)
+
+gym = require("gymnasium")
+
+__all__ = ["PRMRewardShaper"]
+
+_NEEDED_INFO = ("prm_x", "prm_next_x", "prm_terminated")
+
+
+class PRMRewardShaper(gym.Wrapper, gym.utils.RecordConstructorArgs):
+    r"""Add a critic-based shaping term to the env reward.
+
+    ``Phi(s)`` is the critic's ``head`` score of ``s``'s critic input ``x = layout.flatten(obs)``.
+
+    * ``mode="potential"`` (default; Ng, Harada & Russell 1999, preserves the optimal policy when
+      ``gamma`` is the learner's discount)::
+
+          r' = r + scale * (gamma * Phi'(s') - Phi(s)),   Phi'(s') = 0 if terminated else Phi(s')
+
+      ``Phi(s')`` is kept on truncation (time limit, :class:`DeadEndPruner`): the learner bootstraps
+      there. Only a true termination zeroes it.
+    * ``mode="subgoal"``: ``r' = r + subgoal_bonus * #{subgoals that hold in s' for the first time
+      this episode}`` (needs a spec with subgoals: ``critic.spec`` or ``spec=``). Not potential-based.
+    * ``mode="replace"``: ``r' = scale * Phi(s')`` (the env reward is dropped).
+
+    ``info`` gets ``prm_original_reward``, ``prm_phi`` (Phi(s)), ``prm_next_phi`` (Phi(s'), the
+    critic's score even when terminated), ``prm_shaping`` (``r' - r``), ``prm_fallback``,
+    ``prm_terminated``, ``prm_x`` / ``prm_next_x`` (float32 critic inputs of s and s', what HER
+    relabelling needs) and, when a spec is known, ``prm_subgoals`` (``{name: bool}`` for s').
+
+    Goal-conditioned envs: :meth:`compute_reward` is vectorised and consistent with the step reward:
+    ``base_env.compute_reward(ag, g, info) + F`` where ``F`` is the shaping term recomputed with
+    the desired-goal slice of ``prm_x`` / ``prm_next_x`` replaced by ``g`` (and the achieved-goal
+    slice of ``prm_next_x`` by ``ag``); when ``(ag, g)`` equal the stored ones (as float32, the
+    critic's input precision) the cached ``prm_shaping`` is reused, so the step reward and
+    ``compute_reward`` agree exactly. With SB3's ``HerReplayBuffer`` pass
+    ``replay_buffer_kwargs=dict(copy_info_dict=True)``. In ``subgoal`` mode a relabelled goal gets
+    the bonus for subgoals that hold in s' and not in s (the per-episode history is not in info).
+
+    Deadline (``deadline_s``): the critic runs on one worker thread; a call that is late (or fails,
+    or the worker is still busy with a late call) falls back: shaping 0, reward unchanged,
+    ``Phi`` unknown so the next transition's shaping is 0 too, ``info["prm_fallback"] = True``, and
+    ``stats`` counts ``calls``, ``fallbacks``, ``timeouts``, ``errors`` (and ``busy``). Without a
+    deadline critic errors propagate. Invalid observations (NaN/inf, wrong size or dtype) always
+    raise, naming the observation key.
+
+    Args:
+        env: a gymnasium env (Dict or Box observations).
+        critic: a :class:`~prm_critic.critic.BaseCritic` over flat critic inputs ``(B, D)``.
+        gamma: REQUIRED, the learner's discount, in (0, 1].
+        mode: ``"potential"``, ``"subgoal"`` or ``"replace"``.
+        scale: multiplier of the shaping term (finite).
+        head: critic head used as ``Phi``: ``"progress"`` or ``"success"``.
+        layout: :class:`CriticInputLayout` (or its dict); default ``critic.layout``, else
+            ``critic.meta["layout"]``.
+        spec: task spec (name, path, dict or ``TaskSpec``); default ``critic.spec`` if any.
+        subgoal_bonus: bonus per newly reached subgoal (``mode="subgoal"``).
+        deadline_s: per-call critic deadline in seconds (``None``: call synchronously).
+        fallback: what a late or failed call gives; only ``"zero"`` (no shaping) is supported.
+    """
+
+    def __init__(self, env, critic: BaseCritic, *, gamma: float, mode: str = "potential", scale: float = 1.0,
+                 head: str = "progress", layout: CriticInputLayout | Mapping | None = None, spec: Any = None,
+                 subgoal_bonus: float = 1.0, deadline_s: float | None = None, fallback: str = "zero"):
+        # recorded (not copied: the critic is shared) so that env.spec.make() can rebuild the stack
+        gym.utils.RecordConstructorArgs.__init__(
+            self, _disable_deepcopy=True, critic=critic, gamma=gamma, mode=mode, scale=scale, head=head,
+            layout=layout, spec=spec, subgoal_bonus=subgoal_bonus, deadline_s=deadline_s, fallback=fallback)
+        gym.Wrapper.__init__(self, env)
+        self.critic = check_critic_arg(critic)
+        self.gamma = check_gamma(gamma)
+        self.mode = check_choice("mode", mode, MODES)
+        self.head = check_choice("head", head, HEADS)
+        self.scale = check_number("scale", scale)
+        self.subgoal_bonus = check_number("subgoal_bonus", subgoal_bonus)
+        if deadline_s is not None:
+            deadline_s = check_number("deadline_s", deadline_s, positive=True)
+        self.deadline_s = deadline_s
+        self.fallback = check_choice("fallback", fallback, FALLBACKS)
+        self.layout = resolve_layout(critic, layout)
+        check_layout_space(self.layout, env.observation_space)
+        self.task_spec = resolve_spec(critic, spec)
+        self.evaluator = None
+        if self.task_spec is not None and self.task_spec.subgoals:
+            ev = getattr(critic, "evaluator", None)
+            if ev is not None and getattr(critic, "spec", None) is self.task_spec and ev.layout.obs_dim == self.layout.obs_dim:
+                self.evaluator = ev
+            else:
+                from prm_critic.robotics.subgoals import MazeGeometry, SubgoalEvaluator
+                maze = None
+                if any(s.kind == "maze_path" for s in self.task_spec.subgoals):
+                    maze = MazeGeometry.from_env(env)
+                self.evaluator = SubgoalEvaluator(self.task_spec, self.layout, maze)
+        if self.mode == "subgoal" and self.evaluator is None:
+            raise ValueError(
+                "spec: mode 'subgoal' needs a task spec with [[subgoals]] (critic.spec or spec=...), got "
+                f"{None if self.task_spec is None else self.task_spec.name + ' without subgoals'}"
+            )
+        self.goal_keys = goal_keys(self.task_spec, env.observation_space)
+        if self.goal_keys is not None:
+            for k in self.goal_keys:
+                if k not in self.layout.slices and k == self.goal_keys[1]:
+                    raise ValueError(
+                        f"layout: goal-conditioned env but the desired goal {k!r} is not in the critic input "
+                        f"{list(self.layout.keys)}; compute_reward could not relabel the potential"
+                    )
+        self._caller = CriticCaller(self.critic, self.head, self.deadline_s)
+        self._x: np.ndarray | None = None
+        self._phi: float | None = None
+        self._claimed: set[str] = set()
+
+    # ------------------------------------------------------------------ stats
+    @property
+    def stats(self) -> dict[str, int]:
+        """Critic-call counters: ``calls``, ``fallbacks``, ``timeouts``, ``errors``, ``busy``."""
+        return dict(self._caller.stats)
+
+    @property
+    def last_error(self) -> BaseException | None:
+        """The last exception raised by the critic under a deadline (``None`` if none)."""
+        return self._caller.last_error
+
+    # ------------------------------------------------------------------ helpers
+    def _phi_of(self, x: np.ndarray) -> float | None:
+        v = self._caller(x[None, :])
+        return None if v is None else float(v[0])
+
+    def _subgoals(self, x: np.ndarray) -> dict[str, bool] | None:
+        if self.evaluator is None:
+            return None
+        h = self.evaluator.holds(x[None, :])[0]
+        return {n: bool(b) for n, b in zip(self.evaluator.names, h)}
+
+    # ------------------------------------------------------------------ gym API
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        obs, info = self.env.reset(seed=seed, options=options)
+        self._x = flatten_checked(self.layout, obs)
+        self._phi = self._phi_of(self._x)
+        self._claimed = set()
+        if self.evaluator is not None:
+            sg = self._subgoals(self._x)
+            self._claimed = {n for n, b in sg.items() if b}
+        info = dict(info)
+        info["prm_phi"] = float("nan") if self._phi is None else self._phi
+        info["prm_fallback"] = self._phi is None
+        return obs, info
+
+    def step(self, action):
+        if self._x is None:
+            raise RuntimeError("step: call reset() before step()")
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        x_next = flatten_checked(self.layout, obs)
+        phi_next = self._phi_of(x_next)
+        phi = self._phi
+        r = float(reward)
+        subgoals = self._subgoals(x_next)
+        fell_back = phi_next is None or phi is None
+        if fell_back and self.mode != "subgoal":
+            shaping = 0.0
+        elif self.mode == "potential":
+            shaping = self.scale * (self.gamma * (0.0 if terminated else phi_next) - phi)
+        elif self.mode == "replace":
+            shaping = self.scale * phi_next - r
+        else:  # subgoal: needs no critic call to be right
+            new = [n for n, b in subgoals.items() if b and n not in self._claimed]
+            self._claimed.update(new)
+            shaping = self.subgoal_bonus * len(new)
+        info = dict(info)
+        info.update(
+            prm_original_reward=r,
+            prm_phi=float("nan") if phi is None else phi,
+            prm_next_phi=float("nan") if phi_next is None else phi_next,
+            prm_shaping=float(shaping),
+            prm_fallback=bool(phi_next is None),
+            prm_terminated=bool(terminated),
+            prm_x=self._x,
+            prm_next_x=x_next,
+        )
+        if subgoals is not None:
+            info["prm_subgoals"] = subgoals
+        self._x, self._phi = x_next, phi_next
+        return obs, float(np.float64(r) + np.float64(shaping)), terminated, truncated, info
+
+    def close(self):
+        self._caller.close()
+        return super().close()
+
+    # ------------------------------------------------------------------ HER
+    def compute_reward(self, achieved_goal, desired_goal, info):
+        """Shaped goal-conditioned reward, vectorised like the base env's.
+
+        Args:
+            achieved_goal: ``(k,)`` or ``(B, k)``: the achieved goal of s'.
+            desired_goal: ``(k,)`` or ``(B, k)``: the (possibly relabelled) goal.
+            info: a dict (one transition), or an array/list of ``B`` dicts (SB3's HerReplayBuffer
+                with ``copy_info_dict=True``), each holding this wrapper's ``prm_*`` keys.
+
+        Returns:
+            a float for one transition, a float64 array ``(B,)`` for a batch.
+        """
+        if self.goal_keys is None:
+            raise AttributeError(
+                "compute_reward: the wrapped env is not goal-conditioned (no achieved_goal/desired_goal keys)"
+            )
+        base_fn = self.env.get_wrapper_attr("compute_reward")
+        base = np.asarray(base_fn(achieved_goal, desired_goal, info), dtype=np.float64)
+        ag = np.asarray(achieved_goal, dtype=np.float32)
+        dg = np.asarray(desired_goal, dtype=np.float32)
+        single = dg.ndim <= 1
+        ag2 = ag.reshape(1 if single else ag.shape[0], -1)
+        dg2 = dg.reshape(1 if single else dg.shape[0], -1)
+        n = dg2.shape[0]
+        if isinstance(info, Mapping):
+            infos: Sequence[Mapping] = [info] * n
+        else:
+            infos = list(np.asarray(info, dtype=object).reshape(-1)) if not isinstance(info, list) else info
+            if len(infos) != n:
+                raise ValueError(f"info: expected {n} info dicts (one per goal), got {len(infos)}")
+        base = np.broadcast_to(base.reshape(-1), (n,))
+        shaping = self._shaping_for_goals(ag2, dg2, infos, base)
+        out = base + shaping
+        return float(out[0]) if single else out
+
+    def _shaping_for_goals(self, ag: np.ndarray, dg: np.ndarray, infos: Sequence[Mapping],
+                           base: np.ndarray) -> np.ndarray:
+        ach_key, des_key = self.goal_keys
+        des_sl = self.layout.slices[des_key]
+        ach_sl = self.layout.slices.get(ach_key)
+        n = dg.shape[0]
+        shaping = np.zeros(n, dtype=np.float64)
+        todo: list[int] = []
+        for i, inf in enumerate(infos):
+            if not isinstance(inf, Mapping) or any(k not in inf for k in _NEEDED_INFO):
+                got = sorted(inf) if isinstance(inf, Mapping) else type(inf).__name__
+                raise ValueError(
+                    f"info: compute_reward needs this wrapper's {list(_NEEDED_INFO)} in every info dict, got {got}; "
+                    "with stable-baselines3's HerReplayBuffer pass replay_buffer_kwargs=dict(copy_info_dict=True)"
+                )
+            xn = np.asarray(inf["prm_next_x"], dtype=np.float32).reshape(-1)
+            same = np.array_equal(xn[des_sl], dg[i]) and (ach_sl is None or np.array_equal(xn[ach_sl], ag[i]))
+            if same and "prm_shaping" in inf:
+                shaping[i] = float(inf["prm_shaping"])
+            else:
+                todo.append(i)
+        if not todo:
+            return shaping
+        x = np.stack([np.asarray(infos[i]["prm_x"], dtype=np.float32).reshape(-1) for i in todo])
+        xn = np.stack([np.asarray(infos[i]["prm_next_x"], dtype=np.float32).reshape(-1) for i in todo])
+        x[:, des_sl] = dg[todo]
+        xn[:, des_sl] = dg[todo]
+        if ach_sl is not None:
+            xn[:, ach_sl] = ag[todo]
+        term = np.array([bool(infos[i]["prm_terminated"]) for i in todo])
+        k = len(todo)
+        if self.mode == "subgoal":
+            h = self.evaluator.holds(np.concatenate([x, xn]))
+            new = h[k:] & ~h[:k]
+            shaping[todo] = self.subgoal_bonus * new.sum(axis=1)
+            return shaping
+        phi = self._caller.direct(np.concatenate([x, xn]))
+        phi_s, phi_n = phi[:k], phi[k:]
+        if self.mode == "potential":
+            shaping[todo] = self.scale * (self.gamma * np.where(term, 0.0, phi_n) - phi_s)
+        else:  # replace: r' = scale * Phi(s'), expressed as a shaping term on top of the base reward
+            shaping[todo] = self.scale * phi_n - base[todo]
+        return shaping
