@@ -32,7 +32,7 @@ def register_robotics_envs() -> None:
     _REGISTERED = True
 
 
-class FlattenGoalsWrapper(gym.Wrapper):
+class FlattenGoalsWrapper(gym.Wrapper, gym.utils.RecordConstructorArgs):
     """Flatten dict-of-dict goals into arrays, in a fixed task order (FrankaKitchen).
 
     ``achieved_goal = concat(achieved_goal[t] for t in tasks)``, same for ``desired_goal``.
@@ -45,7 +45,8 @@ class FlattenGoalsWrapper(gym.Wrapper):
     """
 
     def __init__(self, env, tasks, threshold: float = 0.3):
-        super().__init__(env)
+        gym.utils.RecordConstructorArgs.__init__(self, tasks=tuple(tasks), threshold=threshold)
+        gym.Wrapper.__init__(self, env)
         tasks = tuple(tasks)
         spaces = env.observation_space.spaces
         for key in ("achieved_goal", "desired_goal"):
