@@ -18,6 +18,7 @@ __all__ = ["main", "build_parser", "COMMAND_MODULES"]
 #: Modules that register subcommands, in help order.
 COMMAND_MODULES = [
     "prm_critic.commands.specs",
+    "prm_critic.commands.export",
 ]
 
 

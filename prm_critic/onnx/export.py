@@ -1,0 +1,391 @@
+"""Export a state critic to ONE self-contained ONNX file, with metadata and a parity check.
+
+The exported graph computes exactly :meth:`StateCriticNet.forward`::
+
+    scores = sigmoid(head(body((obs - obs_mean) / obs_std)))      # (B, 2) = [progress, success]
+
+Normalisation lives inside the graph (the ``obs_mean``/``obs_std`` buffers become initializers), so
+the file needs nothing else at deploy time. Interface of every exported state critic:
+
+* input ``obs``: float32 ``(B, obs_dim)`` (``B`` symbolic for ``batch="dynamic"``, fixed to 1 for
+  ``batch=1``, the control-loop variant);
+* output ``scores``: float32 ``(B, 2)``, columns ``[progress, success]`` in [0, 1].
+
+Every export runs ``onnx.checker.check_model`` and compares onnxruntime against torch on random and
+realistic inputs (``rtol=1e-4, atol=1e-5``); a mismatch raises :class:`OnnxExportError` and leaves no
+file behind. The file is written atomically (temp file + ``os.replace``) and never has a ``.data``
+sidecar (weights are stored inline; an export that would need external data is an error).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import logging
+import os
+import warnings
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+from prm_critic import __version__
+from prm_critic._optional import require
+from prm_critic.models.checkpoint import atomic_write_bytes, load_state_critic
+from prm_critic.models.state_critic import HEADS, StateCriticNet, TorchStateCritic
+from prm_critic.onnx._meta import (
+    ATOL,
+    DEFAULT_OPSET,
+    FORMAT,
+    FORMAT_VERSION,
+    INPUT_NAME,
+    LABEL_SEMANTICS,
+    OUTPUT_NAME,
+    RTOL,
+    OnnxExportError,
+    decode_metadata,
+)
+
+__all__ = [
+    "OnnxExportError",
+    "export_state_critic",
+    "read_onnx_metadata",
+    "decode_metadata",
+    "parity_check",
+    "FORMAT",
+    "INPUT_NAME",
+    "OUTPUT_NAME",
+    "DEFAULT_OPSET",
+]
+
+class _ObsToScores:
+    """Factory of the torch module that is exported (input named ``obs``)."""
+
+    @staticmethod
+    def build(net: StateCriticNet):
+        import torch
+
+        class ObsToScores(torch.nn.Module):
+            def __init__(self, inner):
+                super().__init__()
+                self.inner = inner
+
+            def forward(self, obs):
+                return self.inner(obs)
+
+        return ObsToScores(net).eval()
+
+
+def _resolve_net(src: Any) -> tuple[StateCriticNet, dict]:
+    if isinstance(src, TorchStateCritic):
+        return src.net, dict(src.meta)
+    if isinstance(src, StateCriticNet):
+        return src, {}
+    if isinstance(src, (str, os.PathLike)):
+        crit = load_state_critic(src)
+        return crit.net, dict(crit.meta)
+    raise TypeError(
+        "critic_or_checkpoint_path: expected a StateCriticNet, a TorchStateCritic or a checkpoint path, "
+        f"got {type(src).__name__}"
+    )
+
+
+def _layout_dict(layout: Any, meta: Mapping[str, Any], obs_dim: int) -> dict | None:
+    if layout is None:
+        layout = meta.get("layout")
+    if layout is None:
+        return None
+    if hasattr(layout, "to_dict"):
+        layout = layout.to_dict()
+    if not isinstance(layout, Mapping) or "keys" not in layout or "sizes" not in layout:
+        raise OnnxExportError(
+            f"layout: expected a CriticInputLayout or a dict with 'keys' and 'sizes', got {layout!r}"
+        )
+    keys = [str(k) for k in layout["keys"]]
+    sizes = {k: int(layout["sizes"][k]) for k in keys}
+    total = sum(sizes.values())
+    if total != obs_dim:
+        raise OnnxExportError(
+            f"layout: its keys {keys} with sizes {sizes} add up to {total}, but the critic's obs_dim is {obs_dim}"
+        )
+    return {"keys": keys, "sizes": sizes, "obs_dim": total}
+
+
+def _task_name(task: Any, meta: Mapping[str, Any]) -> str | None:
+    if task is not None:
+        if not isinstance(task, str) or not task:
+            raise OnnxExportError(f"task: expected a non-empty string (a task spec name), got {task!r}")
+        return task
+    if isinstance(meta.get("task"), str):
+        return meta["task"]
+    spec = meta.get("spec")
+    if isinstance(spec, Mapping) and isinstance(spec.get("name"), str):
+        return spec["name"]
+    return None
+
+
+def _normalization_summary(net: StateCriticNet) -> dict:
+    mean = net.obs_mean.detach().cpu().numpy().astype(np.float64)
+    std = net.obs_std.detach().cpu().numpy().astype(np.float64)
+    return {
+        "inside_graph": True,
+        "formula": "(obs - obs_mean) / obs_std",
+        "identity": bool(np.all(mean == 0) and np.all(std == 1)),
+        "mean_abs_max": float(np.abs(mean).max()),
+        "std_min": float(std.min()),
+        "std_max": float(std.max()),
+    }
+
+
+def _jsonable(obj: Any, where: str) -> str:
+    try:
+        return json.dumps(obj, sort_keys=True)
+    except (TypeError, ValueError) as exc:
+        raise OnnxExportError(f"{where}: expected JSON-serialisable values, got {obj!r} ({exc})") from exc
+
+
+@contextlib.contextmanager
+def _quiet_exporter():
+    """Silence the exporter's progress prints and its torchvision registration warnings."""
+    loggers = [logging.getLogger(n) for n in ("torch.onnx", "torch.onnx._internal.exporter._registration")]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        for lg, lv in zip(loggers, levels):
+            lg.setLevel(lv)
+
+
+def _export_proto(net: StateCriticNet, batch: int | str, opset: int):
+    """torch -> ModelProto. Dynamo exporter first; the legacy (TorchScript) exporter only if it fails."""
+    import torch
+
+    onnx = require("onnx")
+    require("onnxscript")
+    module = _ObsToScores.build(net)
+    x = torch.zeros(1, net.obs_dim, dtype=torch.float32)
+    dynamo_error: Exception | None = None
+    try:
+        with _quiet_exporter(), torch.no_grad():
+            kwargs: dict[str, Any] = {}
+            if batch == "dynamic":
+                kwargs["dynamic_shapes"] = {"obs": {0: torch.export.Dim("batch")}}
+            prog = torch.onnx.export(
+                module, (x,), None, dynamo=True, opset_version=opset, external_data=False,
+                input_names=[INPUT_NAME], output_names=[OUTPUT_NAME], verbose=False, **kwargs,
+            )
+            if prog is None:
+                raise RuntimeError("torch.onnx.export returned no program")
+            return prog.model_proto, "dynamo"
+    except Exception as exc:  # fall back, and say so
+        dynamo_error = exc
+    warnings.warn(
+        f"export: the dynamo ONNX exporter failed ({type(dynamo_error).__name__}: {dynamo_error}); "
+        "falling back to the legacy TorchScript exporter",
+        RuntimeWarning,
+        stacklevel=3,
+    )
+    buf = io.BytesIO()
+    with _quiet_exporter(), torch.no_grad():
+        dyn = {INPUT_NAME: {0: "batch"}, OUTPUT_NAME: {0: "batch"}} if batch == "dynamic" else None
+        torch.onnx.export(
+            module, (x,), buf, dynamo=False, opset_version=opset,
+            input_names=[INPUT_NAME], output_names=[OUTPUT_NAME], dynamic_axes=dyn,
+        )
+    return onnx.load_from_string(buf.getvalue()), "legacy"
+
+
+def _parity_inputs(net: StateCriticNet, realistic: np.ndarray | None, seed: int = 0) -> dict[str, np.ndarray]:
+    """Named input sets (each float32 ``(N, D)``) for the parity check."""
+    rng = np.random.default_rng(seed)
+    d = net.obs_dim
+    mean = net.obs_mean.detach().cpu().numpy()
+    std = net.obs_std.detach().cpu().numpy()
+    sets = {
+        "random_normal": rng.standard_normal((64, d)),
+        "random_uniform_wide": rng.uniform(-10.0, 10.0, (64, d)),
+        "zeros": np.zeros((1, d)),
+        # data-like inputs: the distribution the normaliser was fitted on
+        "realistic_normaliser": mean + std * rng.standard_normal((64, d)),
+    }
+    if realistic is not None:
+        sets["realistic_given"] = realistic
+    return {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in sets.items()}
+
+
+def parity_check(
+    model_bytes: bytes,
+    net: StateCriticNet,
+    inputs: Mapping[str, np.ndarray],
+    *,
+    batch: int | str,
+    rtol: float = RTOL,
+    atol: float = ATOL,
+) -> dict[str, float]:
+    """Compare onnxruntime (CPU) with torch on each input set; returns max abs error per set.
+
+    Raises:
+        OnnxExportError: naming the input set, the worst element and the tolerances.
+    """
+    import torch
+
+    ort = require("onnxruntime")
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    so.inter_op_num_threads = 1
+    sess = ort.InferenceSession(model_bytes, so, providers=["CPUExecutionProvider"])
+    errors: dict[str, float] = {}
+    net = net.eval()
+    for name, x in inputs.items():
+        with torch.no_grad():
+            ref = net(torch.from_numpy(x)).numpy()
+        if batch == "dynamic":
+            got = sess.run([OUTPUT_NAME], {INPUT_NAME: x})[0]
+        else:
+            got = np.concatenate([sess.run([OUTPUT_NAME], {INPUT_NAME: x[i : i + 1]})[0] for i in range(len(x))])
+        if got.shape != ref.shape:
+            raise OnnxExportError(f"parity ({name}): onnxruntime output shape {got.shape} != torch {ref.shape}")
+        err = np.abs(got.astype(np.float64) - ref.astype(np.float64))
+        errors[name] = float(err.max()) if err.size else 0.0
+        if not np.allclose(got, ref, rtol=rtol, atol=atol):
+            i = np.unravel_index(np.argmax(err - rtol * np.abs(ref)), err.shape)
+            raise OnnxExportError(
+                f"parity ({name}): onnxruntime and torch disagree at {tuple(int(k) for k in i)}: "
+                f"onnx {got[i]!r} vs torch {ref[i]!r} (|diff| {err[i]:.3g} > atol {atol} + rtol {rtol} * |torch|)"
+            )
+    return errors
+
+
+def export_state_critic(
+    critic_or_checkpoint_path: "StateCriticNet | TorchStateCritic | str | os.PathLike",
+    out_path: "str | os.PathLike",
+    *,
+    batch: "int | str" = "dynamic",
+    opset: int = DEFAULT_OPSET,
+    task: str | None = None,
+    layout: Any = None,
+    extra_meta: Mapping[str, Any] | None = None,
+    parity_inputs: np.ndarray | None = None,
+) -> Path:
+    """Export a state critic to one self-contained ``.onnx`` file; returns its path.
+
+    Args:
+        critic_or_checkpoint_path: a :class:`StateCriticNet`, a :class:`TorchStateCritic`, or the path
+            of a checkpoint written by :func:`~prm_critic.models.save_state_critic`.
+        out_path: the ``.onnx`` file to write (parent folders are created).
+        batch: ``"dynamic"`` (input ``(B, D)``, any ``B``) or ``1`` (fixed ``(1, D)``, control loops).
+        opset: ONNX opset of the default domain (pinned to 18 by default).
+        task: task spec name stored in the metadata (default: the checkpoint's ``meta["task"]``).
+        layout: a :class:`~prm_critic.robotics.CriticInputLayout` or its dict (default: the
+            checkpoint's ``meta["layout"]``); its size must equal ``obs_dim``.
+        extra_meta: JSON-serialisable values stored under the ``extra`` metadata key.
+        parity_inputs: optional real critic inputs ``(N, obs_dim)`` added to the parity check.
+
+    Returns:
+        The written path.
+
+    Raises:
+        OnnxExportError: bad arguments, checker failure, or a parity failure (no file is left behind).
+    """
+    if isinstance(batch, str) and batch.strip() == "1":
+        batch = 1
+    if isinstance(batch, bool) or batch not in ("dynamic", 1):
+        raise OnnxExportError(f"batch: expected 'dynamic' or 1, got {batch!r}")
+    onnx = require("onnx")
+    max_opset = onnx.defs.onnx_opset_version()
+    if isinstance(opset, bool) or not isinstance(opset, int) or not 17 <= opset <= max_opset:
+        raise OnnxExportError(f"opset: expected an int in [17, {max_opset}] (default {DEFAULT_OPSET}), got {opset!r}")
+    out = Path(out_path)
+    if out.suffix != ".onnx":
+        raise OnnxExportError(f"out_path: expected a file name ending in .onnx, got {str(out)!r}")
+    if out.is_dir():
+        raise OnnxExportError(f"out_path: {str(out)!r} is a directory; expected a .onnx file path")
+    if extra_meta is not None and not isinstance(extra_meta, Mapping):
+        raise OnnxExportError(f"extra_meta: expected a dict of JSON-serialisable values, got {type(extra_meta).__name__}")
+
+    net, meta = _resolve_net(critic_or_checkpoint_path)
+    net = net.eval()
+    lay = _layout_dict(layout, meta, net.obs_dim)
+    task_name = _task_name(task, meta)
+    realistic = None
+    if parity_inputs is not None:
+        from prm_critic.critic import as_obs_batch
+
+        realistic = as_obs_batch(parity_inputs, net.obs_dim, name="parity_inputs")
+
+    proto, exporter = _export_proto(net, batch, opset)
+
+    # single file: every initializer must be inline
+    from onnx.external_data_helper import uses_external_data
+
+    ext = [t.name for t in proto.graph.initializer if uses_external_data(t)]
+    if ext:
+        raise OnnxExportError(f"export: initializers {ext} use external data; expected one self-contained file")
+    opsets = {o.domain: o.version for o in proto.opset_import}
+    if opsets.get("", opsets.get("ai.onnx")) != opset:
+        raise OnnxExportError(f"export: the graph has opset {opsets}, expected default-domain opset {opset}")
+
+    spec = meta.get("spec") if isinstance(meta.get("spec"), Mapping) else None
+    env_id = spec.get("env_id") if spec else None
+    label_family = next((meta[k] for k in ("label_family", "label", "family") if isinstance(meta.get(k), str)), "unknown")
+    props = {
+        "prm_critic.format": FORMAT,
+        "format_version": str(FORMAT_VERSION),
+        "prm_critic.version": __version__,
+        "task": task_name or "",
+        "env_id": env_id or "",
+        "layout": _jsonable(lay, "layout"),
+        "obs_dim": str(net.obs_dim),
+        "batch": str(batch),
+        "input_name": INPUT_NAME,
+        "output_name": OUTPUT_NAME,
+        "heads": _jsonable(list(HEADS), "heads"),
+        "label_family": label_family,
+        "label_semantics": LABEL_SEMANTICS,
+        "normalization": _jsonable(_normalization_summary(net), "normalization"),
+        "net": _jsonable(net.config(), "net"),
+        "opset": str(opset),
+        "exporter": exporter,
+        "extra": _jsonable(dict(extra_meta or {}), "extra_meta"),
+    }
+    if spec is not None:
+        props["spec"] = _jsonable(dict(spec), "meta['spec']")
+    onnx.helper.set_model_props(proto, props)
+    proto.producer_name = "prm-critic"
+    proto.producer_version = __version__
+    try:
+        onnx.checker.check_model(proto, full_check=True)
+    except onnx.checker.ValidationError as exc:
+        raise OnnxExportError(f"export: onnx.checker rejected the exported graph: {exc}") from exc
+    data = proto.SerializeToString()
+
+    parity_check(data, net, _parity_inputs(net, realistic), batch=batch)
+
+    atomic_write_bytes(out, data)
+    sidecar = [p.name for p in out.parent.glob(out.name + ".data")]
+    if sidecar:  # pragma: no cover - guarded above; kept as a last line of defence
+        raise OnnxExportError(f"export: unexpected external data file(s) {sidecar} next to {str(out)!r}")
+    return out
+
+
+def read_onnx_metadata(path: "str | os.PathLike") -> dict[str, Any]:
+    """Metadata of an exported critic, JSON values decoded (``layout``, ``heads``, ...).
+
+    Raises:
+        FileNotFoundError: ``path`` does not exist.
+        OnnxExportError: ``path`` is not a readable ONNX file.
+    """
+    onnx = require("onnx")
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"path: {str(p)!r} does not exist (expected an exported .onnx critic)")
+    try:
+        model = onnx.load(str(p), load_external_data=False)
+    except Exception as exc:  # protobuf DecodeError and friends
+        raise OnnxExportError(f"path: {str(p)!r} is corrupt or not an ONNX model ({type(exc).__name__}: {exc})") from exc
+    return decode_metadata({m.key: m.value for m in model.metadata_props})

@@ -1,0 +1,408 @@
+"""Run an exported critic with onnxruntime: :class:`OnnxCritic`, a :class:`~prm_critic.critic.BaseCritic`.
+
+``OnnxCritic(path).score(x)`` with ``x`` float32 ``(B, obs_dim)`` returns :class:`StepScores` with
+``progress`` and ``success`` of shape ``(B,)``; ``score_one(x)`` with ``x`` ``(obs_dim,)`` returns
+``(progress, success)`` as two floats, the control-loop fast path.
+
+Latency settings (CPU): one intra-op and one inter-op thread, sequential execution, all graph
+optimisations, and IOBinding to preallocated numpy buffers (no per-call allocation of inputs or
+outputs). ``allow_spinning=False`` stops the worker from busy-waiting, which is kinder to cores
+shared with other processes (at some cost in latency).
+
+Providers: ``"cpu"``, ``"cuda"``, ``"tensorrt"`` or ``"auto"`` (CUDA when onnxruntime offers it,
+else CPU; TensorRT only when asked for, because it builds an engine at load time). The provider
+actually running the graph is ``.provider``. onnxruntime silently falls back to CPU when a GPU
+provider cannot load; ``strict=True`` turns that into an error (``session.disable_cpu_ep_fallback``
+and a check of ``get_providers()[0]``). A tiny MLP is launch-bound on a GPU: for batch-1 control
+loops the CPU provider is usually the fastest.
+
+An instance is not meant to be shared between threads that call it at the same time (the batch-1
+buffers are shared); calls are serialised with a lock.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import warnings
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+from prm_critic._optional import require
+from prm_critic.critic import BaseCritic, StepScores, as_obs_batch
+from prm_critic.onnx._meta import FORMAT, INPUT_NAME, OUTPUT_NAME, decode_metadata
+
+__all__ = ["OnnxCritic", "OnnxModelError", "installed_runtimes", "PROVIDERS"]
+
+#: user-facing provider names -> onnxruntime execution providers
+PROVIDERS = {
+    "cpu": "CPUExecutionProvider",
+    "cuda": "CUDAExecutionProvider",
+    "tensorrt": "TensorrtExecutionProvider",
+}
+_GPU = ("CUDAExecutionProvider", "TensorrtExecutionProvider")
+_CORRUPT_ERRORS = ("InvalidProtobuf", "InvalidGraph", "NoModel", "ModelLoaded")
+_WARNED_DISTS = False
+_MAX_CACHED_BATCHES = 8
+
+
+class OnnxModelError(ValueError):
+    """An ONNX critic file is corrupt, is not a prm-critic critic, or does not fit the env/provider."""
+
+
+def installed_runtimes() -> list[str]:
+    """The onnxruntime distributions installed (``onnxruntime``, ``onnxruntime-gpu``, ...)."""
+    from importlib import metadata
+
+    found = []
+    for dist in ("onnxruntime", "onnxruntime-gpu"):
+        try:
+            metadata.distribution(dist)
+        except metadata.PackageNotFoundError:
+            continue
+        found.append(dist)
+    return found
+
+
+def _warn_double_install() -> None:
+    global _WARNED_DISTS
+    if _WARNED_DISTS:
+        return
+    _WARNED_DISTS = True
+    dists = installed_runtimes()
+    if "onnxruntime" in dists and "onnxruntime-gpu" in dists:
+        warnings.warn(
+            "both 'onnxruntime' and 'onnxruntime-gpu' are installed; they share the 'onnxruntime' module and "
+            "whichever was installed last wins, which may hide the CUDA provider. Keep one: "
+            'pip uninstall -y onnxruntime onnxruntime-gpu && pip install "prm-critic[gpu]"',
+            RuntimeWarning,
+            stacklevel=3,
+        )
+
+
+def _is_int(v: Any, lo: int) -> bool:
+    return not isinstance(v, bool) and isinstance(v, (int, np.integer)) and int(v) >= lo
+
+
+class OnnxCritic(BaseCritic):
+    """A critic exported by :func:`~prm_critic.onnx.export_state_critic`, run by onnxruntime.
+
+    Args:
+        path: the ``.onnx`` file.
+        provider: ``"auto"``, ``"cpu"``, ``"cuda"`` or ``"tensorrt"``.
+        strict: when a GPU provider is requested and cannot run the whole graph, raise instead of
+            falling back to CPU.
+        intra_op_threads: onnxruntime intra-op threads (``0`` = onnxruntime's default, all cores).
+        inter_op_threads: onnxruntime inter-op threads (``0`` = default).
+        allow_spinning: let idle worker threads spin (lower latency; set ``False`` on shared cores).
+        io_binding: bind inputs/outputs to preallocated buffers (batch 1 and repeated batch sizes).
+        env: if given, :meth:`check_env` is run on it at load time.
+        cuda_graph: CUDA provider only: capture the graph once and replay it (``enable_cuda_graph``);
+            needs a batch-1 model and ``io_binding=True``.
+        device_id: GPU index for the CUDA / TensorRT providers.
+
+    Attributes:
+        provider: the execution provider that runs the graph (``get_providers()[0]``).
+        meta: the decoded metadata (task, layout, obs_dim, batch, heads, label family, ...).
+        obs_dim: width ``D`` of one critic input.
+        batch: ``1`` (fixed batch-1 graph) or ``"dynamic"``.
+
+    Raises:
+        FileNotFoundError: ``path`` does not exist.
+        OnnxModelError: the file is corrupt / not a prm-critic critic; strict GPU request not met;
+            ``env`` does not match the critic.
+    """
+
+    def __init__(
+        self,
+        path: "str | os.PathLike",
+        *,
+        provider: str = "auto",
+        strict: bool = False,
+        intra_op_threads: int = 1,
+        inter_op_threads: int = 1,
+        allow_spinning: bool = True,
+        io_binding: bool = True,
+        env: Any = None,
+        cuda_graph: bool = False,
+        device_id: int = 0,
+    ):
+        if provider not in ("auto", *PROVIDERS):
+            raise ValueError(f"provider: expected one of 'auto', 'cpu', 'cuda', 'tensorrt', got {provider!r}")
+        for name, val in (("strict", strict), ("allow_spinning", allow_spinning), ("io_binding", io_binding),
+                          ("cuda_graph", cuda_graph)):
+            if not isinstance(val, bool):
+                raise TypeError(f"{name}: expected a bool, got {val!r}")
+        for name, val in (("intra_op_threads", intra_op_threads), ("inter_op_threads", inter_op_threads)):
+            if not _is_int(val, 0):
+                raise ValueError(f"{name}: expected an int >= 0 (0 = onnxruntime default), got {val!r}")
+        if not _is_int(device_id, 0):
+            raise ValueError(f"device_id: expected an int >= 0, got {device_id!r}")
+        if cuda_graph and provider not in ("cuda", "auto"):
+            raise ValueError(f"cuda_graph: needs provider='cuda' (or 'auto' on a CUDA machine), got provider={provider!r}")
+        if cuda_graph and not io_binding:
+            raise ValueError("cuda_graph: needs io_binding=True (CUDA graphs replay fixed device buffers), got io_binding=False")
+        p = Path(path)
+        if not p.is_file():
+            raise FileNotFoundError(f"path: {str(p)!r} does not exist (expected an exported .onnx critic)")
+        self.path = p
+        _warn_double_install()
+        ort = require("onnxruntime")
+        self._ort = ort
+
+        providers, requested = self._provider_chain(ort, provider, strict, cuda_graph, int(device_id))
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = int(intra_op_threads)
+        so.inter_op_num_threads = int(inter_op_threads)
+        so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        so.add_session_config_entry("session.intra_op.allow_spinning", "1" if allow_spinning else "0")
+        so.add_session_config_entry("session.inter_op.allow_spinning", "1" if allow_spinning else "0")
+        if strict and requested in _GPU:
+            so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
+        try:
+            self.session = ort.InferenceSession(str(p), so, providers=providers)
+        except Exception as exc:
+            kind = type(exc).__name__
+            if kind in _CORRUPT_ERRORS or "Protobuf parsing failed" in str(exc) or "INVALID_PROTOBUF" in str(exc):
+                raise OnnxModelError(f"path: {str(p)!r} is corrupt or not an ONNX model ({kind}: {exc})") from exc
+            if requested in _GPU:
+                raise OnnxModelError(
+                    f"provider={provider!r}: onnxruntime could not run {str(p)!r} on {requested} ({kind}: {exc})"
+                ) from exc
+            raise OnnxModelError(f"path: onnxruntime could not load {str(p)!r} ({kind}: {exc})") from exc
+        self.providers = list(self.session.get_providers())
+        self.provider = self.providers[0]
+        if strict and requested in _GPU and self.provider != requested:
+            raise OnnxModelError(
+                f"provider={provider!r} with strict=True: the session runs on {self.provider}, not {requested} "
+                f"(session providers {self.providers})"
+            )
+
+        raw = self.session.get_modelmeta().custom_metadata_map
+        if raw.get("prm_critic.format") != FORMAT:
+            raise OnnxModelError(
+                f"path: {str(p)!r} is an ONNX model but not an exported prm-critic critic "
+                f"(metadata 'prm_critic.format' is {raw.get('prm_critic.format')!r}, expected {FORMAT!r})"
+            )
+        try:
+            self.meta = decode_metadata(raw)
+        except ValueError as exc:
+            raise OnnxModelError(f"path: {str(p)!r} has corrupt metadata: {exc}") from exc
+        self.obs_dim = int(self.meta["obs_dim"])
+        self.batch = self.meta.get("batch", "dynamic")
+        self.task = self.meta.get("task")
+        self._in_name = self.meta.get("input_name", INPUT_NAME)
+        self._out_name = self.meta.get("output_name", OUTPUT_NAME)
+        self._check_signature()
+        if cuda_graph and self.batch != 1:
+            raise ValueError(f"cuda_graph: needs a batch-1 export (static shapes), got a model with batch={self.batch!r}")
+
+        self.io_binding = io_binding
+        self._cuda_graph = bool(cuda_graph and self.provider == "CUDAExecutionProvider")
+        self._lock = threading.Lock()
+        self._in1 = np.zeros((1, self.obs_dim), np.float32)
+        self._out1 = np.zeros((1, 2), np.float32)
+        self._bindings: dict[int, tuple[Any, np.ndarray, np.ndarray]] = {}
+        self._io1 = None
+        if io_binding:
+            self._io1 = self._make_binding_one(int(device_id))
+        if env is not None:
+            self.check_env(env)
+
+    # ------------------------------------------------------------------ setup
+    @staticmethod
+    def _provider_chain(ort, provider: str, strict: bool, cuda_graph: bool, device_id: int):
+        available = list(ort.get_available_providers())
+        if provider == "auto":
+            requested = "CUDAExecutionProvider" if "CUDAExecutionProvider" in available else "CPUExecutionProvider"
+        else:
+            requested = PROVIDERS[provider]
+        if requested in _GPU and hasattr(ort, "preload_dlls"):
+            try:  # loads the CUDA/cuDNN libraries shipped as pip packages (onnxruntime-gpu[cuda,cudnn])
+                ort.preload_dlls()
+            except Exception as exc:  # pragma: no cover - depends on the GPU stack
+                warnings.warn(f"onnxruntime.preload_dlls() failed: {exc}", RuntimeWarning, stacklevel=3)
+        if requested not in available:
+            msg = (
+                f"provider={provider!r}: {requested} is not available in this onnxruntime "
+                f"(available: {available}); for CUDA install the GPU runtime alone: "
+                'pip uninstall -y onnxruntime && pip install "prm-critic[gpu]"'
+            )
+            if strict:
+                raise OnnxModelError(msg + " (strict=True: not falling back to CPU)")
+            warnings.warn(msg + "; falling back to CPUExecutionProvider", RuntimeWarning, stacklevel=3)
+            return ["CPUExecutionProvider"], "CPUExecutionProvider"
+        cuda_opts: dict[str, Any] = {"device_id": device_id}
+        if cuda_graph:
+            cuda_opts["enable_cuda_graph"] = "1"
+        chain: list[Any] = []
+        if requested == "TensorrtExecutionProvider":
+            chain.append(("TensorrtExecutionProvider", {"device_id": device_id}))
+            if "CUDAExecutionProvider" in available:
+                chain.append(("CUDAExecutionProvider", cuda_opts))
+        elif requested == "CUDAExecutionProvider":
+            chain.append(("CUDAExecutionProvider", cuda_opts))
+        chain.append("CPUExecutionProvider")
+        return chain, requested
+
+    def _check_signature(self) -> None:
+        ins, outs = self.session.get_inputs(), self.session.get_outputs()
+        if len(ins) != 1 or ins[0].name != self._in_name or len(outs) != 1 or outs[0].name != self._out_name:
+            raise OnnxModelError(
+                f"path: {str(self.path)!r} has inputs {[i.name for i in ins]} and outputs {[o.name for o in outs]}; "
+                f"expected one input {self._in_name!r} and one output {self._out_name!r}"
+            )
+        shape = ins[0].shape
+        if len(shape) != 2 or shape[1] != self.obs_dim:
+            raise OnnxModelError(
+                f"path: {str(self.path)!r} input {self._in_name!r} has shape {shape}, but its metadata says "
+                f"obs_dim={self.obs_dim}; expected (B, {self.obs_dim})"
+            )
+
+    def _make_binding_one(self, device_id: int):
+        ort = self._ort
+        io = self.session.io_binding()
+        if self._cuda_graph:
+            # CUDA graphs replay fixed device addresses: bind device buffers once, copy into them per call
+            self._in_dev = ort.OrtValue.ortvalue_from_numpy(self._in1, "cuda", device_id)
+            self._out_dev = ort.OrtValue.ortvalue_from_shape_and_type([1, 2], np.float32, "cuda", device_id)
+            io.bind_ortvalue_input(self._in_name, self._in_dev)
+            io.bind_ortvalue_output(self._out_name, self._out_dev)
+        else:
+            io.bind_cpu_input(self._in_name, self._in1)
+            io.bind_output(self._out_name, "cpu", 0, np.float32, [1, 2], self._out1.ctypes.data)
+        return io
+
+    def _binding_for(self, b: int):
+        entry = self._bindings.get(b)
+        if entry is None:
+            if len(self._bindings) >= _MAX_CACHED_BATCHES:
+                self._bindings.pop(next(iter(self._bindings)))
+            xin = np.zeros((b, self.obs_dim), np.float32)
+            xout = np.zeros((b, 2), np.float32)
+            io = self.session.io_binding()
+            io.bind_cpu_input(self._in_name, xin)
+            io.bind_output(self._out_name, "cpu", 0, np.float32, [b, 2], xout.ctypes.data)
+            entry = (io, xin, xout)
+            self._bindings[b] = entry
+        return entry
+
+    # ------------------------------------------------------------------ scoring
+    def _run_one(self) -> None:
+        """Score ``self._in1`` into ``self._out1`` (caller holds the lock)."""
+        if self._io1 is None:
+            self._out1[...] = self.session.run([self._out_name], {self._in_name: self._in1})[0]
+        elif self._cuda_graph:
+            self._in_dev.update_inplace(self._in1)
+            self.session.run_with_iobinding(self._io1)
+            self._out1[...] = self._out_dev.numpy()
+        else:
+            self.session.run_with_iobinding(self._io1)
+
+    def score_one(self, x: Any) -> tuple[float, float]:
+        """Score one critic input ``x`` of shape ``(obs_dim,)``; returns ``(progress, success)``.
+
+        The batch-1 fast path: ``x`` is copied into a preallocated float32 buffer bound to the session.
+        """
+        a = np.asarray(x)
+        if a.shape != (self.obs_dim,):
+            raise ValueError(f"x: expected shape ({self.obs_dim},), got shape {a.shape}")
+        if a.dtype.kind not in "fiub":
+            raise TypeError(f"x: expected a real-valued numeric array of shape ({self.obs_dim},), got dtype {a.dtype}")
+        with self._lock:
+            buf = self._in1
+            np.copyto(buf[0], a, casting="unsafe")
+            if not np.isfinite(buf).all():
+                bad = int(np.argwhere(~np.isfinite(buf[0]))[0][0])
+                raise ValueError(f"x: expected finite values, got {a[bad]} at index {bad}")
+            self._run_one()
+            out = self._out1
+            return float(out[0, 0]), float(out[0, 1])
+
+    def score(self, steps: Any) -> StepScores:
+        """Score ``steps`` of shape ``(B, obs_dim)``; returns progress and success ``(B,)``.
+
+        A batch-1 model scores a batch row by row; a dynamic model scores it in one call.
+        """
+        x = as_obs_batch(steps, self.obs_dim, name="steps")
+        b = x.shape[0]
+        if b == 0:
+            return StepScores(np.zeros(0, np.float32), np.zeros(0, np.float32))
+        with self._lock:
+            if b == 1 or self.batch == 1:
+                out = np.empty((b, 2), np.float32)
+                for i in range(b):
+                    self._in1[0] = x[i]
+                    self._run_one()
+                    out[i] = self._out1[0]
+            elif self.io_binding:
+                io, xin, xout = self._binding_for(b)
+                xin[...] = x
+                self.session.run_with_iobinding(io)
+                out = xout.copy()
+            else:
+                out = self.session.run([self._out_name], {self._in_name: np.ascontiguousarray(x)})[0]
+        return StepScores(out[:, 0], out[:, 1])
+
+    # ------------------------------------------------------------------ metadata / env
+    @property
+    def layout(self):
+        """The :class:`~prm_critic.robotics.CriticInputLayout` stored at export (``None`` if none)."""
+        lay = self.meta.get("layout")
+        if lay is None:
+            return None
+        from prm_critic.robotics.make import CriticInputLayout
+
+        return CriticInputLayout.from_dict(lay)
+
+    def check_env(self, env: Any) -> None:
+        """Check that ``env`` is the task this critic was exported for and that its observations fit.
+
+        Raises:
+            OnnxModelError: another task (by env id), a missing observation key, or a size mismatch.
+        """
+        spec = getattr(env, "spec", None)
+        env_id = getattr(spec, "id", None)
+        expected = self.meta.get("env_id") or self.task
+        if expected and env_id and env_id != expected:
+            raise OnnxModelError(
+                f"env: the critic {str(self.path)!r} was exported for task {self.task!r} (env id {expected!r}), "
+                f"but the env is {env_id!r}"
+            )
+        space = getattr(env, "observation_space", None)
+        if space is None:
+            raise OnnxModelError(f"env: expected a gymnasium env with an observation_space, got {type(env).__name__}")
+        lay = self.meta.get("layout")
+        spaces = getattr(space, "spaces", None)
+        if isinstance(spaces, Mapping):
+            if lay is None:
+                raise OnnxModelError(
+                    f"env: the observation space is a Dict {sorted(spaces)}, but the critic {str(self.path)!r} was "
+                    "exported without a layout; re-export it with layout=CriticInputLayout.from_space(spec, space)"
+                )
+            for k in lay["keys"]:
+                if k not in spaces:
+                    raise OnnxModelError(
+                        f"env: observation key {k!r} expected by the critic is missing; env keys {sorted(spaces)}"
+                    )
+                size = int(np.prod(spaces[k].shape))
+                if size != int(lay["sizes"][k]):
+                    raise OnnxModelError(
+                        f"env: observation {k!r} has size {size}, but the critic {str(self.path)!r} expects "
+                        f"{lay['sizes'][k]} (layout {lay['sizes']}, obs_dim {self.obs_dim})"
+                    )
+            return
+        shape = getattr(space, "shape", None)
+        size = int(np.prod(shape)) if shape is not None else None
+        if size != self.obs_dim:
+            raise OnnxModelError(
+                f"env: observation size {size} (shape {shape}) does not match the critic's obs_dim {self.obs_dim} "
+                f"({str(self.path)!r})"
+            )
+
+    def __repr__(self) -> str:
+        return (f"OnnxCritic({str(self.path)!r}, task={self.task!r}, obs_dim={self.obs_dim}, batch={self.batch!r}, "
+                f"provider={self.provider!r})")
