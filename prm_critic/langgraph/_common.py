@@ -1,0 +1,175 @@
+"""Shared helpers of the LangGraph integration: argument checks, step rendering, critic calls.
+
+A *step* of a tool-using agent is one AI message's tool call(s) plus their ToolMessage result(s),
+rendered with :func:`prm_critic.text.format_tool_step` (one line pair per call, joined by a
+newline). A *proposal* is the same without results (:func:`format_tool_call`), for scoring a tool
+call before it runs.
+"""
+
+from __future__ import annotations
+
+import json
+import numbers
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from prm_critic._optional import require
+from prm_critic.critic import BaseCritic, StepScores
+from prm_critic.text.steps import TextStep, format_tool_step
+
+__all__ = [
+    "format_tool_call",
+    "render_steps",
+    "first_human_text",
+    "message_text",
+    "score_text_steps",
+]
+
+_HEADS = ("progress", "success")
+
+
+# --------------------------------------------------------------------------- argument checks
+def check_critic(critic: Any, name: str = "critic") -> BaseCritic:
+    if not isinstance(critic, BaseCritic):
+        raise TypeError(
+            f"{name}: expected a prm_critic.BaseCritic whose score(list[TextStep]) returns StepScores, "
+            f"got {type(critic).__name__} ({critic!r:.80})"
+        )
+    return critic
+
+
+def check_int(name: str, value: Any, *, minimum: int, allow_none: bool = False) -> int | None:
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        expected = "an int" + (" or None" if allow_none else "")
+        raise TypeError(f"{name}: expected {expected} >= {minimum}, got {type(value).__name__} {value!r}")
+    if value < minimum:
+        raise ValueError(f"{name}: expected an int >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def check_prob(name: str, value: Any, *, allow_none: bool = False) -> float | None:
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        expected = "a float in [0, 1]" + (" or None" if allow_none else "")
+        raise TypeError(f"{name}: expected {expected}, got {type(value).__name__} {value!r}")
+    v = float(value)
+    if not (0.0 <= v <= 1.0):
+        raise ValueError(f"{name}: expected a float in [0, 1], got {value!r}")
+    return v
+
+
+def check_str(name: str, value: Any, *, allow_none: bool = False) -> str | None:
+    if value is None and allow_none:
+        return None
+    if not isinstance(value, str) or not value:
+        expected = "a non-empty str" + (" or None" if allow_none else "")
+        raise TypeError(f"{name}: expected {expected}, got {type(value).__name__} {value!r}")
+    return value
+
+
+def check_choice(name: str, value: Any, choices: Sequence[str]) -> str:
+    if not isinstance(value, str) or value not in choices:
+        raise ValueError(f"{name}: expected one of {list(choices)}, got {value!r}")
+    return value
+
+
+def check_head(value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        raise TypeError(f"head: expected 'progress', 'success' or a name in StepScores.extra, got {value!r}")
+    return value
+
+
+# --------------------------------------------------------------------------- rendering
+def format_tool_call(tool: str, args: Mapping[str, Any] | str | None) -> str:
+    """Render a proposed tool call (no result yet); the prefix of :func:`format_tool_step`.
+
+    ``format_tool_call("go", {"direction": "north"})`` -> ``'call go({"direction": "north"})'``
+    """
+    if isinstance(args, Mapping):
+        a = json.dumps(dict(args), sort_keys=True, ensure_ascii=False)
+    elif args is None:
+        a = ""
+    else:
+        a = str(args)
+    return f"call {tool}({a})"
+
+
+def message_text(msg: Any) -> str:
+    """Plain text of a message's content (string content, or the text parts of a list)."""
+    content = getattr(msg, "content", msg)
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for p in content:
+            if isinstance(p, str):
+                parts.append(p)
+            elif isinstance(p, Mapping) and p.get("type") == "text":
+                parts.append(str(p.get("text", "")))
+        return "".join(parts)
+    return str(content)
+
+
+def first_human_text(messages: Sequence[Any]) -> str:
+    """Text of the first human message (the task prompt), or ``""`` if there is none."""
+    for m in messages:
+        if getattr(m, "type", None) == "human":
+            return message_text(m)
+    return ""
+
+
+def render_steps(
+    messages: Sequence[Any], *, skip_tool_call_ids: frozenset[str] | set[str] = frozenset()
+) -> list[dict[str, Any]]:
+    """Split a message list into executed steps, oldest first.
+
+    Each AI message with tool calls whose ids all have a ToolMessage later in ``messages`` is one
+    step ``{"text", "tool_call_ids", "ai_index", "complete": True}``; an AI message whose calls
+    are not (all) answered yet is returned last with ``"complete": False`` and the proposal text.
+    Steps whose tool-call ids intersect ``skip_tool_call_ids`` (rejected steps kept in the
+    transcript) are left out.
+    """
+    results: dict[str, Any] = {}
+    for m in messages:
+        if getattr(m, "type", None) == "tool":
+            results[m.tool_call_id] = m
+    steps: list[dict[str, Any]] = []
+    for i, m in enumerate(messages):
+        calls = getattr(m, "tool_calls", None) if getattr(m, "type", None) == "ai" else None
+        if not calls:
+            continue
+        ids = [c.get("id") or "" for c in calls]
+        if skip_tool_call_ids and any(cid in skip_tool_call_ids for cid in ids):
+            continue
+        complete = all(cid in results for cid in ids)
+        if complete:
+            text = "\n".join(
+                format_tool_step(c["name"], c.get("args"), message_text(results[c.get("id") or ""])) for c in calls
+            )
+        else:
+            text = "\n".join(format_tool_call(c["name"], c.get("args")) for c in calls)
+        steps.append({"text": text, "tool_call_ids": ids, "ai_index": i, "complete": complete})
+    return steps
+
+
+# --------------------------------------------------------------------------- scoring
+def score_text_steps(critic: BaseCritic, steps: Sequence[TextStep], *, name: str = "critic") -> StepScores:
+    """Call ``critic.score(steps)`` and check it returned ``B`` finite scores per head."""
+    scores = critic.score(list(steps))
+    if not isinstance(scores, StepScores):
+        raise TypeError(f"{name}.score: expected StepScores, got {type(scores).__name__}")
+    if len(scores) != len(steps):
+        raise ValueError(f"{name}.score: expected {len(steps)} scores (one per step), got {len(scores)}")
+    for h in _HEADS:
+        if not np.all(np.isfinite(scores.get(h))):
+            raise ValueError(f"{name}.score: expected finite {h} scores, got {scores.get(h)}")
+    return scores
+
+
+def lg(module: str = "langgraph"):
+    """Import a langgraph/langchain module, or fail with the install command."""
+    return require(module, "agents")

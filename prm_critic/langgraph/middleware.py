@@ -1,0 +1,265 @@
+"""Critic middleware for langchain v1 ``create_agent``.
+
+* :class:`PRMBestOfNMiddleware` (``wrap_model_call``): calls the model ``n`` times *before any
+  tool runs*, renders each candidate's proposed tool call(s) as a step without result
+  (``call tool({...})``; a final answer as ``answer: ...``), scores the ``n`` proposals in one
+  critic batch ``TextStep(prompt, executed steps, proposal)`` and returns the best::
+
+      chosen = argmax_i  s_i      (first index on ties; s = the ``head`` score)
+
+  Only the winner reaches the tool node, so only its tool call runs. Every call of the handler
+  consumes one model response (``n`` LLM calls per agent step; ``ModelCallLimitMiddleware``
+  still counts one model *step*). With ``accept_threshold`` it stops sampling at the first
+  candidate scoring ``>= accept_threshold``. Each choice is recorded in ``state["prm_best_of_n"]``
+  (``{n, scores, texts, chosen}``) and emitted on ``stream_mode="custom"``.
+
+* :class:`PRMStepScoringMiddleware` (``wrap_tool_call``): runs the tool, scores the executed step
+  ``format_tool_step(tool, args, result)`` and returns ``Command(update={"messages": [result],
+  "step_scores": [record]})`` (same record format as :class:`~prm_critic.langgraph.StepCriticNode`,
+  so :class:`~prm_critic.langgraph.CheckpointBacktracker` reads it). Low steps (``s < threshold``)
+  are ``"record"``-ed only, ``"flag"``-ged (a note appended to the ToolMessage the model reads) or
+  ``"end"`` the run (flag + ``before_model`` jumps to the end). ``block_below`` scores the call
+  *before* it runs and returns an error ToolMessage instead of running it when ``s < block_below``.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, Sequence
+
+from typing_extensions import NotRequired
+
+from prm_critic.critic import BaseCritic
+from prm_critic.langgraph._common import (
+    check_choice,
+    check_critic,
+    check_head,
+    check_int,
+    check_prob,
+    first_human_text,
+    format_tool_call,
+    lg,
+    message_text,
+    render_steps,
+    score_text_steps,
+)
+from prm_critic.langgraph.node import _emit, add_step_records
+from prm_critic.text.steps import TextStep, format_tool_step
+
+_mw = lg("langchain.agents.middleware")
+_types = lg("langchain.agents.middleware.types")
+_msgs = lg("langchain_core.messages")
+_lgtypes = lg("langgraph.types")
+
+__all__ = ["PRMBestOfNMiddleware", "PRMStepScoringMiddleware", "BestOfNState", "StepScoresState"]
+
+
+class BestOfNState(_mw.AgentState):
+    """Agent state with the best-of-N choice records."""
+
+    prm_best_of_n: NotRequired[Annotated[list[dict], add_step_records]]
+
+
+class StepScoresState(_mw.AgentState):
+    """Agent state with the executed-step critic records."""
+
+    step_scores: NotRequired[Annotated[list[dict], add_step_records]]
+
+
+def _context(messages: Sequence[Any]) -> tuple[str, tuple[str, ...]]:
+    prompt = first_human_text(messages)
+    history = tuple(s["text"] for s in render_steps(messages) if s["complete"])
+    return prompt, history
+
+
+def _proposal_text(response: Any) -> str:
+    """The step text of a model response: its tool call(s) without results, or the answer."""
+    result = getattr(response, "result", None)
+    msgs = result if isinstance(result, list) else [response]
+    ai = next((m for m in reversed(msgs) if getattr(m, "type", None) == "ai"), None)
+    if ai is None:
+        return "answer: " + " ".join(message_text(m) for m in msgs)
+    if ai.tool_calls:
+        return "\n".join(format_tool_call(c["name"], c.get("args")) for c in ai.tool_calls)
+    return "answer: " + message_text(ai)
+
+
+class PRMBestOfNMiddleware(_mw.AgentMiddleware):
+    """Best-of-N tool-call selection by a step critic, before any tool runs.
+
+    Args:
+        critic: a text :class:`~prm_critic.BaseCritic`; it sees proposals (no results).
+        n: candidates sampled per model step (``>= 1``).
+        head: the score that ranks candidates (``"success"`` or ``"progress"``).
+        accept_threshold: stop sampling at the first candidate with score ``>=`` it
+            (``None``: always sample ``n``; all ``n`` are scored in one batch).
+    """
+
+    state_schema = BestOfNState
+
+    def __init__(self, critic: BaseCritic, *, n: int = 4, head: str = "success",
+                 accept_threshold: float | None = None):
+        super().__init__()
+        self.critic = check_critic(critic)
+        self.n = check_int("n", n, minimum=1)
+        self.head = check_head(head)
+        self.accept_threshold = check_prob("accept_threshold", accept_threshold, allow_none=True)
+        self.tools = []
+
+    def _score(self, prompt: str, history: tuple[str, ...], texts: list[str]) -> list[float]:
+        steps = [TextStep(prompt, history, t) for t in texts]
+        return [float(v) for v in score_text_steps(self.critic, steps).get(self.head)]
+
+    def _finish(self, candidates: list, texts: list[str], scores: list[float]):
+        chosen = max(range(len(scores)), key=lambda i: (scores[i], -i))
+        record = {"n": len(candidates), "scores": scores, "texts": texts, "chosen": chosen, "head": self.head}
+        _emit({"type": "prm_best_of_n", **record})
+        best = candidates[chosen]
+        if isinstance(best, _msgs.AIMessage):
+            best = _types.ModelResponse(result=[best])
+        return _types.ExtendedModelResponse(
+            model_response=best, command=_lgtypes.Command(update={"prm_best_of_n": [record]})
+        )
+
+    def wrap_model_call(self, request, handler):
+        prompt, history = _context(request.messages)
+        candidates, texts, scores = [], [], []
+        for _ in range(self.n):
+            resp = handler(request)
+            candidates.append(resp)
+            texts.append(_proposal_text(resp))
+            if self.accept_threshold is not None:
+                scores += self._score(prompt, history, texts[-1:])
+                if scores[-1] >= self.accept_threshold:
+                    break
+        if self.accept_threshold is None:
+            scores = self._score(prompt, history, texts)
+        return self._finish(candidates, texts, scores)
+
+    async def awrap_model_call(self, request, handler):
+        prompt, history = _context(request.messages)
+        candidates, texts, scores = [], [], []
+        for _ in range(self.n):
+            resp = await handler(request)
+            candidates.append(resp)
+            texts.append(_proposal_text(resp))
+            if self.accept_threshold is not None:
+                scores += self._score(prompt, history, texts[-1:])
+                if scores[-1] >= self.accept_threshold:
+                    break
+        if self.accept_threshold is None:
+            scores = self._score(prompt, history, texts)
+        return self._finish(candidates, texts, scores)
+
+
+DEFAULT_FLAG = "[step critic: {head} score {score:.2f} < {threshold:.2f}; this step looks like a dead end]"
+
+
+class PRMStepScoringMiddleware(_mw.AgentMiddleware):
+    """Score every executed tool step; record it in ``state["step_scores"]``; flag/end dead ends.
+
+    Args:
+        critic: a text :class:`~prm_critic.BaseCritic`.
+        threshold: a step with ``head`` score ``< threshold`` is low.
+        head: ``"success"`` or ``"progress"`` (or an ``extra`` key of the critic).
+        on_low: ``"record"`` (scores only), ``"flag"`` (append ``flag`` to the ToolMessage the model
+            reads) or ``"end"`` (flag, then end the run before the next model call).
+        block_below: score the tool call before it runs; below this, do not run it and return an
+            error ToolMessage (``None``: never block).
+        flag: format string (fields ``head, score, threshold``) of the note.
+    """
+
+    state_schema = StepScoresState
+
+    def __init__(self, critic: BaseCritic, *, threshold: float = 0.5, head: str = "success",
+                 on_low: Literal["record", "flag", "end"] = "flag", block_below: float | None = None,
+                 flag: str = DEFAULT_FLAG):
+        super().__init__()
+        self.critic = check_critic(critic)
+        self.threshold = check_prob("threshold", threshold)
+        self.head = check_head(head)
+        self.on_low = check_choice("on_low", on_low, ("record", "flag", "end"))
+        self.block_below = check_prob("block_below", block_below, allow_none=True)
+        if not isinstance(flag, str):
+            raise TypeError(f"flag: expected a format str, got {type(flag).__name__} {flag!r}")
+        self.flag = flag
+        self.tools = []
+
+    def _record(self, call: dict, text: str, history: tuple, scores, verdict: str) -> dict:
+        return {
+            "step_index": len(history),
+            "progress": float(scores.progress[0]),
+            "success": float(scores.success[0]),
+            "score": float(scores.get(self.head)[0]),
+            "head": self.head,
+            "verdict": verdict,
+            "accepted": verdict == "continue",
+            "text": text,
+            "tool_call_ids": [call.get("id") or ""],
+        }
+
+    def _pre(self, request):
+        call = request.tool_call
+        messages = list((request.state or {}).get("messages", []))
+        prompt, history = _context(messages)
+        if self.block_below is None:
+            return call, prompt, history, None
+        text = format_tool_call(call["name"], call.get("args"))
+        sc = score_text_steps(self.critic, [TextStep(prompt, history, text)])
+        if float(sc.get(self.head)[0]) >= self.block_below:
+            return call, prompt, history, None
+        record = self._record(call, text, history, sc, "blocked")
+        _emit({"type": "prm_step_score", "node": self.name, **record})
+        msg = _msgs.ToolMessage(
+            content=f"Not executed: a step critic scored this call {record['score']:.2f} "
+                    f"(< {self.block_below:.2f}). Try a different step.",
+            tool_call_id=call.get("id") or "", name=call["name"], status="error",
+        )
+        return call, prompt, history, _lgtypes.Command(update={"messages": [msg], "step_scores": [record]})
+
+    def _post(self, call, prompt, history, result):
+        if not isinstance(result, _msgs.ToolMessage):
+            return result  # a tool that returns its own Command: passed through unscored
+        text = format_tool_step(call["name"], call.get("args"), message_text(result))
+        sc = score_text_steps(self.critic, [TextStep(prompt, history, text)])
+        value = float(sc.get(self.head)[0])
+        low = value < self.threshold
+        verdict = "continue" if not low else {"record": "low", "flag": "flagged", "end": "end"}[self.on_low]
+        record = self._record(call, text, history, sc, verdict)
+        _emit({"type": "prm_step_score", "node": self.name, **record})
+        if low and self.on_low in ("flag", "end"):
+            note = self.flag.format(head=self.head, score=value, threshold=self.threshold)
+            result = result.model_copy(update={"content": f"{message_text(result)}\n{note}"})
+        return _lgtypes.Command(update={"messages": [result], "step_scores": [record]})
+
+    def wrap_tool_call(self, request, handler):
+        call, prompt, history, blocked = self._pre(request)
+        if blocked is not None:
+            return blocked
+        return self._post(call, prompt, history, handler(request))
+
+    async def awrap_tool_call(self, request, handler):
+        call, prompt, history, blocked = self._pre(request)
+        if blocked is not None:
+            return blocked
+        return self._post(call, prompt, history, await handler(request))
+
+    @_types.hook_config(can_jump_to=["end"])
+    def before_model(self, state, runtime):
+        if self.on_low != "end":
+            return None
+        records = state.get("step_scores") or []
+        messages = state.get("messages") or []
+        last_ai = next((m for m in reversed(messages) if getattr(m, "type", None) == "ai"), None)
+        if not records or last_ai is None or not last_ai.tool_calls:
+            return None
+        ids = {c.get("id") for c in last_ai.tool_calls}
+        bad = [r for r in records if r.get("verdict") == "end" and set(r.get("tool_call_ids", ())) & ids]
+        if not bad:
+            return None
+        text = (f"Stopped: a step critic scored the last step {bad[0]['score']:.2f} "
+                f"(< {self.threshold:.2f}), a likely dead end.")
+        return {"jump_to": "end", "messages": [_msgs.AIMessage(content=text)]}
+
+    @_types.hook_config(can_jump_to=["end"])
+    async def abefore_model(self, state, runtime):
+        return self.before_model(state, runtime)

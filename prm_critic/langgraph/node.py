@@ -1,0 +1,298 @@
+"""A step-critic node for hand-built LangGraph ``StateGraph`` agents, plus its router.
+
+Topology (the usual ReAct loop with a critic after the tool node)::
+
+    START -> agent -(tool calls)-> tools -> step_critic -(route_after_critic)-> agent | END
+                   \\-(no calls)-> END
+
+:class:`StepCriticNode` renders the latest step -- the last AI message's tool call(s) and their
+ToolMessage result(s), via :func:`prm_critic.text.format_tool_step` -- into a
+:class:`~prm_critic.text.TextStep` ``(prompt, history of earlier steps, step)``, scores it with
+any text :class:`~prm_critic.BaseCritic`, and decides, with ``s`` the chosen head's score::
+
+    verdict = "continue"   if s >= threshold
+            = "backtrack"  if dead_end_threshold is not None and s < dead_end_threshold
+            = "retry"      if revisions + 1 <= max_revisions      (revisions: rejections in a row)
+            = "end"        otherwise
+
+On ``"retry"`` the rejected step is removed from the transcript (``on_reject="remove"``, with
+``RemoveMessage``; needs the ``add_messages`` reducer on ``messages_key``) or kept but excluded
+from the critic's history (``on_reject="mark"``); an optional feedback message is appended so the
+model tries something else. Every scored step appends a record
+``{step_index, progress, success, score, head, verdict, accepted, text, tool_call_ids}`` to
+``state[scores_key]`` (reducer :func:`add_step_records`) and is emitted on
+``stream_mode="custom"`` as ``{"type": "prm_step_score", "node": name, **record}``.
+
+:func:`route_after_critic` returns the verdict, but ``"end"`` when fewer than
+``min_remaining_steps`` super-steps remain before ``recursion_limit`` (``RemainingSteps``), so the
+loop always ends without ``GraphRecursionError``.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Callable, Literal, Mapping
+
+from typing_extensions import TypedDict
+
+from prm_critic.critic import BaseCritic
+from prm_critic.langgraph._common import (
+    check_choice,
+    check_critic,
+    check_head,
+    check_int,
+    check_prob,
+    check_str,
+    first_human_text,
+    lg,
+    render_steps,
+    score_text_steps,
+)
+from prm_critic.text.steps import TextStep
+
+_managed = lg("langgraph.managed")
+
+__all__ = [
+    "StepCriticNode",
+    "CriticState",
+    "add_step_records",
+    "route_after_critic",
+    "critic_router",
+    "Verdict",
+]
+
+Verdict = Literal["continue", "retry", "backtrack", "end"]
+VERDICTS = ("continue", "retry", "backtrack", "end")
+
+DEFAULT_FEEDBACK = (
+    "A step critic rejected your last step ({head} score {score:.2f} < threshold {threshold:.2f}):\n"
+    "{step}\nThat step has been undone in this conversation. Propose a different next step."
+)
+
+
+def add_step_records(left: list | None, right: list | Mapping | None) -> list:
+    """Reducer for the critic-record key: append one record (a dict) or a list of records."""
+    left = list(left or [])
+    if right is None:
+        return left
+    if isinstance(right, Mapping):
+        return left + [dict(right)]
+    return left + [dict(r) for r in right]
+
+
+class CriticState(TypedDict, total=False):
+    """Mixin for a graph state used with :class:`StepCriticNode` (default key names).
+
+    ``class State(MessagesState, CriticState): ...`` -- ``step_scores`` collects the records,
+    ``critic_revisions`` counts rejections in a row, ``critic_verdict`` is the last verdict and
+    ``remaining_steps`` (managed by LangGraph) lets the router stop before ``recursion_limit``.
+    """
+
+    step_scores: Annotated[list[dict], add_step_records]
+    critic_revisions: int
+    critic_verdict: str
+    remaining_steps: _managed.RemainingSteps
+
+
+def _get(state: Any, key: str, default: Any = None) -> Any:
+    if isinstance(state, Mapping):
+        return state.get(key, default)
+    return getattr(state, key, default)
+
+
+class StepCriticNode:
+    """Score the latest agent step with a critic; record, stream, and decide retry/continue/end.
+
+    Args:
+        critic: a text :class:`~prm_critic.BaseCritic` (``score(list[TextStep]) -> StepScores``).
+        messages_key: state key of the message list (``add_messages`` reducer).
+        scores_key: state key of the records list (reducer :func:`add_step_records`).
+        prompt_key: state key holding the task prompt; ``None``: the first human message.
+        threshold: accept the step when the ``head`` score is ``>= threshold``.
+        max_revisions: how many times in a row a rejected step is retried before ``"end"``.
+        head: which score decides (``"success"``, ``"progress"`` or an ``extra`` key).
+        name: node name, used in stream events.
+        dead_end_threshold: below it the verdict is ``"backtrack"`` (``None``: never).
+        on_reject: ``"remove"`` the rejected step's messages, or ``"mark"`` it (kept in the
+            transcript, left out of the critic's history).
+        feedback: format string (fields ``head, score, threshold, step``) of a human message
+            appended on retry; ``None`` appends nothing.
+        revisions_key, verdict_key: state keys of the rejection counter and the last verdict.
+    """
+
+    def __init__(
+        self,
+        critic: BaseCritic,
+        *,
+        messages_key: str = "messages",
+        scores_key: str = "step_scores",
+        prompt_key: str | None = None,
+        threshold: float = 0.5,
+        max_revisions: int = 3,
+        head: str = "success",
+        name: str = "step_critic",
+        dead_end_threshold: float | None = None,
+        on_reject: Literal["remove", "mark"] = "remove",
+        feedback: str | None = DEFAULT_FEEDBACK,
+        revisions_key: str = "critic_revisions",
+        verdict_key: str = "critic_verdict",
+    ):
+        self.critic = check_critic(critic)
+        self.messages_key = check_str("messages_key", messages_key)
+        self.scores_key = check_str("scores_key", scores_key)
+        self.prompt_key = check_str("prompt_key", prompt_key, allow_none=True)
+        self.threshold = check_prob("threshold", threshold)
+        self.max_revisions = check_int("max_revisions", max_revisions, minimum=0)
+        self.head = check_head(head)
+        self.name = check_str("name", name)
+        self.dead_end_threshold = check_prob("dead_end_threshold", dead_end_threshold, allow_none=True)
+        if self.dead_end_threshold is not None and self.dead_end_threshold > self.threshold:
+            raise ValueError(
+                f"dead_end_threshold: expected <= threshold ({self.threshold}), got {dead_end_threshold!r}"
+            )
+        self.on_reject = check_choice("on_reject", on_reject, ("remove", "mark"))
+        if feedback is not None and not isinstance(feedback, str):
+            raise TypeError(f"feedback: expected a format str or None, got {type(feedback).__name__} {feedback!r}")
+        self.feedback = feedback
+        self.revisions_key = check_str("revisions_key", revisions_key)
+        self.verdict_key = check_str("verdict_key", verdict_key)
+        self.__name__ = self.name  # LangGraph uses it as the default node name
+
+    def __repr__(self) -> str:
+        return (
+            f"StepCriticNode({type(self.critic).__name__}, threshold={self.threshold}, "
+            f"max_revisions={self.max_revisions}, head={self.head!r})"
+        )
+
+    # ------------------------------------------------------------------ helpers
+    def _prompt(self, state: Any, messages: list) -> str:
+        if self.prompt_key is None:
+            return first_human_text(messages)
+        p = _get(state, self.prompt_key)
+        if not isinstance(p, str):
+            raise KeyError(f"prompt_key: state[{self.prompt_key!r}] must hold the task prompt (str), got {p!r}")
+        return p
+
+    def router(self, *, min_remaining_steps: int = 3, remaining_key: str = "remaining_steps") -> Callable[[Any], str]:
+        """A router reading this node's verdict key (see :func:`route_after_critic`)."""
+        return critic_router(verdict_key=self.verdict_key, remaining_key=remaining_key,
+                             min_remaining_steps=min_remaining_steps)
+
+    # ------------------------------------------------------------------ the node
+    def __call__(self, state: Any) -> dict[str, Any]:
+        messages = _get(state, self.messages_key)
+        if messages is None:
+            raise KeyError(f"messages_key: the state has no {self.messages_key!r} key (got keys {list(state)})")
+        messages = list(messages)
+        records = list(_get(state, self.scores_key) or [])
+        scored_ids = {cid for r in records for cid in r.get("tool_call_ids", ())}
+        rejected_ids = {cid for r in records if not r.get("accepted", True) for cid in r.get("tool_call_ids", ())}
+        steps = render_steps(messages, skip_tool_call_ids=rejected_ids)
+        if not steps or not steps[-1]["complete"] or set(steps[-1]["tool_call_ids"]) & scored_ids:
+            # nothing new to score (no tool step yet, or results still pending): let the agent go on
+            return {self.verdict_key: "continue"}
+        step = steps[-1]
+        history = tuple(s["text"] for s in steps[:-1] if s["complete"])
+        prompt = self._prompt(state, messages)
+        scores = score_text_steps(self.critic, [TextStep(prompt, history, step["text"])])
+        value = float(scores.get(self.head)[0])
+        revisions = int(_get(state, self.revisions_key) or 0)
+
+        if value >= self.threshold:
+            verdict, revisions = "continue", 0
+        elif self.dead_end_threshold is not None and value < self.dead_end_threshold:
+            verdict = "backtrack"
+        elif revisions + 1 <= self.max_revisions:
+            verdict, revisions = "retry", revisions + 1
+        else:
+            verdict, revisions = "end", revisions + 1
+
+        record = {
+            "step_index": len(history),
+            "progress": float(scores.progress[0]),
+            "success": float(scores.success[0]),
+            "score": value,
+            "head": self.head,
+            "verdict": verdict,
+            "accepted": verdict == "continue",
+            "text": step["text"],
+            "tool_call_ids": list(step["tool_call_ids"]),
+        }
+        _emit({"type": "prm_step_score", "node": self.name, **record})
+
+        update: dict[str, Any] = {
+            self.scores_key: [record],
+            self.revisions_key: revisions,
+            self.verdict_key: verdict,
+        }
+        if verdict == "retry":
+            new_msgs: list = []
+            if self.on_reject == "remove":
+                messages_mod = lg("langchain_core.messages")
+                ids = set(step["tool_call_ids"])
+                ai = messages[step["ai_index"]]
+                doomed = [ai] + [m for m in messages if getattr(m, "type", None) == "tool" and m.tool_call_id in ids]
+                missing = [m for m in doomed if not getattr(m, "id", None)]
+                if missing:
+                    raise ValueError(
+                        f"messages_key: on_reject='remove' needs message ids (use the add_messages reducer on "
+                        f"{self.messages_key!r}), got a {missing[0].type} message without id"
+                    )
+                new_msgs += [messages_mod.RemoveMessage(id=m.id) for m in doomed]
+            if self.feedback is not None:
+                messages_mod = lg("langchain_core.messages")
+                text = self.feedback.format(head=self.head, score=value, threshold=self.threshold, step=step["text"])
+                new_msgs.append(messages_mod.HumanMessage(content=text))
+            if new_msgs:
+                update[self.messages_key] = new_msgs
+        return update
+
+
+def _emit(event: dict) -> None:
+    """Send ``event`` on ``stream_mode="custom"``; a no-op outside a running graph."""
+    config = lg("langgraph.config")
+    try:
+        writer = config.get_stream_writer()
+    except RuntimeError:  # called outside a graph run
+        return
+    writer(event)
+
+
+def route_after_critic(
+    state: Any,
+    *,
+    verdict_key: str = "critic_verdict",
+    remaining_key: str = "remaining_steps",
+    min_remaining_steps: int = 3,
+) -> str:
+    """Route after :class:`StepCriticNode`: ``"continue" | "retry" | "backtrack" | "end"``.
+
+    Returns the node's verdict, except ``"end"`` when ``state[remaining_key]`` (LangGraph's
+    ``RemainingSteps``; include :class:`CriticState` or that key in your state) is below
+    ``min_remaining_steps`` -- one more agent -> tools -> critic round needs 3 super-steps.
+    """
+    verdict = _get(state, verdict_key) or "continue"
+    if verdict not in VERDICTS:
+        raise ValueError(f"{verdict_key}: expected one of {list(VERDICTS)}, got {verdict!r}")
+    remaining = _get(state, remaining_key)
+    if verdict in ("continue", "retry") and remaining is not None and remaining < min_remaining_steps:
+        return "end"
+    return verdict
+
+
+def critic_router(
+    *,
+    verdict_key: str = "critic_verdict",
+    remaining_key: str = "remaining_steps",
+    min_remaining_steps: int = 3,
+) -> Callable[[Any], str]:
+    """Return ``route(state) -> "continue" | "retry" | "backtrack" | "end"`` with fixed settings."""
+    check_str("verdict_key", verdict_key)
+    check_str("remaining_key", remaining_key)
+    check_int("min_remaining_steps", min_remaining_steps, minimum=1)
+
+    def route(state: Any) -> str:
+        return route_after_critic(state, verdict_key=verdict_key, remaining_key=remaining_key,
+                                  min_remaining_steps=min_remaining_steps)
+
+    route.__name__ = "route_after_critic"
+    return route
