@@ -1,0 +1,117 @@
+"""Truncate episodes that a process reward model judges to be dead ends."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import numpy as np
+
+from prm_critic._optional import require
+from prm_critic.critic import BaseCritic
+from prm_critic.robotics.make import CriticInputLayout
+from prm_critic.wrappers._common import (
+    HEADS, CriticCaller, check_choice, check_critic_arg, check_layout_space, check_number, find_max_episode_steps,
+    flatten_checked, resolve_layout,
+)
+
+gym = require("gymnasium")
+
+__all__ = ["DeadEndPruner"]
+
+
+class DeadEndPruner(gym.Wrapper, gym.utils.RecordConstructorArgs):
+    r"""Truncate an episode when the critic says it cannot succeed any more.
+
+    With ``c_t = critic(s_t)[head]`` for the state after step ``t`` and a counter
+    ``k_t = k_{t-1} + 1 if c_t < threshold else 0`` (``k_0 = 0`` at reset)::
+
+        truncated_t = truncated_t(env) or k_t >= patience
+
+    The episode is always *truncated*, never *terminated*: under a -1-per-step reward (Fetch) a
+    termination would make dead ends attractive, and the learner must keep bootstrapping from the
+    pruned state. ``info["prm_pruned"]`` is True on the pruning step (False otherwise) and
+    ``info["prm_prune_score"]`` holds ``c_t``.
+
+    ``stats``: ``episodes`` (finished episodes), ``pruned_episodes``, ``steps_saved``
+    (``max_episode_steps - elapsed`` summed over pruned episodes; the limit comes from the env's
+    ``TimeLimit`` / spec or ``max_episode_steps=``) and ``prune_rate`` (= pruned / episodes).
+
+    Args:
+        env: a gymnasium env.
+        critic: a :class:`~prm_critic.critic.BaseCritic` over flat critic inputs ``(B, D)``.
+        threshold: prune below this score, in [0, 1].
+        patience: number of consecutive steps below ``threshold`` before pruning (int >= 1).
+        head: ``"success"`` (default, the critic's promise) or ``"progress"``.
+        layout: :class:`CriticInputLayout`; default ``critic.layout`` or ``critic.meta["layout"]``.
+        max_episode_steps: the episode limit for ``steps_saved`` (default: found on the env).
+    """
+
+    def __init__(self, env, critic: BaseCritic, *, threshold: float, patience: int, head: str = "success",
+                 layout: CriticInputLayout | Mapping | None = None, max_episode_steps: int | None = None):
+        gym.utils.RecordConstructorArgs.__init__(
+            self, _disable_deepcopy=True, critic=critic, threshold=threshold, patience=patience, head=head,
+            layout=layout, max_episode_steps=max_episode_steps)
+        gym.Wrapper.__init__(self, env)
+        self.critic = check_critic_arg(critic)
+        self.threshold = check_number("threshold", threshold, low=0.0, high=1.0)
+        if isinstance(patience, bool) or not isinstance(patience, (int, np.integer)) or patience < 1:
+            raise ValueError(f"patience: expected an int >= 1 (consecutive steps below threshold), got {patience!r}")
+        self.patience = int(patience)
+        self.head = check_choice("head", head, HEADS)
+        self.layout = resolve_layout(critic, layout)
+        check_layout_space(self.layout, env.observation_space)
+        if max_episode_steps is None:
+            max_episode_steps = find_max_episode_steps(env)
+        elif isinstance(max_episode_steps, bool) or not isinstance(max_episode_steps, (int, np.integer)) \
+                or max_episode_steps < 1:
+            raise ValueError(f"max_episode_steps: expected a positive int or None, got {max_episode_steps!r}")
+        self.max_episode_steps = None if max_episode_steps is None else int(max_episode_steps)
+        self._caller = CriticCaller(self.critic, self.head, None)
+        self._below = 0
+        self._elapsed = 0
+        self._active = False
+        self._episodes = 0
+        self._pruned = 0
+        self._saved = 0
+
+    @property
+    def stats(self) -> dict[str, Any]:
+        """``episodes``, ``pruned_episodes``, ``steps_saved``, ``prune_rate``, ``critic_calls``."""
+        return {
+            "episodes": self._episodes,
+            "pruned_episodes": self._pruned,
+            "steps_saved": self._saved,
+            "prune_rate": self._pruned / self._episodes if self._episodes else 0.0,
+            "critic_calls": self._caller.stats["calls"],
+        }
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        obs, info = self.env.reset(seed=seed, options=options)
+        self._below = 0
+        self._elapsed = 0
+        self._active = True
+        return obs, info
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self._elapsed += 1
+        x = flatten_checked(self.layout, obs)
+        c = float(self._caller(x[None, :])[0])
+        self._below = self._below + 1 if c < self.threshold else 0
+        pruned = bool(self._below >= self.patience and not terminated and not truncated)
+        info = dict(info)
+        info["prm_pruned"] = pruned
+        info["prm_prune_score"] = c
+        if pruned:
+            truncated = True
+            self._pruned += 1
+            if self.max_episode_steps is not None:
+                self._saved += max(self.max_episode_steps - self._elapsed, 0)
+        if (terminated or truncated) and self._active:
+            self._episodes += 1
+            self._active = False
+        return obs, reward, terminated, truncated, info
+
+    def compute_reward(self, achieved_goal, desired_goal, info):
+        """The wrapped env's ``compute_reward`` (pruning does not change rewards)."""
+        return self.env.get_wrapper_attr("compute_reward")(achieved_goal, desired_goal, info)

@@ -1,0 +1,88 @@
+"""Small real pieces shared by the wrapper tests: a list-driven gymnasium env and counting /
+slow / failing critics (real BaseCritic subclasses wrapping a real critic)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from prm_critic.critic import BaseCritic
+from prm_critic.models.state_critic import StateCriticNet, TorchStateCritic
+from prm_critic.robotics.make import CriticInputLayout
+
+
+class ListEnv(gym.Env):
+    """Visits ``states[0], states[1], ..., states[-1]`` (one per step, actions ignored); the last
+    step terminates (``terminate_at_end``) or truncates."""
+
+    metadata = {"render_modes": []}
+
+    def __init__(self, states, terminate_at_end: bool = False, obs_space=None):
+        self.states = np.asarray(states, dtype=np.float64)
+        d = self.states.shape[1]
+        self.observation_space = obs_space or gym.spaces.Box(-np.inf, np.inf, shape=(d,), dtype=np.float64)
+        self.action_space = gym.spaces.Box(-1.0, 1.0, shape=(1,), dtype=np.float32)
+        self.terminate_at_end = terminate_at_end
+        self.t = 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return self.states[0].copy(), {}
+
+    def step(self, action):
+        self.t += 1
+        end = self.t >= len(self.states) - 1
+        obs = self.states[min(self.t, len(self.states) - 1)].copy()
+        return obs, 0.5, bool(end and self.terminate_at_end), bool(end and not self.terminate_at_end), {}
+
+
+def torch_critic(d: int, seed: int = 0) -> TorchStateCritic:
+    """A randomly initialised (untrained) real state critic with its layout in ``meta``."""
+    torch.manual_seed(seed)
+    net = StateCriticNet(d, hidden=(16, 16))
+    layout = CriticInputLayout(["obs"], {"obs": d})
+    return TorchStateCritic(net, {"layout": layout.to_dict()})
+
+
+class CountingCritic(BaseCritic):
+    """Delegates to ``inner``; records the batch size of each call."""
+
+    def __init__(self, inner: BaseCritic):
+        self.inner = inner
+        self.obs_dim = inner.obs_dim
+        self.layout = getattr(inner, "layout", None)
+        self.spec = getattr(inner, "spec", None)
+        self.batches: list[int] = []
+
+    def score(self, steps):
+        self.batches.append(int(np.shape(steps)[0]))
+        return self.inner.score(steps)
+
+
+class SlowCritic(BaseCritic):
+    """Delegates to ``inner``; sleeps ``delay`` seconds on the calls whose index is in ``slow``,
+    raises RuntimeError on those in ``fail``."""
+
+    def __init__(self, inner: BaseCritic, *, delay: float = 0.0, slow=(), fail=()):
+        self.inner = inner
+        self.obs_dim = inner.obs_dim
+        self.meta = getattr(inner, "meta", {})
+        self.delay, self.slow, self.fail = delay, set(slow), set(fail)
+        self.n = 0
+        self.finished = threading.Event()
+
+    def score(self, steps):
+        i = self.n
+        self.n += 1
+        if i in self.fail:
+            raise RuntimeError(f"critic failure on call {i}")
+        if i in self.slow:
+            self.finished.clear()
+            time.sleep(self.delay)
+            self.finished.set()
+        return self.inner.score(steps)
