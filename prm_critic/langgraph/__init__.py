@@ -1,0 +1,54 @@
+"""LangGraph / LangChain integration of step critics.
+
+* :class:`StepCriticNode` + :func:`route_after_critic` / :func:`critic_router`: a critic node for
+  hand-built ``StateGraph`` agents (records, custom stream events, retry / end / backtrack).
+* :class:`PRMBestOfNMiddleware`, :class:`PRMStepScoringMiddleware`: middleware for langchain v1
+  ``create_agent`` (best-of-N tool calls before any tool runs; scoring executed steps).
+* :func:`build_beam_search_graph`: critic-guided beam search over a forkable tool environment.
+* :class:`CheckpointBacktracker`, :func:`backtrack_to_best`: fork a checkpointed run back to just
+  before its first low-scoring step.
+
+Needs the ``agents`` extra (``pip install "prm-critic[agents]"``); importing this package without
+it raises an ImportError naming that command.
+"""
+
+from prm_critic._optional import require as _require
+
+_require("langgraph", "agents")
+_require("langchain", "agents")
+
+from prm_critic.langgraph._common import format_tool_call, render_steps  # noqa: E402
+from prm_critic.langgraph.backtrack import BacktrackResult, CheckpointBacktracker, backtrack_to_best  # noqa: E402
+from prm_critic.langgraph.beam import BeamState, build_beam_search_graph  # noqa: E402
+from prm_critic.langgraph.middleware import (  # noqa: E402
+    BestOfNState,
+    PRMBestOfNMiddleware,
+    PRMStepScoringMiddleware,
+    StepScoresState,
+)
+from prm_critic.langgraph.node import (  # noqa: E402
+    CriticState,
+    StepCriticNode,
+    add_step_records,
+    critic_router,
+    route_after_critic,
+)
+
+__all__ = [
+    "StepCriticNode",
+    "CriticState",
+    "add_step_records",
+    "route_after_critic",
+    "critic_router",
+    "PRMBestOfNMiddleware",
+    "PRMStepScoringMiddleware",
+    "BestOfNState",
+    "StepScoresState",
+    "build_beam_search_graph",
+    "BeamState",
+    "CheckpointBacktracker",
+    "BacktrackResult",
+    "backtrack_to_best",
+    "format_tool_call",
+    "render_steps",
+]

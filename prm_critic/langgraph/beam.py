@@ -1,0 +1,242 @@
+"""Critic-guided beam search as a LangGraph ``StateGraph`` (returned uncompiled).
+
+Graph::
+
+    START -> init -(Send x beam)-> expand -> prune -(Send x beam | END)-> expand ...
+
+* ``expand`` (one Send per beam item, run in parallel): ``expand(env_state, history, k)`` -- your
+  callable -- proposes up to ``k = min(branch_factor, budget left)`` next steps, each by calling a
+  policy/model and executing the tool on a *copy* of the forkable env state, and returns
+  ``[(step_text, next_env_state), ...]``. Each proposal counts as one policy call. Candidates are
+  collected by a reducer (``operator.add``), as is every key parallel branches write.
+* ``prune``: scores all new candidates in one critic batch ``TextStep(prompt, steps so far, step)``,
+  aggregates each path's step scores with ``prm_critic.aggregate`` (``aggregate="min"`` etc.),
+  and overwrites (``Overwrite``) the beam with the top ``beam_width``::
+
+      score(path) = aggregate([s_1, ..., s_t], how)     s_t = head score of step t
+      dead end   <=>  s_t < dead_end_threshold          (dropped, counted in pruned_dead_end)
+
+  A candidate with ``is_terminal(env_state)`` true is a solution (the best one is kept, even below
+  the threshold -- the environment, not the critic, says it is solved).
+
+Stops (``stop_reason``, first that applies): ``"solved"``, ``"budget"`` (policy calls used
+``>= budget``), ``"dead_ends"`` (beam empty), ``"max_depth"`` or ``"recursion_limit"``
+(``RemainingSteps``).
+The final state reports ``policy_calls``, ``pruned_dead_end``, ``pruned_beam``, ``depth``,
+``solution`` and ``best``. Input: ``{"prompt": str, "root": initial env state}``. Env states are
+stored in the graph state, so with a checkpointer they must be serializable (plain data).
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Annotated, Any, Callable, Sequence
+
+from typing_extensions import TypedDict
+
+from prm_critic.aggregate import AGGREGATES, aggregate as _aggregate
+from prm_critic.critic import BaseCritic
+from prm_critic.langgraph._common import check_critic, check_head, check_int, check_prob, lg, score_text_steps
+from prm_critic.langgraph.node import _emit
+from prm_critic.text.steps import TextStep
+
+_graph = lg("langgraph.graph")
+_types = lg("langgraph.types")
+_managed = lg("langgraph.managed")
+
+__all__ = ["build_beam_search_graph", "BeamState"]
+
+STOP_REASONS = ("solved", "dead_ends", "max_depth", "budget", "recursion_limit")
+
+
+class BeamState(TypedDict, total=False):
+    """State of the beam-search graph.
+
+    A candidate (beam item) is ``{"steps": [str], "step_scores": [float], "score": float,
+    "state": env state, "terminal": bool}``.
+    """
+
+    prompt: str
+    root: Any
+    beam: Annotated[list[dict], operator.add]
+    candidates: Annotated[list[dict], operator.add]
+    depth: int
+    policy_calls: Annotated[int, operator.add]
+    pruned_dead_end: Annotated[int, operator.add]
+    pruned_beam: Annotated[int, operator.add]
+    solution: dict | None
+    best: dict | None
+    stop_reason: str
+    remaining_steps: _managed.RemainingSteps
+
+
+class ExpandInput(TypedDict):
+    """What one ``expand`` branch receives through ``Send``."""
+
+    item: dict
+    k: int
+
+
+def build_beam_search_graph(
+    expand: Callable[[Any, tuple[str, ...], int], Sequence[tuple[str, Any]]],
+    critic: BaseCritic,
+    *,
+    beam_width: int = 3,
+    branch_factor: int = 3,
+    max_depth: int = 8,
+    dead_end_threshold: float = 0.2,
+    budget: int | None = None,
+    is_terminal: Callable[[Any], bool] | None = None,
+    aggregate: str = "min",
+    head: str = "success",
+):
+    """Build (uncompiled) a critic-guided beam search over a forkable tool environment.
+
+    Args:
+        expand: ``expand(env_state, history, k) -> [(step_text, next_env_state), ...]`` with at
+            most ``k`` items; must not mutate ``env_state`` (fork it).
+        critic: a text :class:`~prm_critic.BaseCritic`.
+        beam_width: paths kept after each prune (``>= 1``; 1 is greedy search).
+        branch_factor: proposals asked per beam item per depth (``>= 1``).
+        max_depth: maximum number of steps in a path.
+        dead_end_threshold: drop a candidate whose newest step scores below it.
+        budget: maximum policy calls (proposals) in total; ``None``: unlimited.
+        is_terminal: ``is_terminal(env_state) -> bool``, true when the task is solved
+            (``None``: never; the search then runs to depth/budget and reports ``best``).
+        aggregate: how path scores combine step scores: ``"min"``, ``"product"``, ``"last"``,
+            ``"mean"``.
+        head: the critic score used (``"success"`` or ``"progress"``).
+
+    Returns:
+        an uncompiled ``StateGraph``; compile it with your checkpointer, invoke with
+        ``{"prompt": ..., "root": env_state}`` and a ``recursion_limit`` above ``2 * max_depth + 2``.
+    """
+    if not callable(expand):
+        raise TypeError(f"expand: expected a callable expand(env_state, history, k), got {type(expand).__name__} {expand!r}")
+    critic = check_critic(critic)
+    beam_width = check_int("beam_width", beam_width, minimum=1)
+    branch_factor = check_int("branch_factor", branch_factor, minimum=1)
+    max_depth = check_int("max_depth", max_depth, minimum=1)
+    dead_end_threshold = check_prob("dead_end_threshold", dead_end_threshold)
+    budget = check_int("budget", budget, minimum=1, allow_none=True)
+    if is_terminal is not None and not callable(is_terminal):
+        raise TypeError(f"is_terminal: expected a callable is_terminal(env_state) -> bool or None, got {is_terminal!r}")
+    if aggregate not in AGGREGATES:
+        raise ValueError(f"aggregate: expected one of {sorted(AGGREGATES)}, got {aggregate!r}")
+    head = check_head(head)
+    Overwrite, Send = _types.Overwrite, _types.Send
+
+    def init(state: BeamState) -> dict:
+        if "root" not in state:
+            raise KeyError("root: the input must hold the initial env state under 'root' (and the task under 'prompt')")
+        prompt = state.get("prompt", "")
+        if not isinstance(prompt, str):
+            raise TypeError(f"prompt: expected str, got {type(prompt).__name__} {prompt!r}")
+        root = {"steps": [], "step_scores": [], "score": 1.0, "state": state["root"], "terminal": False}
+        return {
+            "prompt": prompt,
+            "beam": Overwrite([root]),
+            "candidates": Overwrite([]),
+            "depth": 0,
+            "policy_calls": Overwrite(0),
+            "pruned_dead_end": Overwrite(0),
+            "pruned_beam": Overwrite(0),
+            "solution": None,
+            "best": None,
+            "stop_reason": "",
+        }
+
+    def expand_node(inp: ExpandInput) -> dict:
+        item, k = inp["item"], inp["k"]
+        proposals = expand(item["state"], tuple(item["steps"]), k)
+        try:
+            proposals = list(proposals)
+        except TypeError:
+            raise TypeError(f"expand: expected a sequence of (step_text, next_env_state) pairs, got {proposals!r}") from None
+        if len(proposals) > k:
+            raise ValueError(f"expand: asked for at most k={k} proposals, got {len(proposals)}")
+        cands = []
+        for p in proposals:
+            if not (isinstance(p, (tuple, list)) and len(p) == 2 and isinstance(p[0], str)):
+                raise TypeError(f"expand: expected (step_text: str, next_env_state) pairs, got {p!r}")
+            cands.append({"steps": list(item["steps"]) + [p[0]], "step_scores": list(item["step_scores"]),
+                          "state": p[1], "terminal": False})
+        return {"candidates": cands, "policy_calls": len(proposals)}
+
+    def prune(state: BeamState) -> dict:
+        cands = list(state.get("candidates") or [])
+        prompt = state.get("prompt", "")
+        depth = int(state.get("depth", 0)) + 1
+        if cands:
+            steps = [TextStep(prompt, tuple(c["steps"][:-1]), c["steps"][-1]) for c in cands]
+            new = score_text_steps(critic, steps).get(head)
+        else:
+            new = []
+        scored = []
+        for c, s in zip(cands, new):
+            ss = c["step_scores"] + [float(s)]
+            scored.append({**c, "step_scores": ss, "score": float(_aggregate(ss, aggregate)),
+                           "terminal": bool(is_terminal(c["state"])) if is_terminal is not None else False})
+        solved = [c for c in scored if c["terminal"]]
+        alive = [c for c in scored if not c["terminal"] and c["step_scores"][-1] >= dead_end_threshold]
+        n_dead = len(scored) - len(solved) - len(alive)
+        alive.sort(key=lambda c: -c["score"])  # stable: ties keep proposal order
+        beam = alive[:beam_width]
+        best_prev = state.get("best")
+        pool = solved or beam
+        best = max(pool, key=lambda c: c["score"]) if pool else best_prev
+        if best_prev is not None and best is not None and not solved and best_prev["score"] > best["score"]:
+            best = best_prev
+        used = int(state.get("policy_calls", 0))
+        remaining = state.get("remaining_steps")
+        if solved:
+            reason = "solved"
+        elif budget is not None and used >= budget:
+            reason = "budget"
+        elif not beam:
+            reason = "dead_ends"
+        elif depth >= max_depth:
+            reason = "max_depth"
+        elif remaining is not None and remaining < 3:
+            reason = "recursion_limit"
+        else:
+            reason = ""
+        out = {
+            "beam": Overwrite(beam),
+            "candidates": Overwrite([]),
+            "depth": depth,
+            "pruned_dead_end": n_dead,
+            "pruned_beam": len(alive) - len(beam),
+            "best": best,
+            "stop_reason": reason,
+        }
+        if solved:
+            out["solution"] = max(solved, key=lambda c: c["score"])
+        _emit({"type": "prm_beam_prune", "depth": depth, "candidates": len(scored), "kept": len(beam),
+               "pruned_dead_end": n_dead, "pruned_beam": len(alive) - len(beam), "policy_calls": used,
+               "stop_reason": reason})
+        return out
+
+    def fan_out(state: BeamState):
+        if state.get("stop_reason"):
+            return _graph.END
+        left = None if budget is None else budget - int(state.get("policy_calls", 0))
+        sends = []
+        for item in state.get("beam") or []:
+            k = branch_factor if left is None else min(branch_factor, left)
+            if k <= 0:
+                break
+            sends.append(Send("expand", {"item": item, "k": k}))
+            if left is not None:
+                left -= k
+        return sends or _graph.END
+
+    builder = _graph.StateGraph(BeamState)
+    builder.add_node("init", init)
+    builder.add_node("expand", expand_node)
+    builder.add_node("prune", prune)
+    builder.add_edge(_graph.START, "init")
+    builder.add_conditional_edges("init", fan_out, ["expand", _graph.END])
+    builder.add_edge("expand", "prune")
+    builder.add_conditional_edges("prune", fan_out, ["expand", _graph.END])
+    return builder
