@@ -1,0 +1,143 @@
+"""One run of the RL benchmark: train SAC on a task under one reward config, evaluate on the
+unshaped env, write ``eval.csv`` (rows appended atomically) and a ``done.json`` marker.
+
+    python benchmarks/rl/run.py --task FetchReach-v4 --config her --seed 0 --steps 10000
+
+Configs (same algorithm, hyper-parameters, seeds, env-step budget and evaluation for all):
+
+* ``sparse``  - the env's own reward;
+* ``her``     - the env's own reward + HerReplayBuffer;
+* ``prm``     - potential-based shaping with the spec's SubgoalCritic (``--scale``);
+* ``prm_her`` - both.
+
+``--prune`` adds the DeadEndPruner (threshold/patience per task below). A run whose ``done.json``
+exists is skipped; a run killed before finishing restarts from scratch (SB3 replay buffers can only
+be saved with pickle), its earlier evaluations are kept as ``eval.killed-N.csv``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parent / "results" / "runs"
+CONFIGS = ("sparse", "her", "prm", "prm_her")
+
+#: Per-task settings shared by every config (the comparison holds everything else equal).
+TASKS = {
+    "FetchReach-v4": dict(
+        steps=10_000, eval_freq=1_000, eval_episodes=50,
+        algo_kwargs=dict(gamma=0.95, learning_rate=1e-3, batch_size=256, learning_starts=1_000,
+                         policy_kwargs=dict(net_arch=[64, 64])),
+        prune=dict(threshold=0.05, patience=20),
+    ),
+    "PointMaze_UMaze-v3": dict(
+        steps=30_000, eval_freq=2_500, eval_episodes=50,
+        algo_kwargs=dict(gamma=0.99, learning_rate=1e-3, batch_size=256, learning_starts=1_000,
+                         policy_kwargs=dict(net_arch=[64, 64])),
+        prune=dict(threshold=0.05, patience=100),
+    ),
+    "PointMaze_Medium-v3": dict(
+        steps=100_000, eval_freq=5_000, eval_episodes=50,
+        algo_kwargs=dict(gamma=0.99, learning_rate=1e-3, batch_size=256, learning_starts=1_000,
+                         policy_kwargs=dict(net_arch=[64, 64])),
+        prune=dict(threshold=0.05, patience=150),
+    ),
+    "FetchPush-v4": dict(
+        steps=300_000, eval_freq=10_000, eval_episodes=50,
+        algo_kwargs=dict(gamma=0.95, learning_rate=1e-3, batch_size=512, learning_starts=1_000,
+                         policy_kwargs=dict(net_arch=[256, 256, 256])),
+        prune=dict(threshold=0.05, patience=25),
+    ),
+}
+
+
+def config_label(config: str, scale: float, prune: bool) -> str:
+    label = config
+    if config.startswith("prm"):
+        label += f"_s{scale:g}"
+    if prune:
+        label += "_prune"
+    return label
+
+
+def run_dir(task: str, label: str, seed: int, root: Path = RESULTS) -> Path:
+    return root / task / label / f"seed{seed}"
+
+
+def run_one(task: str, config: str, seed: int, steps: int | None = None, *, scale: float = 1.0,
+            prune: bool = False, algo: str = "sac", root: Path = RESULTS, progress_bar: bool = False) -> Path:
+    if task not in TASKS:
+        raise ValueError(f"--task: expected one of {sorted(TASKS)}, got {task!r}")
+    if config not in CONFIGS:
+        raise ValueError(f"--config: expected one of {list(CONFIGS)}, got {config!r}")
+    cfg = TASKS[task]
+    steps = steps or cfg["steps"]
+    label = config_label(config, scale, prune)
+    out = run_dir(task, label, seed, root)
+    marker = out / "done.json"
+    if marker.exists():
+        print(f"skip (done): {out}")
+        return out
+    out.mkdir(parents=True, exist_ok=True)
+    ev = out / "eval.csv"
+    if ev.exists():  # a killed run: keep its evaluations, restart from scratch
+        n = 1
+        while (out / f"eval.killed-{n}.csv").exists():
+            n += 1
+        os.replace(ev, out / f"eval.killed-{n}.csv")
+
+    import torch
+
+    torch.set_num_threads(1)
+    from prm_critic.models.checkpoint import atomic_write_bytes
+    from prm_critic.sb3 import train_policy
+
+    shaped = config.startswith("prm")
+    t0 = time.perf_counter()
+    model = train_policy(
+        task, algo=algo, critic="subgoal" if (shaped or prune) else None, shaping="potential" if shaped else None,
+        scale=scale, her=config.endswith("her"), prune=cfg["prune"] if prune else None, total_steps=steps,
+        seed=seed, eval_freq=cfg["eval_freq"], eval_episodes=cfg["eval_episodes"], log_dir=out,
+        algo_kwargs=cfg["algo_kwargs"], progress_bar=progress_bar,
+    )
+    wall = time.perf_counter() - t0
+    rows = model.prm_eval.rows
+    stats = model.prm_stats
+    summary = {
+        "task": task, "config": config, "label": label, "seed": seed, "steps": steps, "algo": algo,
+        "scale": scale if shaped else None, "prune": cfg["prune"] if prune else None,
+        "algo_kwargs": json.loads(json.dumps(cfg["algo_kwargs"])), "wall_s": round(wall, 1),
+        "final_success": rows[-1]["success_rate"] if rows else None,
+        "episodes": stats.n_episodes, "pruned_episodes": stats.pruned_episodes,
+        "pruned_env_steps": int(sum(h["l"] for h in stats.history if h["pruned"])),
+        "train_success_last100": (sum(h["success"] for h in stats.history[-100:]) / max(1, len(stats.history[-100:]))),
+    }
+    atomic_write_bytes(marker, json.dumps(summary, indent=2).encode())
+    print(json.dumps(summary))
+    return out
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--task", required=True, choices=sorted(TASKS))
+    p.add_argument("--config", required=True, choices=CONFIGS)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--steps", type=int, default=None, help="env-step budget (default: per task)")
+    p.add_argument("--scale", type=float, default=1.0, help="shaping scale (prm configs)")
+    p.add_argument("--prune", action="store_true", help="add the DeadEndPruner")
+    p.add_argument("--algo", default="sac", choices=["sac", "tqc"])
+    p.add_argument("--root", type=Path, default=RESULTS)
+    p.add_argument("--progress", action="store_true", help="show a tqdm progress bar")
+    a = p.parse_args(argv)
+    run_one(a.task, a.config, a.seed, a.steps, scale=a.scale, prune=a.prune, algo=a.algo, root=a.root,
+            progress_bar=a.progress)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

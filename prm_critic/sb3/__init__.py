@@ -1,0 +1,19 @@
+"""Train stable-baselines3 policies with PRM subgoal rewards (needs ``prm-critic[robotics]``).
+
+* :func:`train_policy` - SAC / TQC / PPO (+ HER) on a task with PRM shaping and dead-end pruning;
+* :func:`save_policy` / :func:`load_policy` - safetensors + JSON policy checkpoints (no pickle);
+* :class:`PRMStatsCallback`, :class:`UnshapedSuccessEval` - PRM logging and unshaped evaluation;
+* :func:`make_train_env` - the gym-level env chain ``make_env -> shaper -> pruner -> PRMMonitor``.
+"""
+
+from prm_critic.sb3.callbacks import PRMStatsCallback, UnshapedSuccessEval, read_eval_csv
+from prm_critic.sb3.checkpoint import PolicyCheckpointError, load_policy, save_policy
+from prm_critic.sb3.envs import SHAPING_MODES, make_train_env, make_vec_train_env, resolve_critic
+from prm_critic.sb3.monitor import PRMMonitor
+from prm_critic.sb3.train import ALGOS, train_policy
+
+__all__ = [
+    "train_policy", "ALGOS", "SHAPING_MODES", "save_policy", "load_policy", "PolicyCheckpointError",
+    "PRMStatsCallback", "UnshapedSuccessEval", "read_eval_csv", "PRMMonitor", "make_train_env",
+    "make_vec_train_env", "resolve_critic",
+]

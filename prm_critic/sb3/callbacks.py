@@ -1,0 +1,221 @@
+"""SB3 callbacks: PRM statistics to the logger, and success evaluation on the unshaped env.
+
+* :class:`PRMStatsCallback` records, over a window of the last ``window`` episodes / steps::
+
+      prm/phi_mean            mean_t info_t["prm_phi"]            (potential of the visited states)
+      prm/shaping_mean        mean_t info_t["prm_shaping"]        (the shaping term per step)
+      prm/ep_return_shaped    mean episode sum of the reward the learner sees
+      prm/ep_return_original  mean episode sum of info["prm_original_reward"]
+      prm/pruned_episodes     count of episodes the dead-end pruner truncated (since start)
+      prm/pruned_frac         fraction of the window's episodes that were pruned
+      prm/train_success       fraction of the window's episodes that succeeded (spec rule)
+      prm/subgoal_hit/<name>  fraction of the window's episodes in which subgoal <name> held
+
+  The episode values come from :class:`~prm_critic.sb3.monitor.PRMMonitor`'s ``info["episode"]``.
+
+* :class:`UnshapedSuccessEval` runs ``n_episodes`` deterministic episodes every ``eval_freq``
+  env steps on a separate env built **without** shaper or pruner, and appends a row
+  ``env_steps, success_rate, mean_return, std_return, mean_length, train_wall_s, eval_wall_s``
+  to a CSV (atomically: the whole file is rewritten to a temp file then ``os.replace``-d).
+  Episode ``i`` of every evaluation resets with ``seed = eval_seed + i``: every evaluation (and
+  every config of a benchmark) sees the same start and goal states.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from prm_critic._optional import require
+from prm_critic.models.checkpoint import atomic_write_bytes
+from prm_critic.robotics.spec import TaskSpec, load_spec
+from prm_critic.sb3.monitor import step_success
+
+BaseCallback = require("stable_baselines3.common.callbacks").BaseCallback
+
+__all__ = ["PRMStatsCallback", "UnshapedSuccessEval", "EVAL_COLUMNS", "read_eval_csv", "append_csv_row"]
+
+EVAL_COLUMNS = ("env_steps", "success_rate", "mean_return", "std_return", "mean_length", "n_episodes",
+                "train_wall_s", "eval_wall_s")
+
+
+def append_csv_row(path: str | os.PathLike, columns: tuple[str, ...], row: dict[str, Any]) -> None:
+    """Append ``row`` to the CSV at ``path`` atomically (rewrite to a temp file + ``os.replace``)."""
+    path = Path(path)
+    old = path.read_text() if path.exists() else ""
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=list(columns), lineterminator="\n")
+    if not old:
+        w.writeheader()
+    w.writerow({k: row[k] for k in columns})
+    atomic_write_bytes(path, (old + buf.getvalue()).encode())
+
+
+def read_eval_csv(path: str | os.PathLike) -> list[dict[str, float]]:
+    """Rows of an eval CSV as dicts of floats."""
+    with open(path, newline="") as f:
+        return [{k: float(v) for k, v in r.items()} for r in csv.DictReader(f)]
+
+
+class PRMStatsCallback(BaseCallback):
+    """Record PRM statistics (see module docstring) to the SB3 logger.
+
+    Args:
+        window: number of recent episodes (and ``100 * window`` steps) averaged.
+    """
+
+    def __init__(self, window: int = 100, verbose: int = 0):
+        super().__init__(verbose)
+        if isinstance(window, bool) or not isinstance(window, int) or window <= 0:
+            raise ValueError(f"window: expected a positive integer, got {window!r}")
+        self.window = window
+        self.episodes: deque = deque(maxlen=window)
+        self._phi: deque = deque(maxlen=100 * window)
+        self._shaping: deque = deque(maxlen=100 * window)
+        self.pruned_episodes = 0
+        self.n_episodes = 0
+        #: one dict per finished episode: env_steps, r (shaped), r_original, pruned, success, ...
+        self.history: list[dict[str, Any]] = []
+
+    def _on_step(self) -> bool:
+        infos = self.locals.get("infos", [])
+        for info in infos:
+            if "prm_phi" in info:
+                self._phi.append(float(np.mean(info["prm_phi"])))
+            if "prm_shaping" in info:
+                self._shaping.append(float(np.mean(info["prm_shaping"])))
+            ep = info.get("episode")
+            if ep is not None:
+                self.n_episodes += 1
+                self.pruned_episodes += int(bool(ep.get("pruned", False)))
+                self.episodes.append(ep)
+                self.history.append({"env_steps": self.num_timesteps, "r": float(ep["r"]),
+                                     "r_original": float(ep.get("r_original", ep["r"])),
+                                     "l": int(ep["l"]), "pruned": bool(ep.get("pruned", False)),
+                                     "success": bool(ep.get("success", False))})
+        self._record()
+        return True
+
+    def _record(self) -> None:
+        lg = self.logger
+        if self._phi:
+            lg.record("prm/phi_mean", float(np.mean(self._phi)))
+        if self._shaping:
+            lg.record("prm/shaping_mean", float(np.mean(self._shaping)))
+        lg.record("prm/pruned_episodes", self.pruned_episodes)
+        if not self.episodes:
+            return
+        eps = list(self.episodes)
+        lg.record("prm/ep_return_shaped", float(np.mean([e["r"] for e in eps])))
+        lg.record("prm/ep_return_original", float(np.mean([e.get("r_original", e["r"]) for e in eps])))
+        lg.record("prm/pruned_frac", float(np.mean([bool(e.get("pruned", False)) for e in eps])))
+        lg.record("prm/train_success", float(np.mean([bool(e.get("success", False)) for e in eps])))
+        names = sorted({k for e in eps for k in e.get("subgoals", {})})
+        for n in names:
+            lg.record(f"prm/subgoal_hit/{n}", float(np.mean([bool(e.get("subgoals", {}).get(n, False)) for e in eps])))
+
+
+class UnshapedSuccessEval(BaseCallback):
+    """Deterministic success evaluation on an env without shaper or pruner (module docstring).
+
+    Args:
+        spec: task spec (success source and rule).
+        eval_env: a plain gymnasium env (``make_env(spec)``); built from ``spec`` when ``None``.
+        eval_freq: evaluate every ``eval_freq`` env steps (summed over vector envs); > 0.
+        n_episodes: episodes per evaluation; > 0.
+        csv_path: where rows are appended (``None``: keep them in ``self.rows`` only).
+        eval_seed: episode ``i`` resets with ``seed = eval_seed + i``.
+        eval_at_start: also evaluate the untrained policy at step 0.
+        deterministic: use the deterministic policy (the mean action).
+    """
+
+    def __init__(self, spec: "str | TaskSpec", eval_env=None, *, eval_freq: int, n_episodes: int = 50,
+                 csv_path: str | os.PathLike | None = None, eval_seed: int = 10_000, eval_at_start: bool = True,
+                 deterministic: bool = True, verbose: int = 0):
+        super().__init__(verbose)
+        for name, v in (("eval_freq", eval_freq), ("n_episodes", n_episodes)):
+            if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+                raise ValueError(f"{name}: expected a positive integer, got {v!r}")
+        self.spec = load_spec(spec)
+        if eval_env is None:
+            from prm_critic.robotics.make import make_env
+
+            eval_env = make_env(self.spec)
+        self.eval_env = eval_env
+        self.eval_freq = eval_freq
+        self.n_episodes = n_episodes
+        self.csv_path = Path(csv_path) if csv_path is not None else None
+        self.eval_seed = int(eval_seed)
+        self.eval_at_start = eval_at_start
+        self.deterministic = deterministic
+        self.rows: list[dict[str, float]] = []
+        self._next = eval_freq
+        self._t0 = 0.0
+        self._eval_wall = 0.0
+        self._last_eval_step = -1
+        self._evaluator = self._layout = None
+        if self.spec.success.source == "subgoals":
+            from prm_critic.robotics.subgoals import SubgoalCritic
+
+            crit = SubgoalCritic(self.spec, eval_env)
+            self._evaluator, self._layout = crit.evaluator, crit.layout
+
+    def evaluate(self, model) -> dict[str, float]:
+        """Run the evaluation episodes with ``model``; returns the row (without appending it)."""
+        successes, returns, lengths = [], [], []
+        for i in range(self.n_episodes):
+            obs, info = self.eval_env.reset(seed=self.eval_seed + i)
+            done, ret, n, ok_any, ok_last = False, 0.0, 0, False, False
+            while not done:
+                action, _ = model.predict(obs, deterministic=self.deterministic)
+                obs, r, term, trunc, info = self.eval_env.step(action)
+                ret += float(r)
+                n += 1
+                ok_last = step_success(self.spec, info, obs, term, self._evaluator, self._layout)
+                ok_any |= ok_last
+                done = term or trunc
+            successes.append(ok_any if self.spec.success.rule == "any" else ok_last)
+            returns.append(ret)
+            lengths.append(n)
+        return {"success_rate": float(np.mean(successes)), "mean_return": float(np.mean(returns)),
+                "std_return": float(np.std(returns)), "mean_length": float(np.mean(lengths)),
+                "n_episodes": self.n_episodes}
+
+    def _run_eval(self) -> None:
+        t = time.perf_counter()
+        row = self.evaluate(self.model)
+        self._eval_wall += time.perf_counter() - t
+        row["env_steps"] = self.num_timesteps
+        row["eval_wall_s"] = round(self._eval_wall, 3)
+        row["train_wall_s"] = round(time.perf_counter() - self._t0 - self._eval_wall, 3)
+        self.rows.append(row)
+        self._last_eval_step = self.num_timesteps
+        if self.csv_path is not None:
+            append_csv_row(self.csv_path, EVAL_COLUMNS, row)
+        self.logger.record("eval/unshaped_success_rate", row["success_rate"])
+        self.logger.record("eval/unshaped_mean_return", row["mean_return"])
+        if self.verbose:
+            print(f"[eval] steps={row['env_steps']} success={row['success_rate']:.2f} return={row['mean_return']:.2f}")
+
+    def _on_training_start(self) -> None:
+        self._t0 = time.perf_counter()
+        self._next = (self.num_timesteps // self.eval_freq + 1) * self.eval_freq
+        if self.eval_at_start and self.num_timesteps == 0:
+            self._run_eval()
+
+    def _on_step(self) -> bool:
+        if self.num_timesteps >= self._next:
+            self._next = (self.num_timesteps // self.eval_freq + 1) * self.eval_freq
+            self._run_eval()
+        return True
+
+    def _on_training_end(self) -> None:
+        if self._last_eval_step != self.num_timesteps:
+            self._run_eval()

@@ -1,0 +1,191 @@
+"""Policy checkpoints without pickle: ``<stem>.safetensors`` (the policy ``state_dict``) +
+``<stem>.json`` (algorithm, task, policy class and kwargs, algorithm kwargs, gamma, HER, shaping
+configuration, critic reference).
+
+:func:`load_policy` rebuilds the algorithm from the JSON and loads the weights; ``predict`` then
+gives the same actions as before saving. The replay buffer and optimiser states are not saved
+(SB3 can only save replay buffers with pickle); a loaded model can be trained further from an
+empty buffer. SB3's own ``model.save`` (a zip that contains pickled objects) still works but is
+not this project's checkpoint format.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import warnings
+from pathlib import Path
+from typing import Any, Mapping
+
+from prm_critic import __version__
+from prm_critic._optional import require
+from prm_critic.models.checkpoint import CheckpointError, atomic_write_bytes, checkpoint_paths
+from prm_critic.robotics.spec import TaskSpec, load_spec
+
+__all__ = ["save_policy", "load_policy", "PolicyCheckpointError"]
+
+FORMAT = "prm-critic/sb3-policy"
+FORMAT_VERSION = 1
+
+
+class PolicyCheckpointError(CheckpointError):
+    """A policy checkpoint is missing, corrupt or not a prm-critic SB3 policy."""
+
+
+def _to_json(value: Any, where: str) -> Any:
+    """JSON form of kwargs values; classes/functions become ``{"__object__": "module.qualname"}``."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, Mapping):
+        return {str(k): _to_json(v, f"{where}.{k}") for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_to_json(v, f"{where}[{i}]") for i, v in enumerate(value)]
+    if isinstance(value, type) or callable(value):
+        mod, qual = getattr(value, "__module__", None), getattr(value, "__qualname__", None)
+        if mod and qual and "<" not in qual:
+            return {"__object__": f"{mod}:{qual}"}
+    raise _Unserialisable(where, value)
+
+
+class _Unserialisable(Exception):
+    def __init__(self, where, value):
+        super().__init__(f"{where}: {value!r}")
+        self.where = where
+
+
+def _from_json(value: Any) -> Any:
+    if isinstance(value, dict):
+        if set(value) == {"__object__"}:
+            mod, qual = value["__object__"].split(":")
+            obj = importlib.import_module(mod)
+            for part in qual.split("."):
+                obj = getattr(obj, part)
+            return obj
+        return {k: _from_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_from_json(v) for v in value]
+    return value
+
+
+def _json_kwargs(kwargs: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    out, dropped = {}, []
+    for k, v in kwargs.items():
+        try:
+            out[k] = _to_json(v, k)
+        except _Unserialisable:
+            dropped.append(k)
+    return out, dropped
+
+
+def save_policy(path: str | os.PathLike, model, *, spec: "str | TaskSpec", algo: str, her: bool = False,
+                algo_kwargs: Mapping[str, Any] | None = None, extra: Mapping[str, Any] | None = None) -> Path:
+    """Save ``model``'s policy weights (safetensors) and configuration (JSON); returns the weights path.
+
+    Args:
+        path: checkpoint path or stem (``policy`` -> ``policy.safetensors`` + ``policy.json``).
+        model: a trained SB3 model (SAC, TQC, PPO).
+        spec: the task (stored in full so that loading does not depend on the built-in specs).
+        algo: ``"sac"``, ``"tqc"`` or ``"ppo"``.
+        her: whether it was trained with ``HerReplayBuffer``.
+        algo_kwargs: constructor kwargs used (callables that cannot be named are dropped, listed
+            in the JSON under ``dropped_kwargs``).
+        extra: JSON-able metadata (shaping configuration, critic reference, ...).
+    """
+    spec = load_spec(spec)
+    w, j = checkpoint_paths(path)
+    state = {k: v.detach().cpu().clone().contiguous() for k, v in model.policy.state_dict().items()}
+    kw = {k: v for k, v in dict(algo_kwargs or {}).items()
+          if k not in ("policy", "policy_kwargs", "replay_buffer_class", "replay_buffer_kwargs")}
+    kw_json, dropped = _json_kwargs(kw)
+    pk_json, pk_dropped = _json_kwargs(dict(model.policy_kwargs or {}))
+    rb_kwargs = dict((algo_kwargs or {}).get("replay_buffer_kwargs") or {})
+    meta = {
+        "format": FORMAT, "format_version": FORMAT_VERSION, "prm_critic_version": __version__,
+        "algo": algo, "policy": type(model.policy).__name__, "policy_alias": _policy_alias(model),
+        "policy_kwargs": pk_json, "algo_kwargs": kw_json, "gamma": float(model.gamma), "her": bool(her),
+        "her_kwargs": _json_kwargs({k: v for k, v in rb_kwargs.items()})[0] if her else None,
+        "dropped_kwargs": dropped + [f"policy_kwargs.{k}" for k in pk_dropped],
+        "observation_space": repr(model.observation_space), "action_space": repr(model.action_space),
+        "num_timesteps": int(model.num_timesteps), "task": spec.name, "spec": spec.to_dict(),
+        "extra": _json_kwargs(dict(extra or {}))[0],
+    }
+    from safetensors.torch import save as save_bytes
+
+    atomic_write_bytes(w, save_bytes(state, metadata={"format": FORMAT}))
+    atomic_write_bytes(j, json.dumps(meta, indent=2, sort_keys=True).encode())
+    return w
+
+
+def _policy_alias(model) -> str:
+    spaces = require("gymnasium").spaces
+    return "MultiInputPolicy" if isinstance(model.observation_space, spaces.Dict) else "MlpPolicy"
+
+
+def load_policy(path: str | os.PathLike, env=None, *, device: str = "auto", **algo_overrides):
+    """Rebuild the algorithm saved by :func:`save_policy` and load its policy weights.
+
+    Args:
+        path: checkpoint path or stem.
+        env: a gymnasium env or VecEnv with the same spaces (e.g. a shaped training env to keep
+            training); ``None``: the unshaped task env ``make_env(spec)``.
+        device: torch device.
+        algo_overrides: constructor kwargs that replace the stored ones (e.g. ``buffer_size``).
+
+    Returns:
+        The SB3 model; ``model.prm_checkpoint`` holds the JSON metadata.
+    """
+    load_file = require("safetensors.torch").load_file
+    w, j = checkpoint_paths(path)
+    if not j.is_file() or not w.is_file():
+        raise PolicyCheckpointError(f"path: expected a policy checkpoint {w.name} + {j.name} at {str(w.parent)!r}, "
+                                    f"missing {', '.join(str(p.name) for p in (w, j) if not p.is_file())}")
+    try:
+        meta = json.loads(j.read_text())
+    except json.JSONDecodeError as exc:
+        raise PolicyCheckpointError(f"path: {str(j)!r} is not valid JSON: {exc}") from exc
+    if meta.get("format") != FORMAT:
+        raise PolicyCheckpointError(f"path: {str(j)!r} is not a prm-critic SB3 policy (format {meta.get('format')!r}, "
+                                    f"expected {FORMAT!r})")
+    if meta.get("format_version", 0) > FORMAT_VERSION:
+        raise PolicyCheckpointError(f"path: {str(j)!r} has format_version {meta['format_version']}, this version "
+                                    f"reads <= {FORMAT_VERSION}")
+    from prm_critic.sb3.train import build_model
+
+    spec = load_spec(meta["spec"])
+    DummyVecEnv = require("stable_baselines3.common.vec_env").DummyVecEnv
+    VecEnv = require("stable_baselines3.common.vec_env").VecEnv
+    if env is None:
+        from prm_critic.robotics.make import make_env
+
+        env = make_env(spec)
+    if not isinstance(env, VecEnv):
+        e = env
+        env = DummyVecEnv([lambda: e])
+    kw = _from_json(meta["algo_kwargs"])
+    kw["policy_kwargs"] = _from_json(meta["policy_kwargs"])
+    kw["policy"] = meta["policy_alias"]
+    if meta.get("her") and meta.get("her_kwargs"):
+        kw["replay_buffer_kwargs"] = _from_json(meta["her_kwargs"])
+    kw.update(algo_overrides)
+    kw["device"] = device
+    for k in ("seed",):
+        kw.pop(k, None)
+    try:
+        model = build_model(meta["algo"], env, her=bool(meta.get("her")), algo_kwargs=kw)
+    except ValueError as exc:
+        raise PolicyCheckpointError(f"env: cannot rebuild {meta['algo']} from {str(j)!r}: {exc}") from exc
+    if repr(model.observation_space) != meta["observation_space"] or repr(model.action_space) != meta["action_space"]:
+        warnings.warn(f"env: spaces differ from the checkpoint's ({meta['observation_space']}, {meta['action_space']})",
+                      stacklevel=2)
+    try:
+        state = load_file(str(w))
+    except Exception as exc:
+        raise PolicyCheckpointError(f"path: cannot read weights {str(w)!r}: {exc}") from exc
+    try:
+        model.policy.load_state_dict(state, strict=True)
+    except RuntimeError as exc:
+        raise PolicyCheckpointError(f"path: weights in {str(w)!r} do not fit the rebuilt {meta['policy']}: {exc}") from exc
+    model.num_timesteps = int(meta.get("num_timesteps", 0))
+    model.prm_checkpoint = meta
+    return model

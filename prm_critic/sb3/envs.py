@@ -1,0 +1,139 @@
+"""Env chains for SB3 training with PRM rewards, and critic resolution.
+
+One training env is::
+
+    make_env(spec) -> PRMRewardShaper(critic, gamma = the algorithm's gamma)   (if shaping)
+                   -> DeadEndPruner(critic, threshold, patience)                (if prune)
+                   -> PRMMonitor(spec)                                          (always last)
+
+The shaper sits at gym level *inside* the vector env, so every SB3 algorithm stores the shaped
+reward (a ``VecEnvWrapper`` placed outside ``VecNormalize`` is ignored by off-policy algorithms),
+and HER relabels through the shaper's ``compute_reward``. The monitor comes last so that
+``rollout/ep_rew_mean`` is the shaped return the learner optimises; it also records the original
+return from ``info["prm_original_reward"]``. (``make_vec_env`` puts its Monitor *before*
+``wrapper_class``, which would log the original reward only — hence this explicit chain.)
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from prm_critic._optional import require
+from prm_critic.critic import BaseCritic
+from prm_critic.robotics.spec import TaskSpec, load_spec
+from prm_critic.sb3.monitor import PRMMonitor
+
+__all__ = ["SHAPING_MODES", "resolve_critic", "make_train_env", "make_vec_train_env", "check_prune", "critic_reference"]
+
+#: Values of ``shaping`` accepted by :func:`make_train_env` (passed to the shaper as ``mode``).
+SHAPING_MODES = ("potential", "subgoal", "replace")
+
+
+def check_prune(prune: Any) -> dict[str, Any] | None:
+    """Validate ``prune`` (``None`` or a dict with ``threshold`` and ``patience``, optional ``head``)."""
+    if prune is None:
+        return None
+    if not isinstance(prune, Mapping):
+        raise ValueError(f"prune: expected None or a dict(threshold=..., patience=...), got {prune!r}")
+    allowed = {"threshold", "patience", "head"}
+    extra = set(prune) - allowed
+    if extra or not {"threshold", "patience"} <= set(prune):
+        raise ValueError(f"prune: expected keys threshold, patience (and optional head), got {sorted(prune)}")
+    return dict(prune)
+
+
+def critic_reference(critic: Any) -> str | None:
+    """A JSON-friendly reference to the critic (for checkpoints and logs)."""
+    if critic is None or isinstance(critic, str):
+        return critic
+    if isinstance(critic, os.PathLike):
+        return str(critic)
+    return f"<{type(critic).__module__}.{type(critic).__qualname__}>"
+
+
+def resolve_critic(critic: Any, spec: "str | TaskSpec", env=None) -> BaseCritic | None:
+    """Turn ``critic`` into a :class:`BaseCritic`.
+
+    Args:
+        critic: ``None``; ``"subgoal"`` (:class:`SubgoalCritic` of the spec, needs ``env``); a
+            :class:`BaseCritic`; or a path: ``.json`` / ``.safetensors`` / checkpoint stem ->
+            :func:`prm_critic.models.load_state_critic`, ``.onnx`` -> ``prm_critic.onnx.OnnxCritic``.
+        spec: the task spec.
+        env: the env (for ``"subgoal"``: observation layout and maze geometry).
+    """
+    if critic is None or isinstance(critic, BaseCritic):
+        return critic
+    spec = load_spec(spec)
+    if isinstance(critic, str) and critic == "subgoal":
+        from prm_critic.robotics.subgoals import SubgoalCritic
+
+        if env is None:
+            raise ValueError("env: critic='subgoal' needs the env, got None")
+        return SubgoalCritic(spec, env)
+    if isinstance(critic, (str, os.PathLike)):
+        p = Path(critic)
+        if p.suffix == ".onnx":
+            if not p.is_file():
+                raise FileNotFoundError(f"critic: ONNX file {str(p)!r} does not exist")
+            try:
+                mod = require("prm_critic.onnx", "onnx")
+            except ImportError as exc:
+                raise ImportError(f"critic: loading {str(p)!r} needs prm_critic.onnx ({exc})") from exc
+            return mod.OnnxCritic(p)
+        from prm_critic.models import load_state_critic
+        from prm_critic.models.checkpoint import checkpoint_paths
+
+        w, j = checkpoint_paths(p)
+        if not (w.exists() or j.exists()):
+            raise FileNotFoundError(
+                f"critic: expected 'subgoal', a BaseCritic, or a path to a critic checkpoint (.json/.safetensors/.onnx), "
+                f"got {str(critic)!r} (no such file)")
+        return load_state_critic(p)
+    raise ValueError(f"critic: expected None, 'subgoal', a BaseCritic or a checkpoint path, got {critic!r}")
+
+
+def make_train_env(spec: "str | TaskSpec", *, critic: Any = None, shaping: str | None = None, scale: float = 1.0,
+                   gamma: float = 0.99, head: str = "progress", prune: Mapping[str, Any] | None = None,
+                   monitor_file: str | None = None, **make_kwargs):
+    """One training env: ``make_env -> shaper -> pruner -> PRMMonitor`` (module docstring).
+
+    ``critic`` is resolved by :func:`resolve_critic` against this env (a path is loaded per call:
+    pass a :class:`BaseCritic` to share one instance across vector envs).
+    """
+    from prm_critic.robotics.make import make_env
+
+    spec = load_spec(spec)
+    prune = check_prune(prune)
+    if shaping is not None and shaping not in SHAPING_MODES:
+        raise ValueError(f"shaping: expected one of {list(SHAPING_MODES)} or None, got {shaping!r}")
+    if (shaping is not None or prune is not None) and critic is None:
+        raise ValueError(f"critic: shaping={shaping!r} / prune={prune!r} need a critic, got None")
+    env = make_env(spec, **make_kwargs)
+    crit = resolve_critic(critic, spec, env)
+    if shaping is not None or prune is not None:
+        wrappers = require("prm_critic.wrappers")
+    if shaping is not None:
+        env = wrappers.PRMRewardShaper(env, crit, gamma=gamma, mode=shaping, scale=scale, head=head)
+    if prune is not None:
+        p = dict(prune)
+        env = wrappers.DeadEndPruner(env, crit, threshold=p["threshold"], patience=p["patience"],
+                                     head=p.get("head", "success"))
+    return PRMMonitor(env, spec, filename=monitor_file)
+
+
+def make_vec_train_env(spec: "str | TaskSpec", n_envs: int = 1, *, seed: int | None = None, **kwargs):
+    """``DummyVecEnv`` of ``n_envs`` :func:`make_train_env` chains, seeded ``seed + i``."""
+    DummyVecEnv = require("stable_baselines3.common.vec_env").DummyVecEnv
+    if isinstance(n_envs, bool) or not isinstance(n_envs, int) or n_envs <= 0:
+        raise ValueError(f"n_envs: expected a positive integer, got {n_envs!r}")
+    spec = load_spec(spec)
+
+    def factory(i: int) -> Callable[[], Any]:
+        return lambda: make_train_env(spec, **kwargs)
+
+    venv = DummyVecEnv([factory(i) for i in range(n_envs)])
+    if seed is not None:
+        venv.seed(seed)
+    return venv

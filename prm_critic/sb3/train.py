@@ -1,0 +1,181 @@
+"""Train SB3 policies (SAC, TQC, PPO; HER for goal-conditioned tasks) with PRM subgoal rewards.
+
+``train_policy`` builds the env chain of :mod:`prm_critic.sb3.envs` (shaper inside the vector env,
+``PRMMonitor`` last), passes the algorithm's ``gamma`` to the shaper (one source of truth), adds
+:class:`~prm_critic.sb3.callbacks.PRMStatsCallback` and, when ``eval_freq`` is set,
+:class:`~prm_critic.sb3.callbacks.UnshapedSuccessEval` on a separate env without shaper/pruner.
+With ``log_dir`` it writes tensorboard + CSV logs, ``eval.csv`` and the final policy checkpoint
+``policy.safetensors`` + ``policy.json`` (no pickle; see :mod:`prm_critic.sb3.checkpoint`).
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+from pathlib import Path
+from typing import Any, Mapping
+
+from prm_critic._optional import require
+from prm_critic.robotics.spec import TaskSpec, load_spec
+from prm_critic.sb3.envs import SHAPING_MODES, check_prune, critic_reference, make_vec_train_env, resolve_critic
+
+__all__ = ["ALGOS", "algo_class", "algo_default", "train_policy", "build_model"]
+
+#: Supported algorithms.
+ALGOS = ("sac", "tqc", "ppo")
+OFF_POLICY = ("sac", "tqc")
+
+
+def algo_class(algo: str):
+    """The SB3 class of ``algo`` (``"sac"``, ``"tqc"``, ``"ppo"``)."""
+    if algo == "sac":
+        return require("stable_baselines3").SAC
+    if algo == "tqc":
+        return require("sb3_contrib").TQC
+    if algo == "ppo":
+        return require("stable_baselines3").PPO
+    raise ValueError(f"algo: expected one of {list(ALGOS)}, got {algo!r}")
+
+
+def algo_default(algo: str, name: str) -> Any:
+    """Default value of constructor argument ``name`` of ``algo``'s class (e.g. ``gamma``)."""
+    return inspect.signature(algo_class(algo).__init__).parameters[name].default
+
+
+def _is_goal_env(env) -> bool:
+    spaces = require("gymnasium").spaces
+    sp = env.observation_space
+    return isinstance(sp, spaces.Dict) and {"achieved_goal", "desired_goal"} <= set(sp.spaces)
+
+
+def build_model(algo: str, env, *, her: bool = False, algo_kwargs: Mapping[str, Any] | None = None,
+                seed: int | None = None, verbose: int = 0, tensorboard_log: str | None = None):
+    """Construct the SB3 model for ``env`` (a VecEnv). ``her=True`` adds ``HerReplayBuffer``
+    (``copy_info_dict=True``, so relabelled rewards can use what the shaper keeps in ``info``)."""
+    cls = algo_class(algo)
+    kw = dict(algo_kwargs or {})
+    spaces = require("gymnasium").spaces
+    policy = kw.pop("policy", "MultiInputPolicy" if isinstance(env.observation_space, spaces.Dict) else "MlpPolicy")
+    if her:
+        if algo not in OFF_POLICY:
+            raise ValueError(f"her: HER needs an off-policy algorithm {list(OFF_POLICY)}, got algo={algo!r}")
+        if not _is_goal_env(env):
+            raise ValueError("her: HER needs a goal-conditioned env (Dict observation with achieved_goal and "
+                             f"desired_goal), got observation space {env.observation_space}")
+        her_kw = {"n_sampled_goal": 4, "goal_selection_strategy": "future", **kw.pop("replay_buffer_kwargs", {})}
+        her_kw["copy_info_dict"] = True
+        kw["replay_buffer_class"] = require("stable_baselines3").HerReplayBuffer
+        kw["replay_buffer_kwargs"] = her_kw
+    return cls(policy, env, seed=seed, verbose=verbose, tensorboard_log=tensorboard_log, **kw)
+
+
+def train_policy(task: "str | TaskSpec", *, algo: str = "sac", critic: Any = None, shaping: str | None = None,
+                 scale: float = 1.0, head: str = "progress", her: bool = False, prune: Mapping[str, Any] | None = None,
+                 total_steps: int, seed: int = 0, n_envs: int = 1, eval_freq: int | None = None,
+                 eval_episodes: int = 50, log_dir: str | os.PathLike | None = None,
+                 algo_kwargs: Mapping[str, Any] | None = None, callbacks: list | None = None,
+                 progress_bar: bool = False, verbose: int = 0):
+    """Train a policy on ``task`` with optional PRM shaping, HER and dead-end pruning.
+
+    Args:
+        task: built-in spec name, TOML path or :class:`TaskSpec`.
+        algo: ``"sac"``, ``"tqc"`` (sb3-contrib) or ``"ppo"``.
+        critic: ``None``, ``"subgoal"``, a checkpoint path (``.json``/``.safetensors``/``.onnx``) or a
+            :class:`BaseCritic`. Needed by ``shaping`` and ``prune``.
+        shaping: ``"potential"`` (``F = gamma * Phi(s') - Phi(s)``), ``"subgoal"``, ``"replace"`` or
+            ``None`` (sparse, the env's own reward). ``"subgoal"`` with ``critic=None`` uses
+            ``critic="subgoal"``.
+        scale: multiplier of the shaping term.
+        head: critic head used as the potential.
+        her: use ``HerReplayBuffer`` (off-policy algorithms, goal-conditioned tasks).
+        prune: ``None`` or ``dict(threshold=..., patience=...)`` for :class:`DeadEndPruner`.
+        total_steps: env-step budget (> 0).
+        seed: seed of the algorithm and the envs.
+        n_envs: number of vector envs.
+        eval_freq: evaluate on the unshaped env every ``eval_freq`` env steps (``None``: no eval).
+        eval_episodes: episodes per evaluation.
+        log_dir: folder for tensorboard/CSV logs, ``eval.csv`` and the ``policy`` checkpoint.
+        algo_kwargs: extra constructor arguments of the algorithm (``gamma``, ``batch_size``,
+            ``policy_kwargs``, ...). ``gamma`` here is also the shaper's gamma.
+        callbacks: extra SB3 callbacks.
+
+    Returns:
+        The trained SB3 model. ``model.prm_config`` holds the run's JSON-able configuration.
+    """
+    spec = load_spec(task)
+    algo_class(algo)  # validates algo
+    for name, v in (("total_steps", total_steps), ("n_envs", n_envs), ("eval_episodes", eval_episodes)):
+        if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+            raise ValueError(f"{name}: expected a positive integer, got {v!r}")
+    if eval_freq is not None and (isinstance(eval_freq, bool) or not isinstance(eval_freq, int) or eval_freq <= 0):
+        raise ValueError(f"eval_freq: expected None or a positive integer, got {eval_freq!r}")
+    if shaping is not None and shaping not in SHAPING_MODES:
+        raise ValueError(f"shaping: expected one of {list(SHAPING_MODES)} or None, got {shaping!r}")
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not scale > 0:
+        raise ValueError(f"scale: expected a number > 0, got {scale!r}")
+    prune = check_prune(prune)
+    if shaping == "subgoal" and critic is None:
+        critic = "subgoal"
+    if (shaping is not None or prune is not None) and critic is None:
+        raise ValueError(f"critic: shaping={shaping!r} / prune={prune} need a critic ('subgoal', a path or a "
+                         "BaseCritic), got None")
+    if critic is not None and shaping is None and prune is None:
+        raise ValueError(f"shaping: a critic ({critic_reference(critic)}) was given but shaping=None and prune=None; "
+                         f"choose shaping from {list(SHAPING_MODES)}")
+    kw = dict(algo_kwargs or {})
+    gamma = float(kw.get("gamma", algo_default(algo, "gamma")))
+    kw["gamma"] = gamma
+    if algo in OFF_POLICY:
+        # the replay buffer never needs to hold more than the whole run
+        kw.setdefault("buffer_size", int(min(max(total_steps, 1000), 1_000_000)))
+        if her:
+            ep = spec.max_episode_steps or _registered_max_steps(spec)
+            kw.setdefault("learning_starts", max(int(algo_default(algo, "learning_starts")), (ep or 0) + 1))
+    # load a path critic once and share it across the vector envs
+    is_subgoal = isinstance(critic, str) and critic == "subgoal"
+    critic_obj = critic if (critic is None or is_subgoal) else resolve_critic(critic, spec)
+    env_kwargs = dict(critic=critic_obj, shaping=shaping, scale=float(scale), gamma=gamma, head=head, prune=prune)
+    venv = make_vec_train_env(spec, n_envs, seed=seed, **env_kwargs)
+
+    log_path = Path(log_dir) if log_dir is not None else None
+    model = build_model(algo, venv, her=her, algo_kwargs=kw, seed=seed, verbose=verbose,
+                        tensorboard_log=None)
+    if log_path is not None:
+        log_path.mkdir(parents=True, exist_ok=True)
+        logger = require("stable_baselines3.common.logger")
+        model.set_logger(logger.configure(str(log_path / "logs"), ["csv", "tensorboard"]))
+    from prm_critic.sb3.callbacks import PRMStatsCallback, UnshapedSuccessEval
+
+    stats = PRMStatsCallback()
+    cbs = [stats]
+    evaluator = None
+    if eval_freq is not None:
+        evaluator = UnshapedSuccessEval(spec, eval_freq=eval_freq, n_episodes=eval_episodes,
+                                        csv_path=(log_path / "eval.csv") if log_path else None)
+        cbs.append(evaluator)
+    cbs.extend(callbacks or [])
+    model.prm_config = {
+        "task": spec.name, "algo": algo, "critic": critic_reference(critic), "shaping": shaping,
+        "scale": float(scale), "head": head, "her": bool(her), "prune": prune, "gamma": gamma,
+        "total_steps": total_steps, "seed": seed, "n_envs": n_envs,
+    }
+    model.learn(total_timesteps=total_steps, callback=cbs, progress_bar=progress_bar)
+    model.prm_stats = stats
+    model.prm_eval = evaluator
+    if log_path is not None:
+        from prm_critic.sb3.checkpoint import save_policy
+
+        save_policy(log_path / "policy", model, spec=spec, algo=algo, her=her, algo_kwargs=kw,
+                    extra=model.prm_config)
+    return model
+
+
+def _registered_max_steps(spec: TaskSpec) -> int | None:
+    gym = require("gymnasium")
+    from prm_critic.robotics.make import register_robotics_envs
+
+    register_robotics_envs()
+    try:
+        return gym.spec(spec.env_id).max_episode_steps
+    except Exception:  # pragma: no cover - unknown id is reported by make_env
+        return None
