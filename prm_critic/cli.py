@@ -19,6 +19,8 @@ __all__ = ["main", "build_parser", "COMMAND_MODULES"]
 COMMAND_MODULES = [
     "prm_critic.commands.specs",
     "prm_critic.commands.export",
+    "prm_critic.commands.collect",
+    "prm_critic.commands.label",
 ]
 
 
