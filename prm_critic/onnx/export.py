@@ -119,10 +119,19 @@ def _task_name(task: Any, meta: Mapping[str, Any]) -> str | None:
         return task
     if isinstance(meta.get("task"), str):
         return meta["task"]
-    spec = meta.get("spec")
-    if isinstance(spec, Mapping) and isinstance(spec.get("name"), str):
-        return spec["name"]
+    table = _spec_table(meta)
+    if table is not None and isinstance(table.get("name"), str):
+        return table["name"]
     return None
+
+
+def _spec_table(meta: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The ``[task]`` table of ``meta["spec"]`` (``TaskSpec.to_dict()`` nests it under ``"task"``)."""
+    spec = meta.get("spec")
+    if not isinstance(spec, Mapping):
+        return None
+    table = spec.get("task", spec)
+    return table if isinstance(table, Mapping) else None
 
 
 def _normalization_summary(net: StateCriticNet) -> dict:
@@ -331,7 +340,8 @@ def export_state_critic(
         raise OnnxExportError(f"export: the graph has opset {opsets}, expected default-domain opset {opset}")
 
     spec = meta.get("spec") if isinstance(meta.get("spec"), Mapping) else None
-    env_id = spec.get("env_id") if spec else None
+    table = _spec_table(meta)
+    env_id = table.get("env_id") if table is not None and isinstance(table.get("env_id"), str) else None
     label_family = next((meta[k] for k in ("label_family", "label", "family") if isinstance(meta.get(k), str)), "unknown")
     props = {
         "prm_critic.format": FORMAT,
