@@ -21,6 +21,7 @@ COMMAND_MODULES = [
     "prm_critic.commands.export",
     "prm_critic.commands.collect",
     "prm_critic.commands.label",
+    "prm_critic.commands.train_policy",
 ]
 
 

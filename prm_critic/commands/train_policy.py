@@ -1,0 +1,71 @@
+"""``prm-critic train-policy``: train an SB3 policy (SAC / TQC / PPO, optional HER) with PRM rewards.
+
+    prm-critic train-policy --task FetchReach-v4 --algo sac --critic subgoal --her --steps 10000 --seed 0 --out runs/reach
+
+Writes ``OUT/policy.safetensors`` + ``OUT/policy.json`` (load with ``prm_critic.sb3.load_policy``),
+``OUT/eval.csv`` (success on the unshaped env) and ``OUT/logs`` (tensorboard + CSV).
+"""
+
+from __future__ import annotations
+
+import json
+
+
+def register(sub) -> None:
+    p = sub.add_parser("train-policy", help="train an SB3 policy with PRM subgoal rewards (SAC/TQC/PPO, HER)")
+    p.add_argument("--task", required=True, help="built-in task name or a spec .toml path")
+    p.add_argument("--algo", default="sac", help="sac, tqc or ppo (default sac)")
+    p.add_argument("--critic", default=None,
+                   help="'subgoal' (spec progress, no training) or a critic checkpoint (.json/.safetensors/.onnx)")
+    p.add_argument("--shaping", default=None,
+                   help="potential (default with --critic), subgoal, replace, or none")
+    p.add_argument("--scale", type=float, default=1.0, help="shaping scale (default 1.0)")
+    p.add_argument("--head", default="progress", help="critic head used as the potential (progress or success)")
+    p.add_argument("--her", action="store_true", help="HerReplayBuffer (off-policy algos, goal-conditioned tasks)")
+    p.add_argument("--prune-threshold", type=float, default=None, help="dead-end pruning threshold (critic success)")
+    p.add_argument("--prune-patience", type=int, default=None, help="dead-end pruning patience (steps)")
+    p.add_argument("--steps", type=int, required=True, help="env-step budget")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--n-envs", type=int, default=1)
+    p.add_argument("--eval-freq", type=int, default=None, help="evaluate on the unshaped env every N steps")
+    p.add_argument("--eval-episodes", type=int, default=50)
+    p.add_argument("--algo-kwargs", default=None, help='JSON dict of algorithm arguments, e.g. \'{"batch_size": 512}\'')
+    p.add_argument("--out", required=True, help="output folder")
+    p.add_argument("--progress", action="store_true", help="show a progress bar")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from prm_critic.sb3 import train_policy
+
+    shaping = args.shaping
+    if shaping is None:
+        shaping = "potential" if args.critic is not None else None
+    elif shaping == "none":
+        shaping = None
+    prune = None
+    if (args.prune_threshold is None) != (args.prune_patience is None):
+        raise ValueError(f"--prune-threshold/--prune-patience: give both or neither, got "
+                         f"{args.prune_threshold!r} and {args.prune_patience!r}")
+    if args.prune_threshold is not None:
+        prune = {"threshold": args.prune_threshold, "patience": args.prune_patience}
+        if shaping is None and args.critic is None:
+            raise ValueError("--critic: pruning needs a critic ('subgoal' or a checkpoint path), got none")
+    algo_kwargs = None
+    if args.algo_kwargs:
+        try:
+            algo_kwargs = json.loads(args.algo_kwargs)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"--algo-kwargs: expected a JSON object, got {args.algo_kwargs!r} ({exc})") from exc
+        if not isinstance(algo_kwargs, dict):
+            raise ValueError(f"--algo-kwargs: expected a JSON object, got {args.algo_kwargs!r}")
+    model = train_policy(
+        args.task, algo=args.algo, critic=args.critic, shaping=shaping, scale=args.scale, head=args.head,
+        her=args.her, prune=prune, total_steps=args.steps, seed=args.seed, n_envs=args.n_envs,
+        eval_freq=args.eval_freq, eval_episodes=args.eval_episodes, log_dir=args.out, algo_kwargs=algo_kwargs,
+        progress_bar=args.progress,
+    )
+    rows = model.prm_eval.rows if model.prm_eval is not None else []
+    last = f", unshaped success {rows[-1]['success_rate']:.2f}" if rows else ""
+    print(f"trained {args.algo} on {args.task} for {model.num_timesteps} steps{last}; policy: {args.out}/policy.json")
+    return 0
