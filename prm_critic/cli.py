@@ -22,6 +22,7 @@ COMMAND_MODULES = [
     "prm_critic.commands.collect",
     "prm_critic.commands.label",
     "prm_critic.commands.train_policy",
+    "prm_critic.commands.train_critic",
 ]
 
 
