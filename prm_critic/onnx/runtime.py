@@ -358,6 +358,19 @@ class OnnxCritic(BaseCritic):
 
         return CriticInputLayout.from_dict(lay)
 
+    @property
+    def spec(self):
+        """The task spec (:class:`~prm_critic.robotics.TaskSpec`) stored at export, or ``None``."""
+        if "_spec" not in self.__dict__:
+            doc = self.meta.get("spec")
+            spec = None
+            if isinstance(doc, Mapping):
+                from prm_critic.robotics.spec import load_spec
+
+                spec = load_spec(dict(doc))
+            self.__dict__["_spec"] = spec
+        return self.__dict__["_spec"]
+
     def check_env(self, env: Any) -> None:
         """Check that ``env`` is the task this critic was exported for and that its observations fit.
 
