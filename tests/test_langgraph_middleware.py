@@ -116,3 +116,17 @@ def test_step_scoring_blocks_before_execution():
     assert [r["verdict"] for r in out["step_scores"]] == ["blocked", "continue"]
     blocked = [m for m in out["messages"] if m.type == "tool"][0]
     assert blocked.status == "error" and "Not executed" in blocked.content
+
+
+def test_async_paths_match_sync():
+    import asyncio
+
+    go, executed = make_tool()
+    model = ToolCallingFakeChatModel.from_script(go_calls("pit", "kitchen") + [ai_text("answer: a"), ai_text("answer: b")])
+    agent = create_agent(model, [go], middleware=[
+        PRMBestOfNMiddleware(KeywordCritic(RULES), n=2),
+        PRMStepScoringMiddleware(KeywordCritic(RULES), on_low="record")])
+    out = asyncio.run(agent.ainvoke({"messages": [HumanMessage("find the kitchen")]}))
+    assert executed == ["kitchen"] and model.calls == 4
+    assert [r["chosen"] for r in out["prm_best_of_n"]] == [1, 0]
+    assert [r["verdict"] for r in out["step_scores"]] == ["continue"]
