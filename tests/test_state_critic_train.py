@@ -362,3 +362,73 @@ def test_real_pointmaze_critic_learns_spec_progress():
     # held-out Spearman was 0.84-0.95 over 5 collection seeds (an untrained net: unrelated)
     assert spearman(sc.progress, prog[~train]) > 0.7
     assert np.mean(np.abs(sc.progress - prog[~train])) < 0.12
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+@pytest.fixture(scope="module")
+def pointmaze_data(tmp_path_factory):
+    pytest.importorskip("gymnasium_robotics")
+    from prm_critic.robotics.collect import collect
+    from prm_critic.robotics.labels import label
+
+    out = tmp_path_factory.mktemp("pm") / "data"
+    collect("PointMaze_UMaze-v3", out, episodes=16, max_episode_steps=50, seed=0, progress=False)
+    label(out, "outcome", progress=False)
+    return out
+
+
+def test_cli_train_critic_writes_checkpoint_metrics_and_plot(pointmaze_data, tmp_path, capsys):
+    from prm_critic.cli import main
+
+    out = tmp_path / "crit" / "pm"
+    rc = main(["train-critic", "--data", str(pointmaze_data), "--label", "outcome", "--out", str(out),
+               "--epochs", "3", "--hidden", "32,32", "--holdout", "0.25", "--no-progress"])
+    assert rc == 0
+    printed = capsys.readouterr().out
+    assert "AUROC success" in printed and "held-out (4 episodes" in printed
+    crit = load_state_critic(out)
+    meta = crit.meta
+    assert meta["task"] == "PointMaze_UMaze-v3" and meta["label_family"] == "outcome"
+    assert meta["layout"]["obs_dim"] == crit.obs_dim == 8
+    assert meta["maze"]["maze_map"] and meta["spec"]["task"]["env_id"] == "PointMaze_UMaze-v3"
+    assert meta["train_config"]["epochs"] == 3 and meta["train_config"]["hidden"] == [32, 32]
+    assert len(meta["data"]["test_episodes"]) == 4
+    doc = json.loads((tmp_path / "crit" / "pm.metrics.json").read_text())
+    assert set(doc["metrics"]) >= {"auroc_success", "auroc_success_early", "spearman_progress_time", "brier_success"}
+    assert doc["history"]["epochs_run"] == 3
+    assert (tmp_path / "crit" / "pm.scores.png").read_bytes()[:4] == b"\x89PNG"
+    assert not list((tmp_path / "crit").glob("*.train-state.*"))  # resume state removed when done
+
+    # the saved metadata rebuilds the critic against the env: layout and spec progress agree
+    from prm_critic.robotics.make import CriticInputLayout, make_env
+    from prm_critic.robotics.spec import load_spec
+    from prm_critic.robotics.subgoals import MazeGeometry, SubgoalEvaluator
+
+    spec = load_spec(meta["spec"])
+    env = make_env(spec)
+    layout = CriticInputLayout.from_space(spec, env.observation_space)
+    assert layout.to_dict() == meta["layout"]
+    obs, _ = env.reset(seed=123)
+    x = layout.flatten(obs)[None]
+    check_critic(crit, np.repeat(x, 3, axis=0))
+    SubgoalEvaluator(spec, layout, MazeGeometry.from_dict(meta["maze"])).progress(x)
+    env.close()
+
+
+def test_cli_train_critic_bad_input_is_one_line(pointmaze_data, tmp_path, capsys):
+    from prm_critic.cli import main
+
+    rc = main(["train-critic", "--data", str(pointmaze_data), "--label", "mc", "--out", str(tmp_path / "c")])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and len(err.splitlines()) == 1 and "labels:" in err and "prm-critic label" in err
+    rc = main(["train-critic", "--data", str(pointmaze_data), "--label", "outcome", "--out", str(tmp_path / "c"),
+               "--hidden", "32,x"])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and "--hidden: expected comma-separated positive integers" in err
+    rc = main(["train-critic", "--data", str(pointmaze_data), "--label", "outcome", "--out", str(tmp_path / "c"),
+               "--epochs", "0"])
+    assert rc == 2 and "epochs: expected an int >= 1, got 0" in capsys.readouterr().err
+    rc = main(["train-critic", "--data", str(tmp_path / "nowhere"), "--label", "outcome", "--out", str(tmp_path / "c")])
+    assert rc == 2 and capsys.readouterr().err.count("\n") == 1
