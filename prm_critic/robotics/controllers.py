@@ -206,8 +206,9 @@ class FetchPickAndPlaceController(Controller):
 
     1. object not between the fingers: open the gripper, go above the object (``obj_z + lift``), then
        descend onto it when within ``align_tol`` in xy;
-    2. object between the fingers (``||obj - grip|| < grasp_tol``): close the gripper; once the
-       fingers have closed on it (finger width ``< closed_width``), carry it to the goal.
+    2. object between the fingers (``||obj - grip|| < grasp_tol``, or ``< 2 grasp_tol`` with the fingers
+       closed: held): close the gripper; once the fingers have closed on it (finger width
+       ``< closed_width``), carry it: ``a[:3] = clip(gain * (goal - obj), -1, 1)``.
     """
 
     def __init__(self, env, noise: float = 0.3, random_prob: float = 0.2, noise_corr: float = 0.0,
@@ -226,11 +227,12 @@ class FetchPickAndPlaceController(Controller):
         grip = o[0:3]
         width = float(o[9] + o[10])
         a = np.zeros(4)
-        near = np.linalg.norm(obj - grip) < self.grasp_tol
-        if near:
+        dist = np.linalg.norm(obj - grip)
+        holding = dist < 2 * self.grasp_tol and width < self.closed_width
+        if dist < self.grasp_tol or holding:
             a[3] = -1.0
             if width < self.closed_width:
-                a[:3] = np.clip(self.gain * (g - grip), -1, 1)
+                a[:3] = np.clip(self.gain * (g - obj), -1, 1)   # carry: move the object onto the goal
             return a
         a[3] = 1.0
         above = obj + np.array([0.0, 0.0, self.lift])
