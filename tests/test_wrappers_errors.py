@@ -1,0 +1,116 @@
+"""Bad input to the wrappers: each gets one clear error naming the parameter and the value."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from prm_critic.robotics.make import CriticInputLayout
+from prm_critic.wrappers import DeadEndPruner, PRMRewardShaper, VecPRMRewardShaper
+from wrappers_helpers import ListEnv, torch_critic
+
+CRITIC = torch_critic(3)
+PATH = [[0.0, 0.0, 0.0], [1.0, 1.0, 1.0], [2.0, 2.0, 2.0]]
+
+
+class LyingEnv(ListEnv):
+    """Declares Box(3) but returns ``bad`` from step."""
+
+    def __init__(self, bad):
+        super().__init__(PATH)
+        self.bad = bad
+
+    def step(self, action):
+        _, r, te, tr, info = super().step(action)
+        return self.bad, r, te, tr, info
+
+
+def test_nan_or_inf_observation_names_the_observation():
+    env = PRMRewardShaper(ListEnv([[0.0, np.nan, 0.0], [1.0, 1.0, 1.0]]), CRITIC, gamma=0.99)
+    with pytest.raises(ValueError, match=r"observation: expected finite values, got nan at obs\[1\]"):
+        env.reset()
+    env = PRMRewardShaper(ListEnv([[0.0, 0.0, 0.0], [1.0, 1.0, np.inf]]), CRITIC, gamma=0.99)
+    env.reset()
+    with pytest.raises(ValueError, match=r"observation: expected finite values, got inf at obs\[2\]"):
+        env.step(env.action_space.sample())
+
+
+def test_wrong_observation_shape_or_dtype_at_runtime():
+    env = PRMRewardShaper(LyingEnv(np.zeros(4)), CRITIC, gamma=0.99)
+    env.reset()
+    with pytest.raises(ValueError, match=r"observation: expected 3 values per step .* got 4"):
+        env.step(env.action_space.sample())
+    env = PRMRewardShaper(LyingEnv(np.array(["a", "b", "c"])), CRITIC, gamma=0.99)
+    env.reset()
+    with pytest.raises(TypeError, match=r"observation: expected a real-valued numeric array, got dtype <U1"):
+        env.step(env.action_space.sample())
+
+
+def test_layout_mismatch_between_critic_and_env():
+    wide = torch_critic(5)
+    with pytest.raises(ValueError, match=r"layout: obs_dim 5 does not match the env observation of shape \(3,\)"):
+        PRMRewardShaper(ListEnv(PATH), wide, gamma=0.99)
+    with pytest.raises(ValueError, match=r"critic: obs_dim 3 does not match the layout's obs_dim 4"):
+        PRMRewardShaper(ListEnv(PATH), CRITIC, gamma=0.99, layout=CriticInputLayout(["obs"], {"obs": 4}))
+    dict_env = ListEnv(PATH, obs_space=gym.spaces.Dict({"observation": gym.spaces.Box(-1, 1, (3,))}))
+    with pytest.raises(ValueError, match=r"layout: the env observation space is a Box|layout: key 'obs' is not in"):
+        PRMRewardShaper(dict_env, CRITIC, gamma=0.99)
+
+
+def test_missing_layout_is_named():
+    critic = torch_critic(3)
+    critic.meta = {}
+    with pytest.raises(ValueError, match=r"layout: the critic \(TorchStateCritic\) carries no layout"):
+        PRMRewardShaper(ListEnv(PATH), critic, gamma=0.99)
+
+
+def test_gamma_missing_or_invalid():
+    with pytest.raises(TypeError, match="gamma"):
+        PRMRewardShaper(ListEnv(PATH), CRITIC)  # type: ignore[call-arg]
+    for bad in (0.0, -0.5, 1.5, float("nan"), None, True, "0.99"):
+        with pytest.raises(ValueError, match=r"gamma: expected a number in \(0, 1\]"):
+            PRMRewardShaper(ListEnv(PATH), CRITIC, gamma=bad)
+
+
+def test_unknown_mode_head_fallback_scale():
+    with pytest.raises(ValueError, match=r"mode: expected one of \['potential', 'subgoal', 'replace'\], got 'potentail'"):
+        PRMRewardShaper(ListEnv(PATH), CRITIC, gamma=0.99, mode="potentail")
+    with pytest.raises(ValueError, match=r"head: expected one of \['progress', 'success'\], got 'value'"):
+        PRMRewardShaper(ListEnv(PATH), CRITIC, gamma=0.99, head="value")
+    with pytest.raises(ValueError, match=r"fallback: expected one of \['zero'\], got 'last'"):
+        PRMRewardShaper(ListEnv(PATH), CRITIC, gamma=0.99, fallback="last")
+    with pytest.raises(ValueError, match=r"scale: expected a finite number, got inf"):
+        PRMRewardShaper(ListEnv(PATH), CRITIC, gamma=0.99, scale=float("inf"))
+    with pytest.raises(ValueError, match=r"deadline_s: expected a finite number > 0, got 0"):
+        PRMRewardShaper(ListEnv(PATH), CRITIC, gamma=0.99, deadline_s=0)
+    with pytest.raises(ValueError, match=r"spec: mode 'subgoal' needs a task spec"):
+        PRMRewardShaper(ListEnv(PATH), CRITIC, gamma=0.99, mode="subgoal")
+    with pytest.raises(TypeError, match=r"critic: expected a prm_critic.BaseCritic"):
+        PRMRewardShaper(ListEnv(PATH), lambda x: x, gamma=0.99)
+
+
+def test_pruner_threshold_and_patience_validated():
+    for bad in (-0.1, 1.5, float("nan"), None):
+        with pytest.raises(ValueError, match=r"threshold: expected a finite number >= 0.0 and <= 1.0"):
+            DeadEndPruner(ListEnv(PATH), CRITIC, threshold=bad, patience=3)
+    for bad in (0, -2, 1.5, True, None):
+        with pytest.raises(ValueError, match=r"patience: expected an int >= 1"):
+            DeadEndPruner(ListEnv(PATH), CRITIC, threshold=0.5, patience=bad)
+    with pytest.raises(ValueError, match=r"head: expected one of"):
+        DeadEndPruner(ListEnv(PATH), CRITIC, threshold=0.5, patience=2, head="nope")
+
+
+def test_vec_twin_argument_errors():
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    with pytest.raises(TypeError, match=r"venv: expected a stable_baselines3 VecEnv, got ListEnv"):
+        VecPRMRewardShaper(ListEnv(PATH), CRITIC, gamma=0.99)
+    venv = DummyVecEnv([lambda: ListEnv(PATH)])
+    with pytest.raises(ValueError, match=r"gamma: expected a number in \(0, 1\]"):
+        VecPRMRewardShaper(venv, CRITIC, gamma=2)
+    venv = DummyVecEnv([lambda: ListEnv([[0.0, 0.0, 0.0], [np.nan, 0.0, 0.0]])])
+    shaped = VecPRMRewardShaper(venv, CRITIC, gamma=0.99)
+    shaped.reset()
+    with pytest.raises(ValueError, match=r"infos\[0\]\['terminal_observation'\]: expected finite values, got nan at obs\[0\]"):
+        shaped.step(np.zeros((1, 1), np.float32))
