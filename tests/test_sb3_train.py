@@ -1,0 +1,139 @@
+"""Smoke tests of SB3 training with PRM rewards: every algorithm path trains a few hundred steps on
+a real MuJoCo env wrapped with the shaper and the pruner, saves safetensors + JSON, loads, and
+predicts the same deterministic actions; the learner stores the *shaped* reward; logs carry both
+the shaped and the original return."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import numpy as np
+import pytest
+
+pytest.importorskip("stable_baselines3")
+pytest.importorskip("sb3_contrib")
+pytest.importorskip("gymnasium_robotics")
+
+import torch  # noqa: E402
+
+from prm_critic.robotics.make import make_env  # noqa: E402
+from prm_critic.sb3 import load_policy, read_eval_csv, train_policy  # noqa: E402
+
+torch.set_num_threads(1)
+
+BaseCallback = pytest.importorskip("stable_baselines3.common.callbacks").BaseCallback
+
+TASK = "FetchReach-v4"
+TINY_OFF = dict(learning_starts=60, batch_size=32, policy_kwargs=dict(net_arch=[16, 16]))
+TINY_PPO = dict(n_steps=64, batch_size=32, n_epochs=1, policy_kwargs=dict(net_arch=[16, 16]))
+SCALE = 5.0
+PRUNE = dict(threshold=0.2, patience=10)
+
+
+class RecordInfos(BaseCallback):
+    """Keeps what the vec env returned at each step: the reward and the shaper's info keys."""
+
+    def __init__(self):
+        super().__init__()
+        self.rewards, self.original, self.shaping, self.truncated = [], [], [], []
+
+    def _on_step(self) -> bool:
+        info = self.locals["infos"][0]
+        self.rewards.append(float(self.locals["rewards"][0]))
+        self.original.append(float(info["prm_original_reward"]))
+        self.shaping.append(float(info["prm_shaping"]))
+        self.truncated.append(bool(self.locals["dones"][0] and info.get("TimeLimit.truncated", False)))
+        return True
+
+
+def _obs_batch(n=8):
+    env = make_env(TASK)
+    out = []
+    for i in range(n):
+        o, _ = env.reset(seed=100 + i)
+        out.append(o)
+    env.close()
+    return out
+
+
+@pytest.mark.parametrize("algo,her,steps", [
+    ("sac", False, 160), ("tqc", False, 160), ("ppo", False, 128), ("sac", True, 160), ("tqc", True, 160),
+])
+def test_algorithm_paths_train_save_load_predict(tmp_path, algo, her, steps):
+    rec = RecordInfos()
+    model = train_policy(TASK, algo=algo, critic="subgoal", shaping="potential", scale=SCALE, her=her,
+                         prune=PRUNE, total_steps=steps, seed=0, log_dir=tmp_path,
+                         algo_kwargs=TINY_PPO if algo == "ppo" else TINY_OFF, callbacks=[rec])
+    # the learner received the shaped reward, not the original one
+    shaped = np.asarray(rec.rewards)
+    np.testing.assert_allclose(shaped, np.asarray(rec.original) + np.asarray(rec.shaping), rtol=1e-5, atol=1e-5)
+    assert np.abs(shaped - np.asarray(rec.original)).max() > 1e-3
+    if algo == "ppo":
+        # PPO adds gamma * V(s') to the reward of truncated steps (bootstrap): compare the others
+        stored = model.rollout_buffer.rewards[:, 0]
+        keep = ~np.asarray(rec.truncated[-len(stored):])
+        assert keep.sum() > len(stored) // 2
+        np.testing.assert_allclose(stored[keep], shaped[-len(stored):][keep], rtol=1e-5, atol=1e-5)
+    else:
+        n = model.replay_buffer.pos
+        stored = model.replay_buffer.rewards[:n, 0]
+        np.testing.assert_allclose(stored, shaped[:n], rtol=1e-5, atol=1e-5)
+        assert not np.allclose(stored, np.asarray(rec.original)[:n])
+    # pruning happened (threshold 0.2 on a random policy) and was counted
+    assert model.prm_stats.pruned_episodes > 0
+    # checkpoint: safetensors + JSON, no pickle; load -> same deterministic actions
+    assert (tmp_path / "policy.safetensors").is_file() and (tmp_path / "policy.json").is_file()
+    meta = json.loads((tmp_path / "policy.json").read_text())
+    assert meta["algo"] == algo and meta["her"] is her and meta["gamma"] == pytest.approx(model.gamma)
+    assert meta["extra"]["shaping"] == "potential" and meta["extra"]["critic"] == "subgoal"
+    assert not list(tmp_path.glob("*.zip")) and not list(tmp_path.glob("*.pkl"))
+    loaded = load_policy(tmp_path / "policy")
+    assert type(loaded).__name__ == type(model).__name__
+    for obs in _obs_batch():
+        a, _ = model.predict(obs, deterministic=True)
+        b, _ = loaded.predict(obs, deterministic=True)
+        np.testing.assert_array_equal(a, b)
+
+
+def test_her_relabelled_rewards_include_shaping(tmp_path):
+    model = train_policy(TASK, algo="sac", critic="subgoal", shaping="potential", scale=SCALE, her=True,
+                         total_steps=160, seed=1, algo_kwargs=TINY_OFF)
+    rb = model.replay_buffer
+    assert rb.copy_info_dict
+    batch = rb.sample(256, env=None)
+    r = batch.rewards.numpy().reshape(-1)
+    # Fetch's own reward is 0 or -1; the relabelled rewards carry the potential term
+    assert np.mean(np.isclose(r, 0.0) | np.isclose(r, -1.0)) < 0.5
+    # relabelled rewards equal the shaper's compute_reward (base reward + shaping for the new goal)
+    env = model.get_env()
+    idx = np.arange(min(rb.pos, 40))
+    infos = [rb.infos[i, 0] for i in idx]
+    g = np.tile(rb.next_observations["achieved_goal"][idx[-1], 0], (len(idx), 1))
+    via_env = np.asarray(env.env_method("compute_reward", rb.next_observations["achieved_goal"][idx, 0], g, infos)[0])
+    base = -(np.linalg.norm(rb.next_observations["achieved_goal"][idx, 0] - g, axis=-1) > 0.05).astype(np.float64)
+    assert np.abs(via_env - base).max() > 1e-3
+
+
+def test_logs_show_shaped_and_original_returns(tmp_path):
+    model = train_policy(TASK, algo="sac", critic="subgoal", shaping="potential", scale=SCALE,
+                         total_steps=250, seed=0, eval_freq=125, eval_episodes=2, log_dir=tmp_path,
+                         algo_kwargs=TINY_OFF)
+    with open(tmp_path / "logs" / "progress.csv", newline="") as f:
+        rows = [r for r in csv.DictReader(f)]
+    last = [r for r in rows if r.get("prm/ep_return_original")][-1]
+    shaped, original = float(last["rollout/ep_rew_mean"]), float(last["prm/ep_return_original"])
+    assert float(last["prm/ep_return_shaped"]) == pytest.approx(shaped, abs=1e-3)
+    assert original <= 0 and original == pytest.approx(round(original))  # Fetch: -1 per unsolved step
+    assert abs(shaped - original) > 1e-3
+    for key in ("prm/phi_mean", "prm/shaping_mean", "prm/pruned_episodes", "prm/subgoal_hit/gripper_at_goal",
+                "prm/train_success", "eval/unshaped_success_rate"):
+        assert key in last, key
+    # the unshaped evaluation: rows at 0, 125, 250 with the env's own returns (-1 per step, 50 steps)
+    ev = read_eval_csv(tmp_path / "eval.csv")
+    assert [r["env_steps"] for r in ev] == [0, 125, 250]
+    for r in ev:
+        assert -50 <= r["mean_return"] <= 0 and r["mean_length"] == 50 and r["n_episodes"] == 2
+        assert 0 <= r["success_rate"] <= 1
+    hist = model.prm_stats.history
+    assert hist and all(h["r_original"] == pytest.approx(round(h["r_original"])) for h in hist)
