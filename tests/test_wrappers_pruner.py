@@ -1,0 +1,68 @@
+"""DeadEndPruner: truncates (never terminates), counts pruned episodes and steps saved."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("gymnasium_robotics")
+
+from prm_critic.robotics.make import make_env  # noqa: E402
+from prm_critic.robotics.subgoals import SubgoalCritic  # noqa: E402
+from prm_critic.wrappers import DeadEndPruner, PRMRewardShaper  # noqa: E402
+
+
+def _episode(env, seed):
+    env.reset(seed=seed)
+    n = 0
+    while True:
+        _, _, term, trunc, info = env.step(env.action_space.sample())
+        n += 1
+        if term or trunc:
+            return n, term, trunc, info
+
+
+def test_pruner_truncates_and_counts_steps_saved():
+    env = make_env("FetchReach-v4", max_episode_steps=20)
+    critic = SubgoalCritic("FetchReach-v4", env)
+    # success < 1 until the gripper reaches the goal: with threshold 1 every random episode is a
+    # "dead end" and is pruned after exactly `patience` steps
+    shaped = PRMRewardShaper(env, critic, gamma=0.98)
+    pruner = DeadEndPruner(shaped, critic, threshold=1.0, patience=4)
+    assert pruner.max_episode_steps == 20
+    for ep in range(3):
+        n, term, trunc, info = _episode(pruner, ep)
+        assert (n, term, trunc) == (4, False, True)
+        assert info["prm_pruned"] is True and info["prm_prune_score"] < 1.0
+        # the shaper saw a non-terminal transition: Phi(s') kept
+        assert info["prm_terminated"] is False
+        assert info["prm_shaping"] == pytest.approx(0.98 * info["prm_next_phi"] - info["prm_phi"], abs=1e-12)
+    assert pruner.stats == {"episodes": 3, "pruned_episodes": 3, "steps_saved": 3 * (20 - 4),
+                            "prune_rate": 1.0, "critic_calls": 12}
+
+
+def test_pruner_with_low_threshold_lets_episodes_run_out():
+    env = make_env("FetchReach-v4", max_episode_steps=10)
+    critic = SubgoalCritic("FetchReach-v4", env)
+    pruner = DeadEndPruner(env, critic, threshold=0.0, patience=1)
+    n, term, trunc, info = _episode(pruner, 0)
+    assert (n, term, trunc, info["prm_pruned"]) == (10, False, True, False)
+    n, term, trunc, info = _episode(pruner, 1)
+    assert pruner.stats["episodes"] == 2 and pruner.stats["pruned_episodes"] == 0
+    assert pruner.stats["steps_saved"] == 0 and pruner.stats["prune_rate"] == 0.0
+
+
+def test_pruner_needs_patience_consecutive_low_steps():
+    from prm_critic.robotics.make import CriticInputLayout
+    from wrappers_helpers import ListEnv
+
+    spec = {"task": {"name": "line", "env_id": "line", "critic_input": ["obs"], "success": {"source": "subgoals"}},
+            "subgoals": [{"name": "at_0", "a": "obs[0:1]", "b": "obs[1:2]", "threshold": 0.01, "scale": 1.0}]}
+    critic = SubgoalCritic(spec, layout=CriticInputLayout(["obs"], {"obs": 2}))
+    # success = 1 - |x|: high, low, low, high, low, low, low -> pruned at step 7 (patience 3)
+    xs = [0.0, 0.1, 0.8, 0.8, 0.1, 0.8, 0.8, 0.8, 0.8, 0.8]
+    env = ListEnv([[x, 0.0] for x in xs])
+    pruner = DeadEndPruner(env, critic, threshold=0.5, patience=3, max_episode_steps=9)
+    n, term, trunc, info = _episode(pruner, 0)
+    assert (n, term, trunc, info["prm_pruned"]) == (7, False, True, True)
+    assert info["prm_prune_score"] == pytest.approx(0.2)
+    assert pruner.stats["steps_saved"] == 9 - 7
