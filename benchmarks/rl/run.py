@@ -36,7 +36,7 @@ TASKS = {
         prune=dict(threshold=0.05, patience=20),
     ),
     "PointMaze_UMaze-v3": dict(
-        steps=20_000, eval_freq=4_000, eval_episodes=50,
+        steps=15_000, eval_freq=5_000, eval_episodes=50,
         algo_kwargs=dict(gamma=0.99, learning_rate=1e-3, batch_size=256, learning_starts=1_000,
                          policy_kwargs=dict(net_arch=[64, 64])),
         prune=dict(threshold=0.05, patience=100),
