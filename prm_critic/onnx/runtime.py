@@ -203,6 +203,7 @@ class OnnxCritic(BaseCritic):
         self.io_binding = io_binding
         self._cuda_graph = bool(cuda_graph and self.provider == "CUDAExecutionProvider")
         self._lock = threading.Lock()
+        self._one_shape = (1, self.obs_dim)
         self._in1 = np.zeros((1, self.obs_dim), np.float32)
         self._out1 = np.zeros((1, 2), np.float32)
         self._bindings: dict[int, tuple[Any, np.ndarray, np.ndarray]] = {}
@@ -327,6 +328,16 @@ class OnnxCritic(BaseCritic):
 
         A batch-1 model scores a batch row by row; a dynamic model scores it in one call.
         """
+        if (type(steps) is np.ndarray and steps.shape == self._one_shape
+                and steps.dtype in (np.float32, np.float64)):
+            # batch-1 fast path (the shaper's per-step call): no intermediate arrays
+            with self._lock:
+                np.copyto(self._in1, steps, casting="unsafe")
+                if np.isfinite(self._in1).all():
+                    self._run_one()
+                    out = self._out1.copy()
+                    return StepScores(out[:, 0], out[:, 1])
+            # non-finite input: fall through for the full check and its error message
         x = as_obs_batch(steps, self.obs_dim, name="steps")
         b = x.shape[0]
         if b == 0:
