@@ -251,7 +251,7 @@ class PointMazeController(Controller):
     """
 
     def __init__(self, env, noise: float = 0.5, random_prob: float = 0.3, kp: float = 2.0, kd: float = 0.6,
-                 noise_corr: float = 0.95, random_hold: int = 30, maze=None):
+                 noise_corr: float = 0.95, random_hold: int = 40, maze=None):
         from prm_critic.robotics.subgoals import MazeGeometry
 
         super().__init__(env, noise, random_prob, noise_corr, random_hold)
