@@ -1,0 +1,193 @@
+"""Summarise the RL benchmark: PNG of unshaped eval success vs env steps (mean over seeds, min-max
+band; per task and config), and a markdown table (steps to 50% / 80% success, final success,
+wall-clock) written to ``docs/rl_benchmark.md``.
+
+    python benchmarks/rl/report.py
+
+Runs without a ``done.json`` marker (killed or still running) are shown dashed and marked
+"partial"; steps-to-threshold use the mean-over-seeds curve on the steps every seed reached.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+sys.path.insert(0, str(HERE))
+from run import RESULTS, TASKS  # noqa: E402
+
+ORDER = ["sparse", "her", "prm", "prm_her"]
+COMMANDS = """\
+OMP_NUM_THREADS=1 python benchmarks/rl/sweep.py --plan core prune scales seeds   # resumable: finished runs are skipped
+python benchmarks/rl/report.py                                                   # this file + the plot
+# one run:
+OMP_NUM_THREADS=1 python benchmarks/rl/run.py --task FetchReach-v4 --config prm_her --scale 10 --seed 0"""
+
+
+def load_runs(root: Path = RESULTS) -> dict[str, dict[str, list[dict]]]:
+    from prm_critic.sb3 import read_eval_csv
+
+    out: dict[str, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
+    for ev in sorted(root.glob("*/*/seed*/eval.csv")):
+        d = ev.parent
+        rows = read_eval_csv(ev)
+        if not rows:
+            continue
+        done = d / "done.json"
+        out[d.parents[1].name][d.parent.name].append({
+            "seed": int(d.name[4:]), "rows": rows, "done": json.loads(done.read_text()) if done.exists() else None,
+        })
+    return out
+
+
+def mean_curve(runs: list[dict]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Steps every run reached, and mean / min / max success there."""
+    common = set.intersection(*[{r["env_steps"] for r in run["rows"]} for run in runs])
+    steps = np.array(sorted(common))
+    vals = np.array([[{r["env_steps"]: r["success_rate"] for r in run["rows"]}[s] for s in steps] for run in runs])
+    return steps, vals.mean(0), vals.min(0), vals.max(0)
+
+
+def steps_to(steps: np.ndarray, mean: np.ndarray, thr: float) -> float | None:
+    hit = np.nonzero(mean >= thr)[0]
+    return float(steps[hit[0]]) if hit.size else None
+
+
+def _sort_key(label: str):
+    base = label.split("_s")[0]
+    return (ORDER.index(base) if base in ORDER else 99, label)
+
+
+def fmt_steps(v: float | None, budget: int) -> str:
+    return f"{v / 1000:g}k" if v is not None else f"not reached (> {budget / 1000:g}k)"
+
+
+def plot(data, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    tasks = sorted(data)
+    fig, axes = plt.subplots(1, len(tasks), figsize=(6 * len(tasks), 4.2), squeeze=False)
+    for ax, task in zip(axes[0], tasks):
+        for label in sorted(data[task], key=_sort_key):
+            runs = data[task][label]
+            steps, m, lo, hi = mean_curve(runs)
+            partial = any(r["done"] is None for r in runs)
+            ls = "--" if partial else "-"
+            ax.plot(steps, m, ls, marker="o", ms=3, label=f"{label} (n={len(runs)}{', partial' if partial else ''})")
+            if len(runs) > 1:
+                ax.fill_between(steps, lo, hi, alpha=0.15)
+        ax.axhline(0.8, color="grey", lw=0.6, ls=":")
+        ax.axhline(0.5, color="grey", lw=0.6, ls=":")
+        ax.set_title(f"{task}: SAC, unshaped deterministic eval ({TASKS[task]['eval_episodes']} episodes)")
+        ax.set_xlabel("env steps")
+        ax.set_ylabel("success rate")
+        ax.set_ylim(-0.02, 1.02)
+        ax.legend(fontsize=7, loc="upper left")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def table(data) -> str:
+    lines = []
+    for task in sorted(data):
+        cfg = TASKS[task]
+        budget = cfg.get("steps")
+        lines += [f"### {task}", "",
+                  f"SAC, {json.dumps(cfg['algo_kwargs'])}; budget {budget} env steps; eval every "
+                  f"{cfg['eval_freq']} steps, {cfg['eval_episodes']} deterministic episodes on the unshaped env "
+                  "(same eval seeds for every config).", "",
+                  "| config | seeds | steps to 50% | steps to 80% | final success (mean; per seed) | wall-clock per run (train + eval) | pruned episodes / env steps saved |",
+                  "|---|---|---|---|---|---|---|"]
+        summary = {}
+        for label in sorted(data[task], key=_sort_key):
+            runs = data[task][label]
+            steps, m, _, _ = mean_curve(runs)
+            s50, s80 = steps_to(steps, m, 0.5), steps_to(steps, m, 0.8)
+            last_step = int(steps[-1])
+            finals = [r["rows"][-1]["success_rate"] for r in runs]
+            seeds = ", ".join(f"{r['seed']}{'' if r['done'] else ' (partial, ' + str(int(r['rows'][-1]['env_steps'])) + ' steps)'}"
+                              for r in runs)
+            walls = [r["rows"][-1]["train_wall_s"] + r["rows"][-1]["eval_wall_s"] for r in runs]
+            tw = np.mean([r["rows"][-1]["train_wall_s"] for r in runs])
+            ew = np.mean([r["rows"][-1]["eval_wall_s"] for r in runs])
+            prune = "-"
+            dones = [r["done"] for r in runs if r["done"]]
+            if "prune" in label and dones:
+                prune = "; ".join(f"{d['pruned_episodes']}/{d['episodes']} eps, {d['pruned_env_steps']} steps in pruned eps"
+                                  for d in dones)
+            summary[label] = (s50, s80, last_step)
+            lines.append(f"| {label} | {seeds} | {fmt_steps(s50, last_step)} | {fmt_steps(s80, last_step)} | "
+                         f"{np.mean(finals):.2f}; {', '.join(f'{f:.2f}' for f in finals)} | "
+                         f"{np.mean(walls) / 60:.1f} min ({tw / 60:.1f} + {ew / 60:.1f}) | {prune} |")
+        lines += ["", *goals(summary), ""]
+    return "\n".join(lines)
+
+
+def goals(summary) -> list[str]:
+    out = ["Goals (steps to 80% on the mean curve):", ""]
+    her = summary.get("her")
+    if her is None:
+        return out + ["- HER baseline not run: goals undetermined."]
+    h80 = her[1]
+    for label, (s50, s80, last) in summary.items():
+        if label.startswith("prm_her") and "prune" not in label:
+            if h80 is None:
+                verdict = ("undetermined: HER did not reach 80% within the budget"
+                           + (f"; {label} reached it at {s80 / 1000:g}k" if s80 is not None else "; neither did PRM+HER"))
+            elif s80 is None:
+                verdict = f"**not met**: {label} did not reach 80% (HER: {h80 / 1000:g}k)"
+            else:
+                verdict = ("**met**" if s80 <= h80 / 2 else "**not met**") + f": {label} {s80 / 1000:g}k vs HER {h80 / 1000:g}k (goal <= {h80 / 2000:g}k)"
+            out.append(f"- PRM+HER <= half of HER's steps to 80% ({label}): {verdict}")
+        elif label.startswith("prm_s") and "prune" not in label:
+            if s80 is None:
+                verdict = "**not met**: did not reach 80%" + ("" if h80 is None else f" (HER: {h80 / 1000:g}k)")
+            elif h80 is None:
+                verdict = f"**met**: {s80 / 1000:g}k while HER did not reach 80%"
+            else:
+                verdict = ("**met**" if s80 <= h80 else "**not met**") + f": {s80 / 1000:g}k vs HER {h80 / 1000:g}k"
+            out.append(f"- PRM alone <= HER's steps to 80% ({label}): {verdict}")
+    return out
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out-md", type=Path, default=ROOT / "docs" / "rl_benchmark.md")
+    p.add_argument("--out-png", type=Path, default=HERE / "results" / "success_vs_steps.png")
+    a = p.parse_args(argv)
+    data = load_runs()
+    if not data:
+        print("no runs found under", RESULTS)
+        return 1
+    plot(data, a.out_png)
+    rel_png = Path("..") / a.out_png.relative_to(ROOT) if a.out_png.is_relative_to(ROOT) else a.out_png
+    intro = Path(HERE / "report_intro.md").read_text() if (HERE / "report_intro.md").exists() else ""
+    md = "\n".join([
+        "# RL benchmark: PRM subgoal shaping vs sparse reward vs HER", "",
+        "Generated by `benchmarks/rl/report.py` from the eval CSVs under `benchmarks/rl/results/runs/`.", "",
+        intro,
+        f"![unshaped success vs env steps]({rel_png.as_posix()})", "",
+        table(data), "",
+        "## Reproduce", "", "```bash", COMMANDS, "```", "",
+    ])
+    from prm_critic.models.checkpoint import atomic_write_bytes
+
+    atomic_write_bytes(a.out_md, md.encode())
+    print(md)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
