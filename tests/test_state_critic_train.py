@@ -169,6 +169,24 @@ def test_early_stopping_restores_best_epoch():
         assert hist["epochs_run"] - hist["best_epoch"] >= 2
 
 
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_trains_on_cuda():
+    x, ep, t, y = _separable(240, 10, seed=0)
+    cfg = TrainConfig(epochs=8, lr=3e-3, pairwise_weight=0.5, device="cuda", **SMALL)
+    net, _ = train_state_critic(x, t / 9, y.astype(float), episode=ep, t=t, ep_success=y, config=cfg,
+                                progress_bar=False)
+    assert next(net.parameters()).device.type == "cpu"  # returned on CPU, ready to save / export
+    m = evaluate_state_critic(TorchStateCritic(net), x, episode=ep, t=t, ep_success=y)
+    assert m["auroc_success"] > 0.9
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error raised without CUDA")
+def test_cuda_device_without_cuda_is_a_clear_error():
+    with pytest.raises(ValueError, match="^device: 'cuda' requested but CUDA is not available"):
+        _call_cfg(TrainConfig(epochs=1, hidden=(4,), device="cuda"))
+
+
 # --------------------------------------------------------------------------- input validation
 
 
@@ -179,10 +197,13 @@ def _ok_arrays(n=20):
 
 
 def _call(**over):
+    return _call_cfg(TrainConfig(epochs=1, hidden=(4,)), **over)
+
+
+def _call_cfg(cfg, **over):
     a = {**_ok_arrays(), **over}
     return train_state_critic(a["x"], a["progress"], a["success"], episode=a["episode"], t=a["t"],
-                              ep_success=a["ep_success"], mask=a.get("mask"),
-                              config=TrainConfig(epochs=1, hidden=(4,)), progress_bar=False)
+                              ep_success=a["ep_success"], mask=a.get("mask"), config=cfg, progress_bar=False)
 
 
 @pytest.mark.parametrize("over, name, match", [

@@ -75,7 +75,7 @@ def train_critic_from_data(data, label: str, out, *, config, holdout: float = 0.
     import numpy as np
 
     from prm_critic.models.checkpoint import atomic_write_bytes, checkpoint_paths, save_state_critic
-    from prm_critic.models.evaluate import evaluate_state_critic, plot_episode_scores
+    from prm_critic.models.evaluate import _mean_episode_spearman, evaluate_state_critic, plot_episode_scores
     from prm_critic.models.state_critic import TorchStateCritic
     from prm_critic.models.train import train_state_critic
     from prm_critic.robotics.dataset import load_steps, split_episodes
@@ -99,6 +99,8 @@ def train_critic_from_data(data, label: str, out, *, config, holdout: float = 0.
     sc = critic.score(test.x)
     metrics["progress_mae"] = float(np.mean(np.abs(sc.progress - test.progress)))
     metrics["success_label_mae"] = float(np.mean(np.abs(sc.success - test.success)[test.mask])) if test.mask.any() else float("nan")
+    # reference: how monotone the progress *label* itself is along held-out successful episodes
+    metrics["label_spearman_progress_time"] = _mean_episode_spearman(test.progress, test.episode, test.t, test.ep_success)[0]
     metrics["n_train_steps"] = int(len(train))
     metrics["n_train_episodes"] = int(len(train.episodes))
     metrics = _json_safe(metrics)
