@@ -248,6 +248,10 @@ class PointMazeController(Controller):
 
     ``target`` = centre of the next cell on a shortest path (the goal itself in the goal's cell);
     ``a = clip(kp * (target - p) - kd * v, -1, 1)``. Uses :class:`MazeGeometry` from subgoals.py.
+
+    The UMaze is easy to luck into, so failures need persistent mistakes: the defaults use strongly
+    correlated noise (``noise_corr = 0.95``) and random actions held for ``random_hold = 40`` steps
+    (measured: 69% episode success on PointMaze_UMaze-v3 over 100 episodes, 58% on Medium over 50).
     """
 
     def __init__(self, env, noise: float = 0.5, random_prob: float = 0.3, kp: float = 2.0, kd: float = 0.6,
