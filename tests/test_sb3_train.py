@@ -18,7 +18,7 @@ pytest.importorskip("gymnasium_robotics")
 import torch  # noqa: E402
 
 from prm_critic.robotics.make import make_env  # noqa: E402
-from prm_critic.sb3 import load_policy, read_eval_csv, train_policy  # noqa: E402
+from prm_critic.sb3 import load_policy, predict, read_eval_csv, train_policy  # noqa: E402
 
 torch.set_num_threads(1)
 
@@ -57,13 +57,14 @@ def _obs_batch(n=8):
     return out
 
 
-@pytest.mark.parametrize("algo,her,steps", [
-    ("sac", False, 160), ("tqc", False, 160), ("ppo", False, 128), ("sac", True, 160), ("tqc", True, 160),
+@pytest.mark.parametrize("algo,her,steps,norm", [
+    ("sac", False, 160, False), ("tqc", False, 160, False), ("ppo", False, 128, True), ("sac", True, 160, True),
+    ("tqc", True, 160, False),
 ])
-def test_algorithm_paths_train_save_load_predict(tmp_path, algo, her, steps):
+def test_algorithm_paths_train_save_load_predict(tmp_path, algo, her, steps, norm):
     rec = RecordInfos()
     model = train_policy(TASK, algo=algo, critic="subgoal", shaping="potential", scale=SCALE, her=her,
-                         prune=PRUNE, total_steps=steps, seed=0, log_dir=tmp_path,
+                         prune=PRUNE, total_steps=steps, seed=0, log_dir=tmp_path, normalize_obs=norm,
                          algo_kwargs=TINY_PPO if algo == "ppo" else TINY_OFF, callbacks=[rec])
     # the learner received the shaped reward, not the original one
     shaped = np.asarray(rec.rewards)
@@ -90,10 +91,15 @@ def test_algorithm_paths_train_save_load_predict(tmp_path, algo, her, steps):
     assert not list(tmp_path.glob("*.zip")) and not list(tmp_path.glob("*.pkl"))
     loaded = load_policy(tmp_path / "policy")
     assert type(loaded).__name__ == type(model).__name__
+    assert (meta["vec_normalize"] is not None) is norm
+    assert (loaded.get_vec_normalize_env() is not None) is norm
     for obs in _obs_batch():
-        a, _ = model.predict(obs, deterministic=True)
-        b, _ = loaded.predict(obs, deterministic=True)
+        a, _ = predict(model, obs, deterministic=True)
+        b, _ = predict(loaded, obs, deterministic=True)
         np.testing.assert_array_equal(a, b)
+    if norm:  # the statistics matter: raw observations give other actions
+        obs = _obs_batch(1)[0]
+        assert not np.allclose(predict(loaded, obs)[0], loaded.predict(obs, deterministic=True)[0])
 
 
 def test_her_relabelled_rewards_include_shaping(tmp_path):

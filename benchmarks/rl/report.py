@@ -105,7 +105,8 @@ def table(data) -> str:
         cfg = TASKS[task]
         budget = cfg.get("steps")
         lines += [f"### {task}", "",
-                  f"SAC, {json.dumps(cfg['algo_kwargs'])}; budget {budget} env steps; eval every "
+                  f"SAC, {json.dumps(cfg['algo_kwargs'])}, observation normalisation "
+                  f"{'on' if cfg.get('normalize_obs') else 'off'} (VecNormalize, obs only); budget {budget} env steps; eval every "
                   f"{cfg['eval_freq']} steps, {cfg['eval_episodes']} deterministic episodes on the unshaped env "
                   "(same eval seeds for every config).", "",
                   "| config | seeds | steps to 50% | steps to 80% | final success (mean; per seed) | wall-clock per run (train + eval) | pruned episodes / env steps saved |",

@@ -30,25 +30,25 @@ CONFIGS = ("sparse", "her", "prm", "prm_her")
 #: Per-task settings shared by every config (the comparison holds everything else equal).
 TASKS = {
     "FetchReach-v4": dict(
-        steps=10_000, eval_freq=1_000, eval_episodes=50,
+        steps=10_000, eval_freq=1_000, eval_episodes=50, normalize_obs=True,
         algo_kwargs=dict(gamma=0.95, learning_rate=1e-3, batch_size=256, learning_starts=1_000,
                          policy_kwargs=dict(net_arch=[64, 64])),
         prune=dict(threshold=0.05, patience=20),
     ),
     "PointMaze_UMaze-v3": dict(
-        steps=15_000, eval_freq=5_000, eval_episodes=50,
+        steps=15_000, eval_freq=5_000, eval_episodes=50, normalize_obs=True,
         algo_kwargs=dict(gamma=0.99, learning_rate=1e-3, batch_size=256, learning_starts=1_000,
                          policy_kwargs=dict(net_arch=[64, 64])),
         prune=dict(threshold=0.05, patience=100),
     ),
     "PointMaze_Medium-v3": dict(
-        steps=100_000, eval_freq=5_000, eval_episodes=50,
+        steps=100_000, eval_freq=5_000, eval_episodes=50, normalize_obs=True,
         algo_kwargs=dict(gamma=0.99, learning_rate=1e-3, batch_size=256, learning_starts=1_000,
                          policy_kwargs=dict(net_arch=[64, 64])),
         prune=dict(threshold=0.05, patience=150),
     ),
     "FetchPush-v4": dict(
-        steps=300_000, eval_freq=10_000, eval_episodes=50,
+        steps=300_000, eval_freq=10_000, eval_episodes=50, normalize_obs=True,
         algo_kwargs=dict(gamma=0.95, learning_rate=1e-3, batch_size=512, learning_starts=1_000,
                          policy_kwargs=dict(net_arch=[256, 256, 256])),
         prune=dict(threshold=0.05, patience=25),
@@ -103,7 +103,7 @@ def run_one(task: str, config: str, seed: int, steps: int | None = None, *, scal
         task, algo=algo, critic="subgoal" if (shaped or prune) else None, shaping="potential" if shaped else None,
         scale=scale, her=config.endswith("her"), prune=cfg["prune"] if prune else None, total_steps=steps,
         seed=seed, eval_freq=cfg["eval_freq"], eval_episodes=cfg["eval_episodes"], log_dir=out,
-        algo_kwargs=cfg["algo_kwargs"], progress_bar=progress_bar,
+        algo_kwargs=cfg["algo_kwargs"], normalize_obs=cfg["normalize_obs"], progress_bar=progress_bar,
     )
     wall = time.perf_counter() - t0
     rows = model.prm_eval.rows
@@ -111,7 +111,8 @@ def run_one(task: str, config: str, seed: int, steps: int | None = None, *, scal
     summary = {
         "task": task, "config": config, "label": label, "seed": seed, "steps": steps, "algo": algo,
         "scale": scale if shaped else None, "prune": cfg["prune"] if prune else None,
-        "algo_kwargs": json.loads(json.dumps(cfg["algo_kwargs"])), "wall_s": round(wall, 1),
+        "algo_kwargs": json.loads(json.dumps(cfg["algo_kwargs"])), "normalize_obs": cfg["normalize_obs"],
+        "wall_s": round(wall, 1),
         "final_success": rows[-1]["success_rate"] if rows else None,
         "episodes": stats.n_episodes, "pruned_episodes": stats.pruned_episodes,
         "pruned_env_steps": int(sum(h["l"] for h in stats.history if h["pruned"])),

@@ -25,10 +25,10 @@ PLANS = {
     "core": [
         (FR, "her", (0,), 1.0, False), (FR, "prm_her", (0,), 10.0, False),
         (FR, "sparse", (0,), 1.0, False), (FR, "prm", (0,), 10.0, False),
-        (FR, "her", (1,), 1.0, False), (FR, "prm_her", (1,), 10.0, False),
-        (FR, "sparse", (1,), 1.0, False), (FR, "prm", (1,), 10.0, False),
         (UM, "her", (0,), 1.0, False), (UM, "prm_her", (0,), 10.0, False),
+        (FR, "her", (1,), 1.0, False), (FR, "prm_her", (1,), 10.0, False),
         (UM, "sparse", (0,), 1.0, False), (UM, "prm", (0,), 10.0, False),
+        (FR, "sparse", (1,), 1.0, False), (FR, "prm", (1,), 10.0, False),
     ],
     "scales": [
         (FR, "prm_her", (0, 1), 1.0, False),

@@ -10,10 +10,10 @@ from prm_critic.sb3.callbacks import PRMStatsCallback, UnshapedSuccessEval, read
 from prm_critic.sb3.checkpoint import PolicyCheckpointError, load_policy, save_policy
 from prm_critic.sb3.envs import SHAPING_MODES, make_train_env, make_vec_train_env, resolve_critic
 from prm_critic.sb3.monitor import PRMMonitor
-from prm_critic.sb3.train import ALGOS, train_policy
+from prm_critic.sb3.train import ALGOS, predict, train_policy
 
 __all__ = [
-    "train_policy", "ALGOS", "SHAPING_MODES", "save_policy", "load_policy", "PolicyCheckpointError",
+    "train_policy", "predict", "ALGOS", "SHAPING_MODES", "save_policy", "load_policy", "PolicyCheckpointError",
     "PRMStatsCallback", "UnshapedSuccessEval", "read_eval_csv", "PRMMonitor", "make_train_env",
     "make_vec_train_env", "resolve_critic",
 ]

@@ -125,6 +125,8 @@ class PRMStatsCallback(BaseCallback):
 class UnshapedSuccessEval(BaseCallback):
     """Deterministic success evaluation on an env without shaper or pruner (module docstring).
 
+    Observations are normalised with the model's ``VecNormalize`` statistics when it has them.
+
     Args:
         spec: task spec (success source and rule).
         eval_env: a plain gymnasium env (``make_env(spec)``); built from ``spec`` when ``None``.
@@ -169,12 +171,14 @@ class UnshapedSuccessEval(BaseCallback):
 
     def evaluate(self, model) -> dict[str, float]:
         """Run the evaluation episodes with ``model``; returns the row (without appending it)."""
+        from prm_critic.sb3.train import predict
+
         successes, returns, lengths = [], [], []
         for i in range(self.n_episodes):
             obs, info = self.eval_env.reset(seed=self.eval_seed + i)
             done, ret, n, ok_any, ok_last = False, 0.0, 0, False, False
             while not done:
-                action, _ = model.predict(obs, deterministic=self.deterministic)
+                action, _ = predict(model, obs, deterministic=self.deterministic)
                 obs, r, term, trunc, info = self.eval_env.step(action)
                 ret += float(r)
                 n += 1

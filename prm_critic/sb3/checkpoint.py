@@ -27,6 +27,7 @@ __all__ = ["save_policy", "load_policy", "PolicyCheckpointError"]
 
 FORMAT = "prm-critic/sb3-policy"
 FORMAT_VERSION = 1
+_NORM = "vec_normalize"
 
 
 class PolicyCheckpointError(CheckpointError):
@@ -95,6 +96,19 @@ def save_policy(path: str | os.PathLike, model, *, spec: "str | TaskSpec", algo:
     spec = load_spec(spec)
     w, j = checkpoint_paths(path)
     state = {k: v.detach().cpu().clone().contiguous() for k, v in model.policy.state_dict().items()}
+    norm = None
+    vn = model.get_vec_normalize_env()
+    if vn is not None:
+        import numpy as np
+        import torch
+
+        rms = vn.obs_rms if isinstance(vn.obs_rms, dict) else {"": vn.obs_rms}
+        for key, r in rms.items():
+            state[f"{_NORM}.{key}.mean"] = torch.from_numpy(np.asarray(r.mean, dtype=np.float64)).clone()
+            state[f"{_NORM}.{key}.var"] = torch.from_numpy(np.asarray(r.var, dtype=np.float64)).clone()
+        norm = {"keys": sorted(rms), "dict": isinstance(vn.obs_rms, dict), "clip_obs": float(vn.clip_obs),
+                "epsilon": float(vn.epsilon), "count": {k: float(r.count) for k, r in rms.items()},
+                "norm_obs_keys": list(vn.norm_obs_keys) if getattr(vn, "norm_obs_keys", None) else None}
     kw = {k: v for k, v in dict(algo_kwargs or {}).items()
           if k not in ("policy", "policy_kwargs", "replay_buffer_class", "replay_buffer_kwargs")}
     kw_json, dropped = _json_kwargs(kw)
@@ -109,6 +123,7 @@ def save_policy(path: str | os.PathLike, model, *, spec: "str | TaskSpec", algo:
         "observation_space": repr(model.observation_space), "action_space": repr(model.action_space),
         "num_timesteps": int(model.num_timesteps), "task": spec.name, "spec": spec.to_dict(),
         "extra": _json_kwargs(dict(extra or {}))[0],
+        "vec_normalize": norm,
     }
     from safetensors.torch import save as save_bytes
 
@@ -133,7 +148,9 @@ def load_policy(path: str | os.PathLike, env=None, *, device: str = "auto", **al
         algo_overrides: constructor kwargs that replace the stored ones (e.g. ``buffer_size``).
 
     Returns:
-        The SB3 model; ``model.prm_checkpoint`` holds the JSON metadata.
+        The SB3 model; ``model.prm_checkpoint`` holds the JSON metadata. A policy trained with
+        ``normalize_obs=True`` comes back inside a ``VecNormalize`` (``training=False``) holding the
+        saved statistics: call :func:`prm_critic.sb3.predict` on raw observations.
     """
     load_file = require("safetensors.torch").load_file
     w, j = checkpoint_paths(path)
@@ -162,6 +179,21 @@ def load_policy(path: str | os.PathLike, env=None, *, device: str = "auto", **al
     if not isinstance(env, VecEnv):
         e = env
         env = DummyVecEnv([lambda: e])
+    norm = meta.get("vec_normalize")
+    try:
+        state = load_file(str(w))
+    except Exception as exc:
+        raise PolicyCheckpointError(f"path: cannot read weights {str(w)!r}: {exc}") from exc
+    if norm:
+        VecNormalize = require("stable_baselines3.common.vec_env").VecNormalize
+        if not isinstance(env, VecNormalize):
+            env = VecNormalize(env, training=False, norm_obs=True, norm_reward=False, clip_obs=norm["clip_obs"],
+                               epsilon=norm["epsilon"], norm_obs_keys=norm.get("norm_obs_keys"))
+        for key in norm["keys"]:
+            r = env.obs_rms[key] if norm["dict"] else env.obs_rms
+            r.mean = state.pop(f"{_NORM}.{key}.mean").numpy()
+            r.var = state.pop(f"{_NORM}.{key}.var").numpy()
+            r.count = norm["count"][key]
     kw = _from_json(meta["algo_kwargs"])
     kw["policy_kwargs"] = _from_json(meta["policy_kwargs"])
     kw["policy"] = meta["policy_alias"]
@@ -178,10 +210,6 @@ def load_policy(path: str | os.PathLike, env=None, *, device: str = "auto", **al
     if repr(model.observation_space) != meta["observation_space"] or repr(model.action_space) != meta["action_space"]:
         warnings.warn(f"env: spaces differ from the checkpoint's ({meta['observation_space']}, {meta['action_space']})",
                       stacklevel=2)
-    try:
-        state = load_file(str(w))
-    except Exception as exc:
-        raise PolicyCheckpointError(f"path: cannot read weights {str(w)!r}: {exc}") from exc
     try:
         model.policy.load_state_dict(state, strict=True)
     except RuntimeError as exc:

@@ -19,7 +19,7 @@ from prm_critic._optional import require
 from prm_critic.robotics.spec import TaskSpec, load_spec
 from prm_critic.sb3.envs import SHAPING_MODES, check_prune, critic_reference, make_vec_train_env, resolve_critic
 
-__all__ = ["ALGOS", "algo_class", "algo_default", "train_policy", "build_model"]
+__all__ = ["ALGOS", "algo_class", "algo_default", "train_policy", "build_model", "predict"]
 
 #: Supported algorithms.
 ALGOS = ("sac", "tqc", "ppo")
@@ -73,8 +73,8 @@ def train_policy(task: "str | TaskSpec", *, algo: str = "sac", critic: Any = Non
                  scale: float = 1.0, head: str = "progress", her: bool = False, prune: Mapping[str, Any] | None = None,
                  total_steps: int, seed: int = 0, n_envs: int = 1, eval_freq: int | None = None,
                  eval_episodes: int = 50, log_dir: str | os.PathLike | None = None,
-                 algo_kwargs: Mapping[str, Any] | None = None, callbacks: list | None = None,
-                 progress_bar: bool = False, verbose: int = 0):
+                 algo_kwargs: Mapping[str, Any] | None = None, normalize_obs: bool = False,
+                 callbacks: list | None = None, progress_bar: bool = False, verbose: int = 0):
     """Train a policy on ``task`` with optional PRM shaping, HER and dead-end pruning.
 
     Args:
@@ -97,6 +97,11 @@ def train_policy(task: "str | TaskSpec", *, algo: str = "sac", critic: Any = Non
         log_dir: folder for tensorboard/CSV logs, ``eval.csv`` and the ``policy`` checkpoint.
         algo_kwargs: extra constructor arguments of the algorithm (``gamma``, ``batch_size``,
             ``policy_kwargs``, ...). ``gamma`` here is also the shaper's gamma.
+        normalize_obs: wrap the vector env in ``VecNormalize(norm_obs=True, norm_reward=False)``
+            (running mean/std of the observations, as rl-baselines3-zoo does for Fetch). The reward
+            is never normalised, so what the learner stores is exactly the shaped reward; the
+            shaper and HER see raw observations. The statistics are saved in the checkpoint; use
+            :func:`predict` (or ``model.get_vec_normalize_env().normalize_obs``) on raw observations.
         callbacks: extra SB3 callbacks.
 
     Returns:
@@ -136,6 +141,9 @@ def train_policy(task: "str | TaskSpec", *, algo: str = "sac", critic: Any = Non
     critic_obj = critic if (critic is None or is_subgoal) else resolve_critic(critic, spec)
     env_kwargs = dict(critic=critic_obj, shaping=shaping, scale=float(scale), gamma=gamma, head=head, prune=prune)
     venv = make_vec_train_env(spec, n_envs, seed=seed, **env_kwargs)
+    if normalize_obs:
+        VecNormalize = require("stable_baselines3.common.vec_env").VecNormalize
+        venv = VecNormalize(venv, norm_obs=True, norm_reward=False, gamma=gamma)
 
     log_path = Path(log_dir) if log_dir is not None else None
     model = build_model(algo, venv, her=her, algo_kwargs=kw, seed=seed, verbose=verbose,
@@ -157,7 +165,7 @@ def train_policy(task: "str | TaskSpec", *, algo: str = "sac", critic: Any = Non
     model.prm_config = {
         "task": spec.name, "algo": algo, "critic": critic_reference(critic), "shaping": shaping,
         "scale": float(scale), "head": head, "her": bool(her), "prune": prune, "gamma": gamma,
-        "total_steps": total_steps, "seed": seed, "n_envs": n_envs,
+        "total_steps": total_steps, "seed": seed, "n_envs": n_envs, "normalize_obs": bool(normalize_obs),
     }
     model.learn(total_timesteps=total_steps, callback=cbs, progress_bar=progress_bar)
     model.prm_stats = stats
@@ -168,6 +176,15 @@ def train_policy(task: "str | TaskSpec", *, algo: str = "sac", critic: Any = Non
         save_policy(log_path / "policy", model, spec=spec, algo=algo, her=her, algo_kwargs=kw,
                     extra=model.prm_config)
     return model
+
+
+def predict(model, obs, deterministic: bool = True):
+    """``model.predict`` on a raw observation (single or batched), normalising it first with the
+    model's ``VecNormalize`` statistics when it was trained with ``normalize_obs=True``."""
+    vn = model.get_vec_normalize_env()
+    if vn is not None:
+        obs = vn.normalize_obs(obs)
+    return model.predict(obs, deterministic=deterministic)
 
 
 def _registered_max_steps(spec: TaskSpec) -> int | None:
