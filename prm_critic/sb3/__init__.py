@@ -3,6 +3,7 @@
 * :func:`train_policy` - SAC / TQC / PPO (+ HER) on a task with PRM shaping and dead-end pruning;
 * :func:`save_policy` / :func:`load_policy` - safetensors + JSON policy checkpoints (no pickle);
 * :class:`PRMStatsCallback`, :class:`UnshapedSuccessEval` - PRM logging and unshaped evaluation;
+* :class:`CriticRefreshCallback` - online fine-tuning of a learned critic on outcome labels;
 * :func:`make_train_env` - the gym-level env chain ``make_env -> shaper -> pruner -> PRMMonitor``.
 """
 
@@ -10,10 +11,11 @@ from prm_critic.sb3.callbacks import PRMStatsCallback, UnshapedSuccessEval, read
 from prm_critic.sb3.checkpoint import PolicyCheckpointError, load_policy, save_policy
 from prm_critic.sb3.envs import SHAPING_MODES, make_train_env, make_vec_train_env, resolve_critic
 from prm_critic.sb3.monitor import PRMMonitor
+from prm_critic.sb3.refresh import CriticRefreshCallback
 from prm_critic.sb3.train import ALGOS, predict, train_policy
 
 __all__ = [
     "train_policy", "predict", "ALGOS", "SHAPING_MODES", "save_policy", "load_policy", "PolicyCheckpointError",
-    "PRMStatsCallback", "UnshapedSuccessEval", "read_eval_csv", "PRMMonitor", "make_train_env",
+    "PRMStatsCallback", "UnshapedSuccessEval", "CriticRefreshCallback", "read_eval_csv", "PRMMonitor", "make_train_env",
     "make_vec_train_env", "resolve_critic",
 ]

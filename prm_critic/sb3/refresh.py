@@ -1,0 +1,148 @@
+"""Online critic refresh: fine-tune a learned critic on the policy's own recent episodes.
+
+Every ``refresh_freq`` env steps, :class:`CriticRefreshCallback` takes the last ``window`` finished
+episodes of the training envs (critic inputs ``x_0 .. x_T`` from the shaper's ``info["prm_x"]`` /
+``info["prm_next_x"]``, the episode's success from :class:`~prm_critic.sb3.monitor.PRMMonitor`)
+and runs ``n_updates`` Adam steps on::
+
+    target_t = success(episode) * label_gamma ** (T - t)        (outcome label, discounted)
+    loss     = BCE_with_logits(logit_head(x_t), target_t)        (mean over a batch of steps)
+
+on the critic's ``head`` (``"success"`` by default). The critic object is the one the shaper and
+the pruner hold (``train_policy`` shares one instance across vector envs), so the refreshed
+weights take effect at once. Caveat: a potential that changes during training is no longer a
+fixed potential, so Ng et al.'s policy-invariance guarantee only holds between refreshes.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import deque
+from pathlib import Path
+
+import numpy as np
+
+from prm_critic._optional import require
+
+BaseCallback = require("stable_baselines3.common.callbacks").BaseCallback
+
+__all__ = ["CriticRefreshCallback"]
+
+
+class CriticRefreshCallback(BaseCallback):
+    """Periodically fine-tune a :class:`~prm_critic.models.TorchStateCritic` on outcome labels.
+
+    Args:
+        critic: the learned critic used by the shaper / pruner (a ``TorchStateCritic``).
+        head: head trained: ``"success"`` or ``"progress"``.
+        refresh_freq: env steps between refreshes (> 0).
+        window: number of most recent finished episodes used (> 0).
+        n_updates: Adam steps per refresh (> 0).
+        batch_size: steps per Adam step (> 0).
+        lr: Adam learning rate (> 0).
+        label_gamma: discount of the outcome label towards earlier steps, in (0, 1].
+        min_episodes: skip a refresh until this many episodes are collected (> 0).
+        save_path: if set, the critic checkpoint is rewritten (atomically) after each refresh.
+        seed: seeds batch sampling.
+    """
+
+    def __init__(self, critic, *, head: str = "success", refresh_freq: int = 5_000, window: int = 200,
+                 n_updates: int = 50, batch_size: int = 256, lr: float = 1e-4, label_gamma: float = 1.0,
+                 min_episodes: int = 10, save_path: str | os.PathLike | None = None, seed: int = 0, verbose: int = 0):
+        super().__init__(verbose)
+        from prm_critic.models import TorchStateCritic
+
+        if not isinstance(critic, TorchStateCritic):
+            raise TypeError(f"critic: expected a TorchStateCritic (a learned critic with a torch net), got "
+                            f"{type(critic).__name__}")
+        if head not in ("progress", "success"):
+            raise ValueError(f"head: expected 'progress' or 'success', got {head!r}")
+        for name, v in (("refresh_freq", refresh_freq), ("window", window), ("n_updates", n_updates),
+                        ("batch_size", batch_size), ("min_episodes", min_episodes)):
+            if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+                raise ValueError(f"{name}: expected a positive integer, got {v!r}")
+        if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not lr > 0:
+            raise ValueError(f"lr: expected a number > 0, got {lr!r}")
+        if isinstance(label_gamma, bool) or not isinstance(label_gamma, (int, float)) or not 0 < label_gamma <= 1:
+            raise ValueError(f"label_gamma: expected a number in (0, 1], got {label_gamma!r}")
+        self.critic = critic
+        self.head_index = 0 if head == "progress" else 1
+        self.refresh_freq = refresh_freq
+        self.n_updates = n_updates
+        self.batch_size = batch_size
+        self.lr = float(lr)
+        self.label_gamma = float(label_gamma)
+        self.min_episodes = min_episodes
+        self.save_path = Path(save_path) if save_path is not None else None
+        self.episodes: deque = deque(maxlen=window)
+        self._current: dict[int, list[np.ndarray]] = {}
+        self._rng = np.random.default_rng(seed)
+        self._opt = None
+        self._next = refresh_freq
+        #: one dict per refresh: env_steps, loss_before, loss_after, n_steps, positive_frac
+        self.history: list[dict] = []
+
+    def _on_step(self) -> bool:
+        infos = self.locals.get("infos", [])
+        for i, info in enumerate(infos):
+            if "prm_next_x" not in info:
+                raise ValueError("infos: CriticRefreshCallback needs PRMRewardShaper's info['prm_next_x'] "
+                                 "(train with shaping and this critic), got an info without it")
+            xs = self._current.setdefault(i, [])
+            if not xs:
+                xs.append(np.asarray(info["prm_x"], np.float32).reshape(-1))
+            xs.append(np.asarray(info["prm_next_x"], np.float32).reshape(-1))
+            ep = info.get("episode")
+            if ep is not None:
+                self.episodes.append((np.stack(xs), bool(ep.get("success", False))))
+                self._current[i] = []
+        if self.num_timesteps >= self._next:
+            self._next = (self.num_timesteps // self.refresh_freq + 1) * self.refresh_freq
+            if len(self.episodes) >= self.min_episodes:
+                self.refresh()
+        return True
+
+    def _dataset(self) -> tuple[np.ndarray, np.ndarray]:
+        xs, ys = [], []
+        for x, ok in self.episodes:
+            T = len(x) - 1
+            xs.append(x)
+            ys.append(float(ok) * self.label_gamma ** (T - np.arange(T + 1, dtype=np.float64)))
+        return np.concatenate(xs), np.concatenate(ys).astype(np.float32)
+
+    def refresh(self) -> dict:
+        """Run one refresh now on the collected episodes; returns its history row."""
+        torch = require("torch")
+        F = torch.nn.functional
+        net = self.critic.net
+        if self._opt is None:
+            self._opt = torch.optim.Adam(net.parameters(), lr=self.lr)
+        x, y = self._dataset()
+        xt, yt = torch.from_numpy(x), torch.from_numpy(y)
+
+        def loss_on(idx):
+            return F.binary_cross_entropy_with_logits(net.logits(xt[idx])[:, self.head_index], yt[idx])
+
+        all_idx = np.arange(len(x))
+        with torch.no_grad():
+            before = float(loss_on(all_idx))
+        net.train()
+        for _ in range(self.n_updates):
+            idx = self._rng.integers(0, len(x), size=min(self.batch_size, len(x)))
+            loss = loss_on(idx)
+            self._opt.zero_grad()
+            loss.backward()
+            self._opt.step()
+        net.eval()
+        with torch.no_grad():
+            after = float(loss_on(all_idx))
+        row = {"env_steps": self.num_timesteps, "loss_before": before, "loss_after": after, "n_steps": len(x),
+               "positive_frac": float(np.mean(y > 0))}
+        self.history.append(row)
+        self.logger.record("prm/refresh_loss", after)
+        self.logger.record("prm/refresh_count", len(self.history))
+        if self.save_path is not None:
+            from prm_critic.models import save_state_critic
+
+            save_state_critic(self.save_path, net, {**self.critic.meta, "refreshed_at_env_steps": self.num_timesteps})
+        return row
