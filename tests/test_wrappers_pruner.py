@@ -36,8 +36,10 @@ def test_pruner_truncates_and_counts_steps_saved():
         # the shaper saw a non-terminal transition: Phi(s') kept
         assert info["prm_terminated"] is False
         assert info["prm_shaping"] == pytest.approx(0.98 * info["prm_next_phi"] - info["prm_phi"], abs=1e-12)
+    # the shaper below uses the same critic: the pruner reuses its scores (one critic call per step)
     assert pruner.stats == {"episodes": 3, "pruned_episodes": 3, "steps_saved": 3 * (20 - 4),
-                            "prune_rate": 1.0, "critic_calls": 12}
+                            "prune_rate": 1.0, "critic_calls": 0, "reused_scores": 12}
+    assert shaped.stats["calls"] == 3 * (1 + 4)
 
 
 def test_pruner_with_low_threshold_lets_episodes_run_out():
@@ -47,8 +49,9 @@ def test_pruner_with_low_threshold_lets_episodes_run_out():
     n, term, trunc, info = _episode(pruner, 0)
     assert (n, term, trunc, info["prm_pruned"]) == (10, False, True, False)
     n, term, trunc, info = _episode(pruner, 1)
-    assert pruner.stats["episodes"] == 2 and pruner.stats["pruned_episodes"] == 0
+    assert n == 10 and pruner.stats["episodes"] == 2 and pruner.stats["pruned_episodes"] == 0
     assert pruner.stats["steps_saved"] == 0 and pruner.stats["prune_rate"] == 0.0
+    assert pruner.stats["critic_calls"] == 20 and pruner.stats["reused_scores"] == 0  # no shaper below
 
 
 def test_pruner_needs_patience_consecutive_low_steps():
@@ -66,3 +69,21 @@ def test_pruner_needs_patience_consecutive_low_steps():
     assert (n, term, trunc, info["prm_pruned"]) == (7, False, True, True)
     assert info["prm_prune_score"] == pytest.approx(0.2)
     assert pruner.stats["steps_saved"] == 9 - 7
+
+
+def test_pruner_calls_critic_itself_when_shaper_fell_back_or_critic_differs():
+    from wrappers_helpers import ListEnv, SlowCritic, torch_critic
+
+    base = torch_critic(3)
+    path = [[float(k)] * 3 for k in range(6)]
+    critic = SlowCritic(base, fail={2})  # call 0: shaper reset, 1: step 1, 2: step 2 fails
+    shaped = PRMRewardShaper(ListEnv(path), critic, gamma=0.9, deadline_s=1.0)
+    pruner = DeadEndPruner(shaped, critic, threshold=0.0, patience=1, head="progress")
+    n, *_ = _episode(pruner, 0)
+    assert n == 5
+    assert shaped.stats["errors"] == 1
+    assert pruner.stats["critic_calls"] == 1 and pruner.stats["reused_scores"] == 4
+    other = DeadEndPruner(PRMRewardShaper(ListEnv(path), base, gamma=0.9), torch_critic(3, seed=5),
+                          threshold=0.0, patience=1)
+    _episode(other, 0)
+    assert other.stats["critic_calls"] == 5 and other.stats["reused_scores"] == 0

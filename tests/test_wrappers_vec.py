@@ -91,3 +91,20 @@ def test_vec_twin_warns_outside_vecnormalize():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         VecNormalize(VecPRMRewardShaper(DummyVecEnv([lambda: ListEnv([[0.0] * 3, [1.0] * 3])]), critic, gamma=0.99))
+
+
+def test_vec_twin_deadline_fallback_zeroes_shaping_for_that_step_and_the_next():
+    from wrappers_helpers import SlowCritic
+
+    base = torch_critic(3, seed=2)
+    critic = SlowCritic(base, fail={2})  # call 0: reset, 1: step 1, 2: step 2 fails
+    path = [[float(k), 0.0, 1.0] for k in range(8)]
+    venv = VecPRMRewardShaper(DummyVecEnv([lambda: ListEnv(path)] * 2), critic, gamma=0.9, deadline_s=1.0)
+    out = _rollout(venv, np.zeros((4, 2, 1), np.float32))
+    shaping = np.array([[i["prm_shaping"] for i in infos] for _, _, infos in out])
+    fell = [infos[0]["prm_fallback"] for _, _, infos in out]
+    assert fell == [False, True, False, False]
+    assert np.all(shaping[1] == 0.0) and np.all(shaping[2] == 0.0)  # Phi(s) unknown after the fallback
+    assert np.all(shaping[0] != 0.0) and np.all(shaping[3] != 0.0)
+    np.testing.assert_allclose(out[1][0], 0.5)  # reward unchanged
+    assert venv.stats == {"calls": 5, "fallbacks": 1, "timeouts": 0, "errors": 1, "busy": 0}

@@ -145,8 +145,7 @@ def _locate(layout: CriticInputLayout, col: int) -> str:
 
 
 def _check_numeric(a: np.ndarray, name: str) -> None:
-    if a.dtype == object or not (np.issubdtype(a.dtype, np.number) or a.dtype == np.bool_) \
-            or np.issubdtype(a.dtype, np.complexfloating):
+    if a.dtype.kind not in "fiub":  # float, signed/unsigned int, bool
         raise TypeError(f"{name}: expected a real-valued numeric array, got dtype {a.dtype}")
 
 
@@ -164,13 +163,13 @@ def flatten_checked(layout: CriticInputLayout, obs: Any, *, batched: bool = Fals
                 raise KeyError(f"{name}: missing key {k!r}; expected keys {list(layout.keys)}")
             a = np.asarray(obs[k])
             _check_numeric(a, f"{name}[{k!r}]")
-            a = a.reshape(a.shape[0] if batched and a.ndim else 1, -1) if batched else a.reshape(-1)
+            a = a.reshape(a.shape[0] if a.ndim else 1, -1) if batched else a.reshape(-1)
             if a.shape[-1] != layout.sizes[k]:
                 raise ValueError(
                     f"{name}[{k!r}]: expected {layout.sizes[k]} values per step (critic layout "
                     f"{dict(layout.sizes)}), got {a.shape[-1]} (shape {np.shape(obs[k])})"
                 )
-            parts.append(a.astype(np.float32, copy=False))
+            parts.append(a)
     else:
         if layout.keys != ("obs",):
             raise TypeError(f"{name}: expected a dict with keys {list(layout.keys)}, got {type(obs).__name__}")
@@ -182,11 +181,12 @@ def flatten_checked(layout: CriticInputLayout, obs: Any, *, batched: bool = Fals
                 f"{name}: expected {layout.obs_dim} values per step (critic obs_dim), got {a.shape[-1]} "
                 f"(shape {np.shape(obs)})"
             )
-        parts.append(a.astype(np.float32, copy=False))
+        parts.append(a)
     if batched and len({p.shape[0] for p in parts}) != 1:
         raise ValueError(f"{name}: keys have different batch sizes {[p.shape[0] for p in parts]}")
-    x = np.ascontiguousarray(np.concatenate(parts, axis=-1), dtype=np.float32)
-    if not np.all(np.isfinite(x)):
+    x = np.concatenate(parts, axis=-1).astype(np.float32, copy=False) if len(parts) > 1 \
+        else np.array(parts[0], dtype=np.float32)  # always a fresh array (infos keep it)
+    if not np.isfinite(x).all():
         x2 = np.atleast_2d(x)
         bad = np.argwhere(~np.isfinite(x2))[0]
         row = f" (batch row {int(bad[0])})" if batched else ""
@@ -210,26 +210,33 @@ class CriticCaller:
         self.deadline_s = deadline_s
         self.stats = {"calls": 0, "fallbacks": 0, "timeouts": 0, "errors": 0, "busy": 0}
         self.last_error: BaseException | None = None
+        self.last_heads: dict[str, np.ndarray] | None = None
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         self._pending: concurrent.futures.Future | None = None
         self._lock = threading.Lock()
 
-    def _run(self, x: np.ndarray) -> np.ndarray:
-        v = np.asarray(self.critic.score(x).get(self.head), dtype=np.float64).reshape(-1)
+    def _run(self, x: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        scores = self.critic.score(x)
+        v = np.asarray(scores.get(self.head), dtype=np.float64).reshape(-1)
         if v.shape != (x.shape[0],):
             raise ValueError(f"critic: head {self.head!r} returned shape {v.shape}, expected ({x.shape[0]},)")
-        if not np.all(np.isfinite(v)):
+        if not np.isfinite(v).all():
             raise ValueError(f"critic: head {self.head!r} returned non-finite scores {v}")
-        return v
+        heads = {h: np.asarray(scores.get(h), dtype=np.float64).reshape(-1) for h in HEADS}
+        return v, heads
 
     def direct(self, x: np.ndarray) -> np.ndarray:
         """Synchronous call without deadline or fallback (used offline, e.g. HER relabelling)."""
-        return self._run(x)
+        return self._run(x)[0]
 
     def __call__(self, x: np.ndarray) -> np.ndarray | None:
+        """Scores ``(B,)`` of ``self.head`` or ``None`` (fell back); ``self.last_heads`` then holds
+        every head of this call (``None`` after a fallback)."""
         self.stats["calls"] += 1
+        self.last_heads = None
         if self.deadline_s is None:
-            return self._run(x)
+            out, self.last_heads = self._run(x)
+            return out
         if self._executor is None:
             self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="prm-critic")
         if self._pending is not None and not self._pending.done():
@@ -239,7 +246,7 @@ class CriticCaller:
             return None
         fut = self._executor.submit(self._run, x)
         try:
-            out = fut.result(timeout=self.deadline_s)
+            out, heads = fut.result(timeout=self.deadline_s)
         except concurrent.futures.TimeoutError:
             self._pending = fut
             self.stats["timeouts"] += 1
@@ -251,6 +258,7 @@ class CriticCaller:
             self.stats["fallbacks"] += 1
             return None
         self._pending = None
+        self.last_heads = heads
         return out
 
     def close(self) -> None:

@@ -34,7 +34,13 @@ class DeadEndPruner(gym.Wrapper, gym.utils.RecordConstructorArgs):
 
     ``stats``: ``episodes`` (finished episodes), ``pruned_episodes``, ``steps_saved``
     (``max_episode_steps - elapsed`` summed over pruned episodes; the limit comes from the env's
-    ``TimeLimit`` / spec or ``max_episode_steps=``) and ``prune_rate`` (= pruned / episodes).
+    ``TimeLimit`` / spec or ``max_episode_steps=``), ``prune_rate`` (= pruned / episodes),
+    ``critic_calls`` and ``reused_scores``.
+
+    Stacked on a :class:`PRMRewardShaper` with the SAME critic object (``DeadEndPruner(
+    PRMRewardShaper(env, critic, ...), critic, ...)``), the pruner reads the shaper's
+    ``info["prm_next_scores"]`` instead of calling the critic again (one call per step in all); it
+    calls the critic itself when the shaper fell back.
 
     Args:
         env: a gymnasium env.
@@ -67,12 +73,24 @@ class DeadEndPruner(gym.Wrapper, gym.utils.RecordConstructorArgs):
             raise ValueError(f"max_episode_steps: expected a positive int or None, got {max_episode_steps!r}")
         self.max_episode_steps = None if max_episode_steps is None else int(max_episode_steps)
         self._caller = CriticCaller(self.critic, self.head, None)
+        self._shares_shaper = self._find_shaper_with_same_critic(env)
+        self._reused = 0
         self._below = 0
         self._elapsed = 0
         self._active = False
         self._episodes = 0
         self._pruned = 0
         self._saved = 0
+
+    def _find_shaper_with_same_critic(self, env) -> bool:
+        from prm_critic.wrappers.prm_reward_shaper import PRMRewardShaper
+
+        e = env
+        while isinstance(e, gym.Wrapper):
+            if isinstance(e, PRMRewardShaper):
+                return e.critic is self.critic and e.layout.to_dict() == self.layout.to_dict()
+            e = e.env
+        return False
 
     @property
     def stats(self) -> dict[str, Any]:
@@ -83,6 +101,7 @@ class DeadEndPruner(gym.Wrapper, gym.utils.RecordConstructorArgs):
             "steps_saved": self._saved,
             "prune_rate": self._pruned / self._episodes if self._episodes else 0.0,
             "critic_calls": self._caller.stats["calls"],
+            "reused_scores": self._reused,
         }
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
@@ -95,8 +114,13 @@ class DeadEndPruner(gym.Wrapper, gym.utils.RecordConstructorArgs):
     def step(self, action):
         obs, reward, terminated, truncated, info = self.env.step(action)
         self._elapsed += 1
-        x = flatten_checked(self.layout, obs)
-        c = float(self._caller(x[None, :])[0])
+        scores = info.get("prm_next_scores") if self._shares_shaper else None
+        if scores is not None:
+            c = float(scores[self.head])  # the shaper below scored s' with this critic already
+            self._reused += 1
+        else:
+            x = flatten_checked(self.layout, obs)
+            c = float(self._caller(x[None, :])[0])
         self._below = self._below + 1 if c < self.threshold else 0
         pruned = bool(self._below >= self.patience and not terminated and not truncated)
         info = dict(info)

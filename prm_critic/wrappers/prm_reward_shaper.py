@@ -38,7 +38,8 @@ class PRMRewardShaper(gym.Wrapper, gym.utils.RecordConstructorArgs):
     * ``mode="replace"``: ``r' = scale * Phi(s')`` (the env reward is dropped).
 
     ``info`` gets ``prm_original_reward``, ``prm_phi`` (Phi(s)), ``prm_next_phi`` (Phi(s'), the
-    critic's score even when terminated), ``prm_shaping`` (``r' - r``), ``prm_fallback``,
+    critic's score even when terminated), ``prm_next_scores`` (``{head: score}`` of s', absent after a
+    fallback), ``prm_shaping`` (``r' - r``), ``prm_fallback``,
     ``prm_terminated``, ``prm_x`` / ``prm_next_x`` (float32 critic inputs of s and s', what HER
     relabelling needs) and, when a spec is known, ``prm_subgoals`` (``{name: bool}`` for s').
 
@@ -165,6 +166,7 @@ class PRMRewardShaper(gym.Wrapper, gym.utils.RecordConstructorArgs):
         obs, reward, terminated, truncated, info = self.env.step(action)
         x_next = flatten_checked(self.layout, obs)
         phi_next = self._phi_of(x_next)
+        heads = self._caller.last_heads
         phi = self._phi
         r = float(reward)
         subgoals = self._subgoals(x_next)
@@ -192,6 +194,8 @@ class PRMRewardShaper(gym.Wrapper, gym.utils.RecordConstructorArgs):
         )
         if subgoals is not None:
             info["prm_subgoals"] = subgoals
+        if heads is not None:  # every head of s' (a DeadEndPruner on top reuses it)
+            info["prm_next_scores"] = {h: float(v[0]) for h, v in heads.items()}
         self._x, self._phi = x_next, phi_next
         return obs, float(np.float64(r) + np.float64(shaping)), terminated, truncated, info
 
