@@ -7,7 +7,7 @@ onnxruntime intra/inter-op threads 1, sequential execution, all graph optimisati
 measured in interleaved rounds (method A for n calls, method B for n calls, ... repeated), so a
 burst of load from other processes hits every method alike; percentiles pool all rounds.
 
-Run (about a minute; add ``--out docs/latency.md`` to rewrite the committed table)::
+Run (1-2 minutes; add ``--out docs/latency.md`` to rewrite the committed table)::
 
     python benchmarks/latency.py --out docs/latency.md
 """
@@ -225,7 +225,7 @@ def bench_gpu(args, paths) -> tuple[list[dict], str]:
 
 def render(args, rows, shaper, in_loop, gpu_rows, gpu_note, env_info) -> str:
     lines = ["# Critic latency: torch eager vs onnxruntime", ""]
-    lines += ["Reproduce (from the repository root, CPU, about a minute):", "", "```bash",
+    lines += ["Reproduce (from the repository root, CPU, 1-2 minutes on 2 shared cores):", "", "```bash",
               f"python benchmarks/latency.py {' '.join(args.argv)}".rstrip(), "```", ""]
     lines += ["Measured on: " + env_info, "",
               "Critic: `StateCriticNet(31, hidden=(256, 256), activation='relu')` (FetchPush-v4 size), exported "
