@@ -1,5 +1,53 @@
-"""Text side of prm-critic: step contract, text critics, TRL stepwise format."""
+"""Text side of prm-critic: step contract, text critics, TRL stepwise format.
 
+Import-light: torch / transformers / langchain are imported only when a critic that needs them is
+first accessed (``prm_critic.text.MiniLMStepPRM`` etc. resolve lazily).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from prm_critic.text.contract import Encoded, StepContract, TokenLayout, block_causal_mask, pad_batch
 from prm_critic.text.steps import TextStep, format_tool_step
+from prm_critic.text.trl_format import (
+    StepwiseExample,
+    from_columns,
+    read_stepwise_jsonl,
+    to_columns,
+    write_stepwise_jsonl,
+)
 
-__all__ = ["TextStep", "format_tool_step"]
+_LAZY = {
+    "MiniLMStepPRM": "prm_critic.text.prm",
+    "TokenClassificationPRM": "prm_critic.text.prm",
+    "StepPRMNet": "prm_critic.text.prm",
+    "train_text_prm": "prm_critic.text.train",
+    "TextTrainConfig": "prm_critic.text.train",
+    "LLMJudgeCritic": "prm_critic.text.judge",
+    "VerifierCritic": "prm_critic.text.verifier",
+}
+
+__all__ = [
+    "TextStep",
+    "format_tool_step",
+    "StepContract",
+    "TokenLayout",
+    "Encoded",
+    "pad_batch",
+    "block_causal_mask",
+    "StepwiseExample",
+    "read_stepwise_jsonl",
+    "write_stepwise_jsonl",
+    "to_columns",
+    "from_columns",
+    *_LAZY,
+]
+
+
+def __getattr__(name: str) -> Any:
+    mod = _LAZY.get(name)
+    if mod is None:
+        raise AttributeError(f"module 'prm_critic.text' has no attribute {name!r}")
+    return getattr(importlib.import_module(mod), name)

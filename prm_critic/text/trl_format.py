@@ -1,0 +1,205 @@
+"""TRL's stepwise-supervision format, with soft (float) labels kept as floats.
+
+One example is ``{"prompt": str, "completions": list[str], "labels": list[float]}``: the prompt
+and the ``T`` steps that follow it, one label per step. This is the format TRL's ``PRMTrainer``
+and the Hugging Face stepwise datasets use, so files written here load there and back.
+
+Differences from TRL, on purpose:
+
+* labels are floats in [0, 1] and stay floats (Monte-Carlo labels such as 0.7 are the point of
+  soft labels; TRL casts them with ``int()``, turning 0.7 into 0). ``bool`` / ``int`` labels are
+  accepted and converted to 0.0 / 1.0.
+* an optional second label list, ``progress`` (same length as ``labels``), carries a progress
+  target per step; ``labels`` is the success ("promise") target. See
+  :func:`prm_critic.text.train.train_text_prm` for what is used when ``progress`` is absent.
+
+JSON Lines files hold one example per line; :func:`write_stepwise_jsonl` writes atomically.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+__all__ = [
+    "StepwiseExample",
+    "read_stepwise_jsonl",
+    "write_stepwise_jsonl",
+    "to_columns",
+    "from_columns",
+]
+
+
+def _as_labels(values: Any, name: str, n: int) -> list[float]:
+    if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
+        raise TypeError(f"{name}: expected a list of {n} floats in [0, 1], got {type(values).__name__}")
+    out = []
+    for i, v in enumerate(values):
+        if isinstance(v, bool):
+            v = float(v)
+        elif isinstance(v, (int, float)) and not isinstance(v, bool):
+            v = float(v)
+        else:
+            try:  # numpy scalars
+                import numpy as np
+
+                if isinstance(v, (np.floating, np.integer, np.bool_)):
+                    v = float(v)
+                else:
+                    raise TypeError
+            except TypeError:
+                raise TypeError(f"{name}[{i}]: expected a float in [0, 1], got {v!r} ({type(v).__name__})") from None
+        if not math.isfinite(v) or v < 0.0 or v > 1.0:
+            raise ValueError(f"{name}[{i}]: expected a float in [0, 1], got {v!r}")
+        out.append(v)
+    if len(out) != n:
+        raise ValueError(f"{name}: expected {n} labels (one per completion step), got {len(out)}")
+    return out
+
+
+@dataclass
+class StepwiseExample:
+    """One stepwise-supervised trajectory.
+
+    Attributes:
+        prompt: the task / objective.
+        completions: the ``T >= 1`` step texts, in order.
+        labels: ``T`` floats in [0, 1]: per-step success ("promise") targets.
+        progress: optional ``T`` floats in [0, 1]: per-step progress targets.
+
+    Raises:
+        TypeError / ValueError naming the field on a wrong type, an empty step list, a label outside
+        [0, 1], or a label list whose length differs from ``completions``.
+    """
+
+    prompt: str
+    completions: list[str]
+    labels: list[float]
+    progress: list[float] | None = field(default=None)
+
+    def __post_init__(self):
+        if not isinstance(self.prompt, str):
+            raise TypeError(f"prompt: expected str, got {type(self.prompt).__name__}")
+        comps = self.completions
+        if isinstance(comps, (str, bytes)) or not isinstance(comps, Sequence):
+            raise TypeError(f"completions: expected a list of str, got {type(comps).__name__}")
+        comps = list(comps)
+        if not comps:
+            raise ValueError("completions: expected at least one step, got an empty list")
+        for i, c in enumerate(comps):
+            if not isinstance(c, str):
+                raise TypeError(f"completions[{i}]: expected str, got {type(c).__name__}")
+        self.completions = comps
+        self.labels = _as_labels(self.labels, "labels", len(comps))
+        if self.progress is not None:
+            self.progress = _as_labels(self.progress, "progress", len(comps))
+
+    def __len__(self) -> int:
+        return len(self.completions)
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"prompt": self.prompt, "completions": list(self.completions), "labels": list(self.labels)}
+        if self.progress is not None:
+            d["progress"] = list(self.progress)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], *, where: str = "example") -> "StepwiseExample":
+        if not isinstance(d, Mapping):
+            raise TypeError(f"{where}: expected an object with prompt, completions, labels, got {type(d).__name__}")
+        missing = [k for k in ("prompt", "completions", "labels") if k not in d]
+        if missing:
+            raise KeyError(f"{where}: missing field(s) {missing} (expected prompt, completions, labels[, progress])")
+        try:
+            return cls(d["prompt"], d["completions"], d["labels"], d.get("progress"))
+        except (TypeError, ValueError) as exc:
+            raise type(exc)(f"{where}: {exc}") from None
+
+
+def read_stepwise_jsonl(path: str | os.PathLike) -> list[StepwiseExample]:
+    """Read a JSON Lines file of stepwise examples (blank lines are skipped).
+
+    Errors name the file and the 1-based line number.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"path: {str(p)!r} does not exist (expected a .jsonl file of stepwise examples)")
+    out = []
+    with p.open("r", encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            where = f"{p.name}:{lineno}"
+            try:
+                d = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{where}: not valid JSON ({exc.msg})") from None
+            out.append(StepwiseExample.from_dict(d, where=where))
+    return out
+
+
+def write_stepwise_jsonl(path: str | os.PathLike, examples: Iterable[StepwiseExample]) -> Path:
+    """Write ``examples`` as JSON Lines, atomically (temp file in the same folder + ``os.replace``)."""
+    p = Path(path)
+    lines = []
+    for i, ex in enumerate(examples):
+        if not isinstance(ex, StepwiseExample):
+            raise TypeError(f"examples[{i}]: expected StepwiseExample, got {type(ex).__name__}")
+        lines.append(json.dumps(ex.to_dict(), ensure_ascii=False))
+    data = ("\n".join(lines) + ("\n" if lines else "")).encode("utf-8")
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, p)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return p
+
+
+def to_columns(examples: Sequence[StepwiseExample]) -> dict[str, list]:
+    """Examples -> a Hugging Face ``datasets``-style dict of lists (``Dataset.from_dict`` input).
+
+    The ``progress`` column is present only if every example has progress labels.
+    """
+    cols: dict[str, list] = {"prompt": [], "completions": [], "labels": []}
+    with_progress = bool(examples) and all(ex.progress is not None for ex in examples)
+    if with_progress:
+        cols["progress"] = []
+    for ex in examples:
+        cols["prompt"].append(ex.prompt)
+        cols["completions"].append(list(ex.completions))
+        cols["labels"].append(list(ex.labels))
+        if with_progress:
+            cols["progress"].append(list(ex.progress))
+    return cols
+
+
+def from_columns(columns: Mapping[str, Sequence]) -> list[StepwiseExample]:
+    """A dict of lists (e.g. ``dataset.to_dict()``) -> examples. Columns must have equal lengths."""
+    missing = [k for k in ("prompt", "completions", "labels") if k not in columns]
+    if missing:
+        raise KeyError(f"columns: missing column(s) {missing} (expected prompt, completions, labels[, progress])")
+    n = len(columns["prompt"])
+    for k in ("completions", "labels", "progress"):
+        if k in columns and len(columns[k]) != n:
+            raise ValueError(f"columns[{k!r}]: expected {n} rows like 'prompt', got {len(columns[k])}")
+    prog = columns.get("progress")
+    return [
+        StepwiseExample.from_dict(
+            {"prompt": columns["prompt"][i], "completions": columns["completions"][i], "labels": columns["labels"][i],
+             **({"progress": prog[i]} if prog is not None else {})},
+            where=f"row {i}",
+        )
+        for i in range(n)
+    ]
