@@ -399,12 +399,14 @@ class TokenClassificationPRM(BaseCritic):
         model_dir: folder with a transformers token-classification model and its tokenizer.
         separator: the step separator the model was trained with (TRL's default is ``"\\n"``).
         label: the class index meaning "good step" (1 in TRL).
-        max_length / max_prompt_tokens: the contract's limits.
+        max_length: tokens per window; ``None`` = min(1024, the model's position limit).
+        max_prompt_tokens: prompt head kept; ``None`` = ``max_length // 4``.
         device: torch device.
     """
 
     def __init__(self, model_dir: str | os.PathLike, *, separator: str = "\n", label: int = 1,
-                 max_length: int = 512, max_prompt_tokens: int = 128, device: str = "cpu", batch_size: int = 16):
+                 max_length: int | None = None, max_prompt_tokens: int | None = None, device: str = "cpu",
+                 batch_size: int = 16):
         torch = require("torch")
         tf = _quiet_transformers()
         d = Path(model_dir)
@@ -418,6 +420,10 @@ class TokenClassificationPRM(BaseCritic):
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size: expected an int >= 1, got {batch_size!r}")
         limit = getattr(self.model.config, "max_position_embeddings", None)
+        if max_length is None:
+            max_length = min(1024, int(limit)) if limit is not None else 1024
+        if max_prompt_tokens is None:
+            max_prompt_tokens = max_length // 4
         if limit is not None and max_length > int(limit):
             raise ValueError(f"max_length: {max_length} exceeds the model's position limit {limit}")
         self.contract = StepContract.trl(separator=separator, max_length=max_length, max_prompt_tokens=max_prompt_tokens)
