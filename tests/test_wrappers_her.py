@@ -100,3 +100,20 @@ def test_compute_reward_batched_matches_step_rewards_through_pruner():
     moved = np.stack(dgs) + 0.5
     out2 = wrapped.compute_reward(np.stack(ags), moved, np.array(infos))
     assert not np.allclose(out2, out)
+
+
+def test_compute_reward_with_goal_independent_critic():
+    # a critic that sees only "observation": relabelling changes the base reward, not the potential
+    from prm_critic.models.state_critic import StateCriticNet, TorchStateCritic
+    from prm_critic.robotics.make import CriticInputLayout
+
+    env = make_env("FetchReach-v4")
+    layout = CriticInputLayout(["observation"], {"observation": 10})
+    critic = TorchStateCritic(StateCriticNet(10, hidden=(8,)), {"layout": layout.to_dict()})
+    wrapped = PRMRewardShaper(env, critic, gamma=GAMMA)
+    obs, _ = wrapped.reset(seed=0)
+    obs, r, *_, info = wrapped.step(wrapped.action_space.sample())
+    far = obs["desired_goal"] + 1.0
+    near = obs["achieved_goal"].copy()
+    out = wrapped.compute_reward(np.stack([near, near]), np.stack([far, near]), [info, info])
+    np.testing.assert_allclose(out, np.array([-1.0, 0.0]) + info["prm_shaping"], atol=1e-12)

@@ -111,14 +111,8 @@ class PRMRewardShaper(gym.Wrapper, gym.utils.RecordConstructorArgs):
                 "spec: mode 'subgoal' needs a task spec with [[subgoals]] (critic.spec or spec=...), got "
                 f"{None if self.task_spec is None else self.task_spec.name + ' without subgoals'}"
             )
+        # (achieved, desired) keys; a critic whose input lacks them is goal-independent under relabelling
         self.goal_keys = goal_keys(self.task_spec, env.observation_space)
-        if self.goal_keys is not None:
-            for k in self.goal_keys:
-                if k not in self.layout.slices and k == self.goal_keys[1]:
-                    raise ValueError(
-                        f"layout: goal-conditioned env but the desired goal {k!r} is not in the critic input "
-                        f"{list(self.layout.keys)}; compute_reward could not relabel the potential"
-                    )
         self._caller = CriticCaller(self.critic, self.head, self.deadline_s)
         self._x: np.ndarray | None = None
         self._phi: float | None = None
@@ -242,7 +236,7 @@ class PRMRewardShaper(gym.Wrapper, gym.utils.RecordConstructorArgs):
     def _shaping_for_goals(self, ag: np.ndarray, dg: np.ndarray, infos: Sequence[Mapping],
                            base: np.ndarray) -> np.ndarray:
         ach_key, des_key = self.goal_keys
-        des_sl = self.layout.slices[des_key]
+        des_sl = self.layout.slices.get(des_key)
         ach_sl = self.layout.slices.get(ach_key)
         n = dg.shape[0]
         shaping = np.zeros(n, dtype=np.float64)
@@ -255,7 +249,8 @@ class PRMRewardShaper(gym.Wrapper, gym.utils.RecordConstructorArgs):
                     "with stable-baselines3's HerReplayBuffer pass replay_buffer_kwargs=dict(copy_info_dict=True)"
                 )
             xn = np.asarray(inf["prm_next_x"], dtype=np.float32).reshape(-1)
-            same = np.array_equal(xn[des_sl], dg[i]) and (ach_sl is None or np.array_equal(xn[ach_sl], ag[i]))
+            same = ((des_sl is None or np.array_equal(xn[des_sl], dg[i]))
+                    and (ach_sl is None or np.array_equal(xn[ach_sl], ag[i])))
             if same and "prm_shaping" in inf:
                 shaping[i] = float(inf["prm_shaping"])
             else:
@@ -264,8 +259,9 @@ class PRMRewardShaper(gym.Wrapper, gym.utils.RecordConstructorArgs):
             return shaping
         x = np.stack([np.asarray(infos[i]["prm_x"], dtype=np.float32).reshape(-1) for i in todo])
         xn = np.stack([np.asarray(infos[i]["prm_next_x"], dtype=np.float32).reshape(-1) for i in todo])
-        x[:, des_sl] = dg[todo]
-        xn[:, des_sl] = dg[todo]
+        if des_sl is not None:
+            x[:, des_sl] = dg[todo]
+            xn[:, des_sl] = dg[todo]
         if ach_sl is not None:
             xn[:, ach_sl] = ag[todo]
         term = np.array([bool(infos[i]["prm_terminated"]) for i in todo])
