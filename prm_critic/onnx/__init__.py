@@ -2,7 +2,8 @@
 
 * :func:`export_state_critic` (torch -> ONNX, opset 18, metadata, parity-checked against torch);
 * :class:`OnnxCritic` (a :class:`~prm_critic.critic.BaseCritic` on onnxruntime, CPU/CUDA/TensorRT);
-* :func:`read_onnx_metadata`.
+* :func:`read_onnx_metadata`;
+* :func:`export_text_prm` / :class:`OnnxTextCritic`: the text PRM (MiniLM) on onnxruntime.
 
 ``onnx``/``onnxruntime`` come with ``pip install "prm-critic[onnx]"`` (GPU: ``prm-critic[gpu]``).
 The runtime does not import torch; the exporter does (imported on first use).
@@ -16,6 +17,8 @@ from prm_critic.onnx.runtime import PROVIDERS, OnnxCritic, OnnxModelError, insta
 __all__ = [
     "export_state_critic",
     "read_onnx_metadata",
+    "export_text_prm",
+    "OnnxTextCritic",
     "OnnxCritic",
     "OnnxModelError",
     "OnnxExportError",
@@ -26,12 +29,18 @@ __all__ = [
     "OUTPUT_NAME",
 ]
 
-_LAZY = {"export_state_critic", "read_onnx_metadata", "parity_check"}
+_LAZY = {
+    "export_state_critic": "prm_critic.onnx.export",
+    "read_onnx_metadata": "prm_critic.onnx.export",
+    "parity_check": "prm_critic.onnx.export",
+    "export_text_prm": "prm_critic.onnx.text",
+    "OnnxTextCritic": "prm_critic.onnx.text",
+}
 
 
 def __getattr__(name: str):
-    if name in _LAZY:  # the exporter imports torch; load it on first use only
-        from prm_critic.onnx import export
+    if name in _LAZY:  # the exporters import torch; load them on first use only
+        import importlib
 
-        return getattr(export, name)
+        return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'prm_critic.onnx' has no attribute {name!r}")
