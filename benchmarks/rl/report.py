@@ -25,7 +25,7 @@ from run import RESULTS, TASKS  # noqa: E402
 
 ORDER = ["sparse", "her", "prm", "prm_her"]
 COMMANDS = """\
-OMP_NUM_THREADS=1 python benchmarks/rl/sweep.py --plan core prune scales seeds   # resumable: finished runs are skipped
+OMP_NUM_THREADS=1 python benchmarks/rl/sweep.py --plan core more                # resumable: finished runs are skipped
 python benchmarks/rl/report.py                                                   # this file + the plot
 # one run:
 OMP_NUM_THREADS=1 python benchmarks/rl/run.py --task FetchReach-v4 --config prm_her --scale 10 --seed 0"""

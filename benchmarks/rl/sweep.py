@@ -1,7 +1,7 @@
 """Run the RL benchmark plan one run at a time (one CPU core), skipping finished runs.
 
     OMP_NUM_THREADS=1 python benchmarks/rl/sweep.py --plan core
-    OMP_NUM_THREADS=1 python benchmarks/rl/sweep.py --plan scales prune seeds
+    OMP_NUM_THREADS=1 python benchmarks/rl/sweep.py --plan more
     python benchmarks/rl/report.py
 
 Each run is a subprocess (``run.py``): a crash or kill affects that run only; rerunning the sweep
@@ -27,21 +27,18 @@ PLANS = {
         (FR, "sparse", (0,), 1.0, False), (FR, "prm", (0,), 10.0, False),
         (UM, "her", (0,), 1.0, False), (UM, "prm_her", (0,), 10.0, False),
         (FR, "her", (1,), 1.0, False), (FR, "prm_her", (1,), 10.0, False),
+        (FR, "prm_her", (0,), 10.0, True),     # dead-end pruning
+        (FR, "prm_her", (0,), 1.0, False),     # second shaping scale
         (UM, "sparse", (0,), 1.0, False), (UM, "prm", (0,), 10.0, False),
         (FR, "sparse", (1,), 1.0, False), (FR, "prm", (1,), 10.0, False),
     ],
-    "scales": [
-        (FR, "prm_her", (0, 1), 1.0, False),
-        (FR, "prm", (0,), 1.0, False),
-    ],
-    "prune": [
-        (FR, "prm_her", (0,), 10.0, True),
+    "more": [
         (UM, "prm_her", (0,), 10.0, True),
-    ],
-    "seeds": [
+        (FR, "prm", (0,), 1.0, False), (FR, "prm_her", (1,), 1.0, False),
         (FR, "her", (2,), 1.0, False), (FR, "prm_her", (2,), 10.0, False),
         (FR, "sparse", (2,), 1.0, False), (FR, "prm", (2,), 10.0, False),
         (UM, "her", (1,), 1.0, False), (UM, "prm_her", (1,), 10.0, False),
+        (UM, "sparse", (1,), 1.0, False), (UM, "prm", (1,), 10.0, False),
     ],
     # Not run in the first session (~200k+ steps per run; TQC+HER reaches 80% at ~180k in the zoo).
     "push": [
