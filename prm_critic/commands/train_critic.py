@@ -28,8 +28,9 @@ def register(sub) -> None:
     p.add_argument("--label", required=True, choices=["subgoal", "mc", "outcome"], help="success label family")
     p.add_argument("--out", required=True, help="checkpoint path (stem, or .safetensors / .json)")
     p.add_argument("--epochs", type=int, default=30, help="training epochs (default 30)")
-    p.add_argument("--pairwise-weight", type=float, default=0.5,
-                   help="weight of the pairwise ranking loss on successful episodes; 0 disables (default 0.5)")
+    p.add_argument("--pairwise-weight", type=float, default=0.1,
+                   help="weight of the pairwise ranking loss on successful episodes; 0 disables (default 0.1: "
+                   "most of the rank-correlation gain for little label error, see docs/results/state_critic_pairwise.md)")
     p.add_argument("--pairwise-margin", type=float, default=0.0, help="logit margin of the ranking loss (default 0)")
     p.add_argument("--holdout", type=float, default=0.2, help="fraction of episodes held out for evaluation (default 0.2)")
     p.add_argument("--seed", type=int, default=0, help="seed of the split, init and batches (default 0)")
