@@ -81,6 +81,8 @@ def test_algorithm_paths_train_save_load_predict(tmp_path, algo, her, steps, nor
         stored = model.replay_buffer.rewards[:n, 0]
         np.testing.assert_allclose(stored, shaped[:n], rtol=1e-5, atol=1e-5)
         assert not np.allclose(stored, np.asarray(rec.original)[:n])
+    # one source of truth for gamma: the shaper inside the vec env uses the algorithm's gamma
+    assert model.get_env().get_attr("gamma") == [model.gamma]
     # pruning happened (threshold 0.2 on a random policy) and was counted
     assert model.prm_stats.pruned_episodes > 0
     # checkpoint: safetensors + JSON, no pickle; load -> same deterministic actions
