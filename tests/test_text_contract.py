@@ -100,4 +100,4 @@ def test_contract_errors(tok):
         StepContract().encode(tok, "p", ["a", 3])
     with pytest.raises(ValueError, match=r"contract: unknown field\(s\) \['max_len'\]"):
         StepContract.from_dict({"max_len": 3})
-    assert StepContract.from_dict(StepContract(max_length=200).to_dict()) == StepContract(max_length=200)
+    assert StepContract.from_dict(StepContract(max_length=300).to_dict()) == StepContract(max_length=300)

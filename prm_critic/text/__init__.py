@@ -9,7 +9,14 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from prm_critic.text.contract import Encoded, StepContract, TokenLayout, block_causal_mask, pad_batch
+from prm_critic.text.contract import (
+    Encoded,
+    StepContract,
+    TokenLayout,
+    block_causal_mask,
+    check_text_steps,
+    pad_batch,
+)
 from prm_critic.text.steps import TextStep, format_tool_step
 from prm_critic.text.trl_format import (
     StepwiseExample,
@@ -37,6 +44,7 @@ __all__ = [
     "Encoded",
     "pad_batch",
     "block_causal_mask",
+    "check_text_steps",
     "StepwiseExample",
     "read_stepwise_jsonl",
     "write_stepwise_jsonl",

@@ -40,7 +40,9 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-__all__ = ["StepContract", "TokenLayout", "Encoded", "pad_batch", "block_causal_mask"]
+from prm_critic.text.steps import TextStep
+
+__all__ = ["StepContract", "TokenLayout", "Encoded", "pad_batch", "block_causal_mask", "check_text_steps"]
 
 _OPEN = ("cls", "bos", "none")
 
@@ -311,3 +313,16 @@ def block_causal_mask(attention_mask, segment_ids):
     ``segment_ids[j] <= segment_ids[i]``. Works on numpy arrays and torch tensors alike."""
     keys_ok = attention_mask[:, None, :] > 0
     return (segment_ids[:, None, :] <= segment_ids[:, :, None]) & keys_ok
+
+
+def check_text_steps(steps: Any, name: str = "steps") -> list[TextStep]:
+    """Validate a batch of TextSteps: a non-empty sequence whose items are all :class:`TextStep`."""
+    if isinstance(steps, (str, bytes, TextStep)) or not isinstance(steps, Sequence):
+        raise TypeError(f"{name}: expected a sequence of TextStep, got {type(steps).__name__}")
+    steps = list(steps)
+    if not steps:
+        raise ValueError(f"{name}: expected a non-empty batch of TextStep, got 0 steps")
+    for i, s in enumerate(steps):
+        if not isinstance(s, TextStep):
+            raise TypeError(f"{name}[{i}]: expected TextStep, got {type(s).__name__} ({str(s)[:60]!r})")
+    return steps

