@@ -212,3 +212,26 @@ def test_cuda_graph_batch1_parity(models):
     for _ in range(5):  # the captured graph is replayed with new inputs each time
         v = rng.standard_normal(31).astype(np.float32)
         assert c.score_one(v) == pytest.approx(tuple(_ref(models["net"], v[None])[0]), rel=1e-3, abs=1e-4)
+
+
+def test_batch1_fast_path_still_validates(models):
+    c = OnnxCritic(models["push_b1"], provider="cpu")
+    x = np.zeros((1, 31))
+    x[0, 2] = np.nan
+    with pytest.raises(ValueError, match=r"steps: expected finite values, got nan at index \(0, 2\)"):
+        c.score(x)
+    ok = np.zeros((1, 31))
+    assert c.score(ok).progress[0] == pytest.approx(float(_ref(models["net"], ok)[0, 0]), rel=1e-4)
+
+
+def test_runtime_does_not_import_torch(models):
+    """A deploy box needs onnxruntime and numpy, not torch."""
+    import subprocess
+    import sys
+
+    code = ("import sys; import numpy as np; from prm_critic.onnx import OnnxCritic; "
+            f"c = OnnxCritic({str(models['push'])!r}, provider='cpu'); c.score_one(np.zeros(31)); "
+            "print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False"

@@ -1,4 +1,5 @@
-"""``prm-critic export``: export a state-critic checkpoint to one self-contained ONNX file."""
+"""``prm-critic export``: export a state-critic checkpoint (or a spec's SubgoalCritic) to one
+self-contained ONNX file."""
 
 from __future__ import annotations
 
@@ -12,9 +13,13 @@ def register(sub) -> None:
         description="Export a state-critic checkpoint (.safetensors + .json) to one .onnx file with "
         "normalisation and metadata inside; the export is checked against torch before it is written.",
     )
-    p.add_argument("--checkpoint", required=True, help="checkpoint path (.safetensors, .json or their common stem)")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--checkpoint", help="state-critic checkpoint path (.safetensors, .json or their common stem)")
+    src.add_argument("--subgoal-spec", metavar="SPEC",
+                     help="export the no-training SubgoalCritic of this task spec (name or .toml) instead")
     p.add_argument("--out", default=None,
-                   help="output .onnx file (default: export/<checkpoint name>.onnx, or .b1.onnx for --batch 1)")
+                   help="output .onnx file (default: export/<checkpoint name>.onnx or export/subgoal_<task>.onnx; "
+                        ".b1.onnx for --batch 1)")
     p.add_argument("--batch", default="dynamic", choices=["1", "dynamic"],
                    help="'dynamic' (any batch size) or '1' (fixed batch 1, for control loops); default dynamic")
     p.add_argument("--opset", type=int, default=18, help="ONNX opset (default 18)")
@@ -28,10 +33,28 @@ def run(args) -> int:
 
     batch = 1 if args.batch == "1" else "dynamic"
     out = args.out
-    if out is None:
-        stem = checkpoint_paths(args.checkpoint)[0].with_suffix("").name
-        out = Path("export") / (f"{stem}.b1.onnx" if batch == 1 else f"{stem}.onnx")
-    path = export_state_critic(args.checkpoint, out, batch=batch, opset=args.opset, task=args.task)
+    if args.subgoal_spec is not None:
+        from prm_critic.onnx.export import export_subgoal_critic
+        from prm_critic.robotics.make import make_env
+        from prm_critic.robotics.spec import load_spec
+        from prm_critic.robotics.subgoals import SubgoalCritic
+
+        if args.task is not None:
+            raise ValueError("--task: not used with --subgoal-spec (the spec names the task)")
+        spec = load_spec(args.subgoal_spec)
+        stem = f"subgoal_{spec.name}"
+        env = make_env(spec)
+        try:
+            critic = SubgoalCritic(spec, env)
+        finally:
+            env.close()
+        out = out if out is not None else Path("export") / (f"{stem}.b1.onnx" if batch == 1 else f"{stem}.onnx")
+        path = export_subgoal_critic(critic, out, batch=batch, opset=args.opset)
+    else:
+        if out is None:
+            stem = checkpoint_paths(args.checkpoint)[0].with_suffix("").name
+            out = Path("export") / (f"{stem}.b1.onnx" if batch == 1 else f"{stem}.onnx")
+        path = export_state_critic(args.checkpoint, out, batch=batch, opset=args.opset, task=args.task)
     meta = read_onnx_metadata(path)
     print(f"wrote {path} ({path.stat().st_size} bytes): task={meta.get('task')!r} obs_dim={meta['obs_dim']} "
           f"batch={meta['batch']} opset={meta['opset']} exporter={meta['exporter']} "

@@ -50,6 +50,7 @@ from prm_critic.onnx._meta import (
 __all__ = [
     "OnnxExportError",
     "export_state_critic",
+    "export_subgoal_critic",
     "read_onnx_metadata",
     "decode_metadata",
     "parity_check",
@@ -170,14 +171,15 @@ def _quiet_exporter():
             lg.setLevel(lv)
 
 
-def _export_proto(net: StateCriticNet, batch: int | str, opset: int):
-    """torch -> ModelProto. Dynamo exporter first; the legacy (TorchScript) exporter only if it fails."""
+def _export_proto(net, batch: int | str, opset: int, obs_dim: int | None = None):
+    """torch module ``(B, D) -> (B, 2)`` -> ModelProto. Dynamo exporter first; the legacy
+    (TorchScript) exporter only if it fails (with a warning saying so)."""
     import torch
 
     onnx = require("onnx")
     require("onnxscript")
     module = _ObsToScores.build(net)
-    x = torch.zeros(1, net.obs_dim, dtype=torch.float32)
+    x = torch.zeros(1, int(obs_dim if obs_dim is not None else net.obs_dim), dtype=torch.float32)
     dynamo_error: Exception | None = None
     try:
         with _quiet_exporter(), torch.no_grad():
@@ -229,14 +231,16 @@ def _parity_inputs(net: StateCriticNet, realistic: np.ndarray | None, seed: int 
 
 def parity_check(
     model_bytes: bytes,
-    net: StateCriticNet,
+    net: Any,
     inputs: Mapping[str, np.ndarray],
     *,
     batch: int | str,
     rtol: float = RTOL,
     atol: float = ATOL,
 ) -> dict[str, float]:
-    """Compare onnxruntime (CPU) with torch on each input set; returns max abs error per set.
+    """Compare onnxruntime (CPU) with the reference on each input set; returns max abs error per set.
+
+    ``net`` is the torch module that was exported, or a callable ``(N, D) float32 -> (N, 2)``.
 
     Raises:
         OnnxExportError: naming the input set, the worst element and the tolerances.
@@ -249,10 +253,16 @@ def parity_check(
     so.inter_op_num_threads = 1
     sess = ort.InferenceSession(model_bytes, so, providers=["CPUExecutionProvider"])
     errors: dict[str, float] = {}
-    net = net.eval()
+    if isinstance(net, torch.nn.Module):
+        module = net.eval()
+
+        def reference(x):
+            with torch.no_grad():
+                return module(torch.from_numpy(x)).numpy()
+    else:  # a callable (N, D) -> (N, 2), e.g. the numpy subgoal critic
+        reference = net
     for name, x in inputs.items():
-        with torch.no_grad():
-            ref = net(torch.from_numpy(x)).numpy()
+        ref = np.asarray(reference(x), dtype=np.float32)
         if batch == "dynamic":
             got = sess.run([OUTPUT_NAME], {INPUT_NAME: x})[0]
         else:
@@ -268,6 +278,25 @@ def parity_check(
                 f"onnx {got[i]!r} vs torch {ref[i]!r} (|diff| {err[i]:.3g} > atol {atol} + rtol {rtol} * |torch|)"
             )
     return errors
+
+
+def _check_args(batch, opset, out_path, extra_meta) -> tuple[int | str, Path]:
+    if isinstance(batch, str) and batch.strip() == "1":
+        batch = 1
+    if isinstance(batch, bool) or batch not in ("dynamic", 1):
+        raise OnnxExportError(f"batch: expected 'dynamic' or 1, got {batch!r}")
+    onnx = require("onnx")
+    max_opset = onnx.defs.onnx_opset_version()
+    if isinstance(opset, bool) or not isinstance(opset, int) or not 17 <= opset <= max_opset:
+        raise OnnxExportError(f"opset: expected an int in [17, {max_opset}] (default {DEFAULT_OPSET}), got {opset!r}")
+    out = Path(out_path)
+    if out.suffix != ".onnx":
+        raise OnnxExportError(f"out_path: expected a file name ending in .onnx, got {str(out)!r}")
+    if out.is_dir():
+        raise OnnxExportError(f"out_path: {str(out)!r} is a directory; expected a .onnx file path")
+    if extra_meta is not None and not isinstance(extra_meta, Mapping):
+        raise OnnxExportError(f"extra_meta: expected a dict of JSON-serialisable values, got {type(extra_meta).__name__}")
+    return batch, out
 
 
 def export_state_critic(
@@ -301,21 +330,7 @@ def export_state_critic(
     Raises:
         OnnxExportError: bad arguments, checker failure, or a parity failure (no file is left behind).
     """
-    if isinstance(batch, str) and batch.strip() == "1":
-        batch = 1
-    if isinstance(batch, bool) or batch not in ("dynamic", 1):
-        raise OnnxExportError(f"batch: expected 'dynamic' or 1, got {batch!r}")
-    onnx = require("onnx")
-    max_opset = onnx.defs.onnx_opset_version()
-    if isinstance(opset, bool) or not isinstance(opset, int) or not 17 <= opset <= max_opset:
-        raise OnnxExportError(f"opset: expected an int in [17, {max_opset}] (default {DEFAULT_OPSET}), got {opset!r}")
-    out = Path(out_path)
-    if out.suffix != ".onnx":
-        raise OnnxExportError(f"out_path: expected a file name ending in .onnx, got {str(out)!r}")
-    if out.is_dir():
-        raise OnnxExportError(f"out_path: {str(out)!r} is a directory; expected a .onnx file path")
-    if extra_meta is not None and not isinstance(extra_meta, Mapping):
-        raise OnnxExportError(f"extra_meta: expected a dict of JSON-serialisable values, got {type(extra_meta).__name__}")
+    batch, out = _check_args(batch, opset, out_path, extra_meta)
 
     net, meta = _resolve_net(critic_or_checkpoint_path)
     net = net.eval()
@@ -328,16 +343,6 @@ def export_state_critic(
         realistic = as_obs_batch(parity_inputs, net.obs_dim, name="parity_inputs")
 
     proto, exporter = _export_proto(net, batch, opset)
-
-    # single file: every initializer must be inline
-    from onnx.external_data_helper import uses_external_data
-
-    ext = [t.name for t in proto.graph.initializer if uses_external_data(t)]
-    if ext:
-        raise OnnxExportError(f"export: initializers {ext} use external data; expected one self-contained file")
-    opsets = {o.domain: o.version for o in proto.opset_import}
-    if opsets.get("", opsets.get("ai.onnx")) != opset:
-        raise OnnxExportError(f"export: the graph has opset {opsets}, expected default-domain opset {opset}")
 
     spec = meta.get("spec") if isinstance(meta.get("spec"), Mapping) else None
     table = _spec_table(meta)
@@ -365,22 +370,171 @@ def export_state_critic(
     }
     if spec is not None:
         props["spec"] = _jsonable(dict(spec), "meta['spec']")
-    onnx.helper.set_model_props(proto, props)
+    data = _finalize(proto, props, opset)
+    parity_check(data, net, _parity_inputs(net, realistic), batch=batch)
+    return _write(out, data)
+
+
+def _finalize(proto, props: Mapping[str, str], opset: int) -> bytes:
+    """Check single-file + opset, set the metadata, run the checker; the serialized model."""
+    onnx = require("onnx")
+    from onnx.external_data_helper import uses_external_data
+
+    ext = [t.name for t in proto.graph.initializer if uses_external_data(t)]
+    if ext:
+        raise OnnxExportError(f"export: initializers {ext} use external data; expected one self-contained file")
+    opsets = {o.domain: o.version for o in proto.opset_import}
+    if opsets.get("", opsets.get("ai.onnx")) != opset:
+        raise OnnxExportError(f"export: the graph has opset {opsets}, expected default-domain opset {opset}")
+    onnx.helper.set_model_props(proto, dict(props))
     proto.producer_name = "prm-critic"
     proto.producer_version = __version__
     try:
         onnx.checker.check_model(proto, full_check=True)
     except onnx.checker.ValidationError as exc:
         raise OnnxExportError(f"export: onnx.checker rejected the exported graph: {exc}") from exc
-    data = proto.SerializeToString()
+    return proto.SerializeToString()
 
-    parity_check(data, net, _parity_inputs(net, realistic), batch=batch)
 
+def _write(out: Path, data: bytes) -> Path:
     atomic_write_bytes(out, data)
     sidecar = [p.name for p in out.parent.glob(out.name + ".data")]
     if sidecar:  # pragma: no cover - guarded above; kept as a last line of defence
         raise OnnxExportError(f"export: unexpected external data file(s) {sidecar} next to {str(out)!r}")
     return out
+
+
+def _subgoal_module(critic):
+    """Torch twin of ``SubgoalCritic.score`` for ``distance`` subgoals, computed in float64 like numpy::
+
+        d_k      = ||obs[a_k] - obs[b_k]||,  holds_k = d_k < threshold_k
+        m        = max_k (k + 1) * holds_k                       (0 if none holds)
+        inside   = sum_k [m == k] * clip(1 - d_k / scale_k, 0, 1)
+        progress = clip((m + inside) / n, 0, 1)
+        success  = 1 if all subgoals hold else progress
+    """
+    import torch
+
+    ev = critic.evaluator
+    subgoals = list(critic.spec.subgoals)
+    bad = [s.name for s in subgoals if s.kind != "distance"]
+    if bad:
+        raise OnnxExportError(
+            f"critic: subgoals {bad} of spec {critic.spec.name!r} are of kind "
+            f"{sorted({s.kind for s in subgoals if s.kind != 'distance'})}; ONNX export supports 'distance' subgoals "
+            "only (maze_path needs the maze's shortest-path table) - export a trained StateCriticNet instead"
+        )
+    if not subgoals:
+        raise OnnxExportError(f"critic: spec {critic.spec.name!r} has no subgoals; nothing to export")
+    idx = [((ia.start, ia.stop), (ib.start, ib.stop)) for ia, ib in ev._idx]
+
+    class SubgoalProgress(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("thr", torch.tensor([s.threshold for s in subgoals], dtype=torch.float64))
+            self.register_buffer("scale", torch.tensor([s.scale for s in subgoals], dtype=torch.float64))
+            self.register_buffer("rank", torch.arange(1, len(subgoals) + 1, dtype=torch.float64))
+
+        def forward(self, obs):
+            x = obs.to(torch.float64)
+            d = torch.stack([torch.sqrt(((x[:, a0:a1] - x[:, b0:b1]) ** 2).sum(dim=1)) for (a0, a1), (b0, b1) in idx],
+                            dim=1)
+            holds = (d < self.thr).to(torch.float64)
+            m = (holds * self.rank).amax(dim=1)
+            inside_k = torch.clamp(1.0 - d / self.scale, 0.0, 1.0)
+            current = (m[:, None] == (self.rank - 1.0)[None, :]).to(torch.float64)
+            inside = (current * inside_k).sum(dim=1)
+            progress = torch.clamp((m + inside) / float(len(subgoals)), 0.0, 1.0)
+            all_hold = holds.amin(dim=1)
+            success = all_hold + (1.0 - all_hold) * progress
+            return torch.stack([progress, success], dim=1).to(torch.float32)
+
+    return SubgoalProgress().eval()
+
+
+def _subgoal_parity_inputs(critic, realistic: np.ndarray | None, seed: int = 0) -> dict[str, np.ndarray]:
+    """Random inputs plus inputs where each subgoal straddles its threshold (so every stage is hit)."""
+    rng = np.random.default_rng(seed)
+    d = critic.obs_dim
+    base = rng.uniform(-1.0, 1.0, (256, d))
+    near = base.copy()
+    for s, (ia, ib) in zip(critic.spec.subgoals, critic.evaluator._idx):
+        n = ia.stop - ia.start
+        direction = rng.standard_normal((len(near), n))
+        direction /= np.linalg.norm(direction, axis=1, keepdims=True)
+        dist = rng.uniform(0.0, 2.5 * max(s.threshold, s.scale), (len(near), 1))
+        keep = rng.random(len(near)) < 0.7  # some rows keep their random (far) pair
+        near[keep, ib] = near[keep, ia] + (direction * dist)[keep]
+    sets = {"random_uniform": base, "subgoal_boundaries": near}
+    if realistic is not None:
+        sets["realistic_given"] = realistic
+    return {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in sets.items()}
+
+
+def export_subgoal_critic(
+    critic: Any,
+    out_path: "str | os.PathLike",
+    *,
+    batch: "int | str" = "dynamic",
+    opset: int = DEFAULT_OPSET,
+    extra_meta: Mapping[str, Any] | None = None,
+    parity_inputs: np.ndarray | None = None,
+) -> Path:
+    """Export a :class:`~prm_critic.robotics.subgoals.SubgoalCritic` (the no-training spec critic).
+
+    Same interface and metadata as :func:`export_state_critic` (``obs`` ``(B, D)`` -> ``scores``
+    ``(B, 2)``; task, layout and spec stored), so :class:`OnnxCritic` runs it. Computed in float64
+    inside the graph, like the numpy critic; parity is checked against ``critic.score`` on random
+    inputs, inputs straddling every subgoal threshold, and ``parity_inputs``.
+
+    Raises:
+        OnnxExportError: a spec with non-``distance`` subgoals (``maze_path``), bad arguments, or a
+            parity failure.
+    """
+    from prm_critic.robotics.subgoals import SubgoalCritic
+
+    if not isinstance(critic, SubgoalCritic):
+        raise TypeError(f"critic: expected a SubgoalCritic, got {type(critic).__name__}")
+    batch, out = _check_args(batch, opset, out_path, extra_meta)
+    module = _subgoal_module(critic)
+    realistic = None
+    if parity_inputs is not None:
+        from prm_critic.critic import as_obs_batch
+
+        realistic = as_obs_batch(parity_inputs, critic.obs_dim, name="parity_inputs")
+    proto, exporter = _export_proto(module, batch, opset, obs_dim=critic.obs_dim)
+    spec = critic.spec
+    props = {
+        "prm_critic.format": FORMAT,
+        "format_version": str(FORMAT_VERSION),
+        "prm_critic.version": __version__,
+        "task": spec.name,
+        "env_id": spec.env_id,
+        "layout": _jsonable(critic.layout.to_dict(), "layout"),
+        "obs_dim": str(critic.obs_dim),
+        "batch": str(batch),
+        "input_name": INPUT_NAME,
+        "output_name": OUTPUT_NAME,
+        "heads": _jsonable(list(HEADS), "heads"),
+        "label_family": "subgoal",
+        "label_semantics": LABEL_SEMANTICS + " (spec subgoal progress; success = 1 when all subgoals hold, "
+                           "else progress)",
+        "normalization": _jsonable({"inside_graph": False, "identity": True, "formula": "none: spec distances"},
+                                   "normalization"),
+        "net": _jsonable({"kind": "subgoal", "subgoals": [s.name for s in spec.subgoals], "dtype": "float64"}, "net"),
+        "opset": str(opset),
+        "exporter": exporter,
+        "extra": _jsonable(dict(extra_meta or {}), "extra_meta"),
+        "spec": _jsonable(spec.to_dict(), "spec"),
+    }
+    data = _finalize(proto, props, opset)
+
+    def reference(x):
+        sc = critic.score(x)
+        return np.stack([sc.progress, sc.success], axis=1)
+
+    parity_check(data, reference, _subgoal_parity_inputs(critic, realistic), batch=batch, rtol=1e-6, atol=1e-6)
+    return _write(out, data)
 
 
 def read_onnx_metadata(path: "str | os.PathLike") -> dict[str, Any]:
