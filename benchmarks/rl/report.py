@@ -126,13 +126,17 @@ def table(data) -> str:
             prune = "-"
             dones = [r["done"] for r in runs if r["done"]]
             if "prune" in label and dones:
-                prune = "; ".join(f"{d['pruned_episodes']}/{d['episodes']} eps, {d['pruned_env_steps']} steps in pruned eps"
-                                  for d in dones)
+                prune = "; ".join(
+                    f"{d['pruned_episodes']}/{d['episodes']} episodes pruned, "
+                    f"{d.get('pruner_stats', {}).get('steps_saved', 'unmeasured')} env steps saved" for d in dones)
             summary[label] = (s50, s80, last_step)
             lines.append(f"| {label} | {seeds} | {fmt_steps(s50, last_step)} | {fmt_steps(s80, last_step)} | "
                          f"{np.mean(finals):.2f}; {', '.join(f'{f:.2f}' for f in finals)} | "
                          f"{np.mean(walls) / 60:.1f} min ({tw / 60:.1f} + {ew / 60:.1f}) | {prune} |")
-        lines += ["", *goals(summary), ""]
+        total = sum(r["rows"][-1]["train_wall_s"] + r["rows"][-1]["eval_wall_s"]
+                    for label in data[task] for r in data[task][label])
+        lines += ["", f"Wall-clock used for {task}: {total / 60:.0f} min (all runs above, train + eval).", "",
+                  *goals(summary), ""]
     return "\n".join(lines)
 
 

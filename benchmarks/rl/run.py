@@ -118,6 +118,8 @@ def run_one(task: str, config: str, seed: int, steps: int | None = None, *, scal
         "pruned_env_steps": int(sum(h["l"] for h in stats.history if h["pruned"])),
         "train_success_last100": (sum(h["success"] for h in stats.history[-100:]) / max(1, len(stats.history[-100:]))),
     }
+    if prune:  # the DeadEndPruner's own counters (first "stats" attribute down the env chain)
+        summary["pruner_stats"] = model.get_env().get_attr("stats")[0]
     atomic_write_bytes(marker, json.dumps(summary, indent=2).encode())
     print(json.dumps(summary))
     return out
