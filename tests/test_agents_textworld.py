@@ -174,3 +174,51 @@ def test_langgraph_json_is_valid_and_graph_imports():
         spec.loader.exec_module(mod)
         g = getattr(mod, attr)
         assert hasattr(g, "invoke") and "agent" in g.get_graph().nodes
+
+
+def test_graph_accepts_any_chat_model_with_tool_calls(game):
+    """A scripted chat model stands in for an LLM (no LLM runs offline): the graph binds the tools
+    and executes the model's tool calls on the real game."""
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+    from langchain_core.messages import AIMessage
+
+    from agents.textworld_agent.graph import build_graph
+
+    class ScriptedModel(GenericFakeChatModel):
+        def bind_tools(self, tools, **kw):
+            self.__dict__["bound"] = [t.name for t in tools]
+            return self
+
+    script = iter([
+        AIMessage("", tool_calls=[{"name": "act", "args": {"command": "examine cookbook"}, "id": "1"}]),
+        AIMessage("", tool_calls=[{"name": "look", "args": {}, "id": "2"}]),
+        AIMessage("", tool_calls=[{"name": "act", "args": {"command": ""}, "id": "3"}]),
+        AIMessage("I am done."),
+    ])
+    model = ScriptedModel(messages=script)
+    g = build_graph(model).compile()
+    assert model.__dict__["bound"] == ["act", "look", "inventory"]
+    out = g.invoke({"game": str(game), "max_steps": 10}, {"recursion_limit": 50})
+    tool_msgs = [m for m in out["messages"] if type(m).__name__ == "ToolMessage"]
+    assert "Recipe" in tool_msgs[0].content and "Kitchen" in tool_msgs[1].content
+    assert tool_msgs[2].status == "error" and "act.command: expected a non-empty game command" in tool_msgs[2].content
+    assert out["commands"] == ["examine cookbook", "look"]
+    assert out["messages"][-1].content == "I am done."
+
+
+def test_beam_search_prunes_losing_steps(game):
+    from prm_critic.critic import BaseCritic, StepScores
+
+    from agents.textworld_agent.search import run_beam
+
+    class LossDetector(BaseCritic):
+        """A rule critic (not learned): 0 for a step whose feedback says the game is lost."""
+
+        def score(self, steps):
+            s = np.array([0.0 if "You lost" in t.step else 0.5 for t in steps], np.float32)
+            return StepScores(s, s)
+
+    res = run_beam(game, np.random.default_rng(0), LossDetector(), beam_width=2, branch_factor=3, max_steps=4,
+                   dead_end_threshold=0.1)
+    assert not res.lost and res.steps <= 4
+    assert res.policy_calls == res.tool_calls <= 2 * 3 * 4

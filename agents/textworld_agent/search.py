@@ -22,6 +22,7 @@ Methods:
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, asdict
 from pathlib import Path
 from typing import Callable, Sequence
@@ -158,6 +159,7 @@ def run_beam(path: str | Path, rng: np.random.Generator, critic: BaseCritic, *, 
     policy = policy or BasePolicy()
     sim = TextWorldGame(path, max_steps=max_steps)
     counters = {"tools": 0, "lost": 0}
+    lock = threading.Lock()  # LangGraph runs the Send branches in threads; one simulator, one at a time
     try:
         intro = sim.reset()
         root = {"commands": [], "admissible": intro.admissible, "won": False, "lost": False, "done": False}
@@ -168,8 +170,9 @@ def run_beam(path: str | Path, rng: np.random.Generator, critic: BaseCritic, *, 
             cands = policy.sample(state["admissible"], state["commands"], rng, n=k, distinct=True)
             out = []
             for c in cands:
-                sim.replay(state["commands"])
-                x = sim.step(c)
+                with lock:
+                    sim.replay(state["commands"])
+                    x = sim.step(c)
                 counters["tools"] += 1
                 counters["lost"] += int(x.lost)
                 out.append((step_text(c, x.feedback), {"commands": state["commands"] + [c], "admissible": x.admissible,
