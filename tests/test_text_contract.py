@@ -71,6 +71,24 @@ def test_trajectory_windows_match_per_prefix_context(tok):
     assert len(c.encode_trajectory(tok, prompt, steps[:2])) == 1
 
 
+def test_refill_shares_windows_on_long_trajectories(tok):
+    prompt = "cook the meal"
+    steps = [f"call go(room {i})\nresult: you are in room {i}" for i in range(40)]
+    lazy = StepContract(max_length=64, max_prompt_tokens=8, refill=0.5)
+    tight = StepContract(max_length=64, max_prompt_tokens=8, refill=1.0)
+    w_lazy, w_tight = lazy.encode_trajectory(tok, prompt, steps), tight.encode_trajectory(tok, prompt, steps)
+    n_tok = lambda ws: sum(len(w) for w in ws)  # noqa: E731
+    assert len(w_lazy) < 40 / 2 and len(w_tight) > 30  # refill=1.0: about one window per step
+    assert n_tok(w_lazy) < n_tok(w_tight) / 2
+    # refill=1.0 keeps the most history that fits; refill=0.5 never keeps more
+    for t in range(40):
+        a, b = lazy.encode(tok, prompt, steps[: t + 1]), tight.encode(tok, prompt, steps[: t + 1])
+        assert a.first_step >= b.first_step
+        assert b.step_indices[-1] == a.step_indices[-1] == t
+    with pytest.raises(ValueError, match=r"refill: expected a float in \(0, 1\], got 0"):
+        StepContract(refill=0)
+
+
 def test_pad_batch_and_mask(tok):
     c = StepContract()
     a = c.encode(tok, "p", ["a b c", "d"])

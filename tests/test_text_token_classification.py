@@ -68,8 +68,14 @@ def test_truncation_keeps_late_steps(model_dir):
     steps = ["you are in a room"] * 6 + ["take the key"]
     out = prm.score([TextStep("find the key", tuple(steps[:-1]), steps[-1])])
     assert out.extra["truncated"][0] == 1.0
-    kept = ["you are in a room"] * 1 + ["take the key"]  # 3 + 6 + 4 tokens fit in 16
+    # step budget 16 - 3 prompt tokens = 13; each room step costs 6 (with its separator): on every
+    # overflow the history is cut to <= refill * 13 = 6.5 tokens, so the last step keeps no history
+    kept = ["take the key"]
     assert out.success[0] == pytest.approx(manual_score(model_dir, "find the key", kept), abs=1e-5)
+    full = TokenClassificationPRM(model_dir, separator="[SEP]", max_length=16, max_prompt_tokens=4, refill=1.0)
+    kept = ["you are in a room", "take the key"]  # refill=1.0 drops as little as possible: 3 + 6 + 4 <= 16
+    assert full.score([TextStep("find the key", tuple(steps[:-1]), steps[-1])]).success[0] == pytest.approx(
+        manual_score(model_dir, "find the key", kept), abs=1e-5)
 
 
 def test_errors(model_dir, tmp_path):

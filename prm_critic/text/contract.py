@@ -19,7 +19,13 @@ nothing, ``close`` = ``sep`` after the prompt or nothing)::
 
   1. the prompt keeps its HEAD: at most ``max_prompt_tokens`` tokens (the objective is usually
      stated first);
-  2. whole steps of OLDER history are dropped from the left until the rest fits;
+  2. whole steps of OLDER history are dropped from the left: when the window overflows, oldest
+     steps are dropped until the kept steps use at most ``refill`` of the step budget (default
+     0.5). The kept history then stays put until the window overflows again, so consecutive steps
+     share one window and a long trajectory is scored with about ``1 / (1 - refill)`` times its
+     tokens instead of one window per step. ``refill=1.0`` drops as little as possible (every step
+     beyond the limit then needs its own window). The start of step ``t``'s context is a
+     deterministic function of ``(prompt, steps[:t+1])`` (:meth:`StepContract.starts`);
   3. if the scored step alone still does not fit, its own text is cut from the left (its end,
      where a tool result's outcome usually is, is kept).
 
@@ -106,6 +112,8 @@ class StepContract:
         open: what starts the sequence: ``"cls"`` (BERT ``[CLS]``), ``"bos"`` (the tokenizer's
             BOS if it has one, as TRL does), or ``"none"``.
         close_prompt: append the separator after the prompt too (BERT style); TRL does not.
+        refill: in (0, 1]: after an overflow, the kept steps use at most this fraction of the
+            step budget (see the truncation rule above).
     """
 
     max_length: int = 512
@@ -113,6 +121,7 @@ class StepContract:
     separator: str | None = None
     open: str = "cls"
     close_prompt: bool = True
+    refill: float = 0.5
 
     def __post_init__(self):
         if isinstance(self.max_length, bool) or not isinstance(self.max_length, int) or self.max_length < 8:
@@ -128,6 +137,9 @@ class StepContract:
             raise ValueError(f"open: expected one of {_OPEN}, got {self.open!r}")
         if not isinstance(self.close_prompt, bool):
             raise ValueError(f"close_prompt: expected a bool, got {self.close_prompt!r}")
+        if (isinstance(self.refill, bool) or not isinstance(self.refill, (int, float))
+                or not 0.0 < float(self.refill) <= 1.0):
+            raise ValueError(f"refill: expected a float in (0, 1], got {self.refill!r}")
 
     # ------------------------------------------------------------------ (de)serialisation
     def to_dict(self) -> dict[str, Any]:
@@ -135,17 +147,18 @@ class StepContract:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "StepContract":
-        known = {"max_length", "max_prompt_tokens", "separator", "open", "close_prompt"}
+        known = {"max_length", "max_prompt_tokens", "separator", "open", "close_prompt", "refill"}
         unknown = sorted(set(d) - known)
         if unknown:
             raise ValueError(f"contract: unknown field(s) {unknown}, expected a subset of {sorted(known)}")
         return cls(**dict(d))
 
     @classmethod
-    def trl(cls, *, separator: str = "\n", max_length: int = 1024, max_prompt_tokens: int = 256) -> "StepContract":
+    def trl(cls, *, separator: str = "\n", max_length: int = 1024, max_prompt_tokens: int = 256,
+            refill: float = 0.5) -> "StepContract":
         """The layout TRL's PRMTrainer trains on: ``<bos>? prompt (step sep)*``, read at ``sep``'s last token."""
         return cls(max_length=max_length, max_prompt_tokens=max_prompt_tokens, separator=separator,
-                   open="bos", close_prompt=False)
+                   open="bos", close_prompt=False, refill=refill)
 
     # ------------------------------------------------------------------ tokenizer binding
     def layout(self, tokenizer) -> TokenLayout:
@@ -196,15 +209,21 @@ class StepContract:
         return self.max_length - len(lay.open_ids) - min(n_prompt, self.max_prompt_tokens) - len(lay.close_ids)
 
     def starts(self, lay: TokenLayout, n_prompt: int, step_lens: Sequence[int]) -> list[int]:
-        """For each step ``t``, the oldest step kept when ``(prompt, steps[:t+1])`` is encoded."""
+        """For each step ``t``, the oldest step kept when ``(prompt, steps[:t+1])`` is encoded.
+
+        Depends only on the lengths of the prompt and of steps ``<= t``: on overflow, drop the oldest
+        steps until the kept ones use at most ``refill * budget`` tokens (never the step itself).
+        """
         budget = self._budget(lay, n_prompt)
+        target = self.refill * budget
         cost = [n + len(lay.sep_ids) for n in step_lens]
         out, s, used = [], 0, 0
         for t, c in enumerate(cost):
             used += c
-            while used > budget and s < t:
-                used -= cost[s]
-                s += 1
+            if used > budget:
+                while s < t and used > target:
+                    used -= cost[s]
+                    s += 1
             out.append(s)
         return out
 

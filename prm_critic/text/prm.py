@@ -388,12 +388,13 @@ class TokenClassificationPRM(BaseCritic):
         label: the class index meaning "good step" (1 in TRL).
         max_length: tokens per window; ``None`` = min(1024, the model's position limit).
         max_prompt_tokens: prompt head kept; ``None`` = ``max_length // 4``.
+        refill: the contract's history refill fraction (:class:`StepContract`).
         device: torch device.
     """
 
     def __init__(self, model_dir: str | os.PathLike, *, separator: str = "\n", label: int = 1,
-                 max_length: int | None = None, max_prompt_tokens: int | None = None, device: str = "cpu",
-                 batch_size: int = 16):
+                 max_length: int | None = None, max_prompt_tokens: int | None = None, refill: float = 0.5,
+                 device: str = "cpu", batch_size: int = 16):
         torch = require("torch")
         tf = _quiet_transformers()
         d = Path(model_dir)
@@ -413,7 +414,8 @@ class TokenClassificationPRM(BaseCritic):
             max_prompt_tokens = max_length // 4
         if limit is not None and max_length > int(limit):
             raise ValueError(f"max_length: {max_length} exceeds the model's position limit {limit}")
-        self.contract = StepContract.trl(separator=separator, max_length=max_length, max_prompt_tokens=max_prompt_tokens)
+        self.contract = StepContract.trl(separator=separator, max_length=max_length, max_prompt_tokens=max_prompt_tokens,
+                                         refill=refill)
         self.layout = self.contract.layout(self.tokenizer)
         self.label = label
         self.batch_size = batch_size
