@@ -141,6 +141,16 @@ def test_input_validation(models):
         c.score_one(v)
     with pytest.raises(TypeError, match=r"x: expected a real-valued numeric array of shape \(31,\), got dtype <U1"):
         c.score_one(np.array(["a"] * 31))
+    # extreme but finite inputs are accepted; a lone -inf or nan anywhere is not
+    big = np.full(31, 1e30, np.float32)
+    big[::2] *= -1
+    assert all(np.isfinite(c.score_one(big)))
+    for i in (0, 30):
+        for bad in (-np.inf, np.nan):
+            v = np.ones(31)
+            v[i] = bad
+            with pytest.raises(ValueError, match=rf"x: expected finite values, got {bad} at index {i}"):
+                c.score_one(v)
     # the failing calls left the buffers usable
     assert c.score_one(np.zeros(31)) == pytest.approx(tuple(_ref(models["net"], np.zeros((1, 31)))[0]), rel=1e-4)
 
