@@ -203,3 +203,24 @@ def test_json_metadata_is_plain_strings(trained_like):
     assert all(isinstance(v, str) for v in props.values())
     assert json.loads(props["layout"])["obs_dim"] == 31
     assert props["batch"] == "dynamic" and props["obs_dim"] == "31"
+
+
+def test_legacy_exporter_fallback_when_dynamo_fails(tmp_path, monkeypatch):
+    """If the dynamo exporter raises, the legacy exporter is used, a warning says so, and the result
+    is still parity-checked and labelled ``exporter=legacy``."""
+    real_export = torch.onnx.export
+
+    def dynamo_broken(*args, **kwargs):
+        if kwargs.get("dynamo"):
+            raise RuntimeError("simulated dynamo failure")
+        return real_export(*args, **kwargs)
+
+    monkeypatch.setattr(torch.onnx, "export", dynamo_broken)
+    net = StateCriticNet(7, hidden=(16,))
+    with pytest.warns(RuntimeWarning, match=r"dynamo ONNX exporter failed \(RuntimeError: simulated dynamo failure\); falling back"):
+        p = export_state_critic(net, tmp_path / "legacy.onnx")
+    meta = read_onnx_metadata(p)
+    assert meta["exporter"] == "legacy" and meta["opset"] == 18
+    x = np.random.default_rng(0).standard_normal((9, 7)).astype(np.float32)
+    np.testing.assert_allclose(OnnxCritic(p, provider="cpu").score(x).progress, _torch_scores(net, x)[:, 0],
+                               rtol=1e-4, atol=1e-5)
