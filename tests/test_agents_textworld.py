@@ -74,6 +74,10 @@ def test_feedback_hides_privileged_score():
     raw = "\nYou take the carrot.\n\nYour score has just gone up by one point.\n\n>  -= Kitchen =-1/12\n"
     out = clean_feedback(raw)
     assert "1/12" not in out and "-= Kitchen =-" in out and out.startswith("You take the carrot.")
+    lost = clean_feedback("\nYou eat the carrot.\n\n*** You lost! ***\n\nYou scored 1 out of a possible 5\n")
+    assert "*** You lost! ***" in lost  # the game's own text: the agent sees it
+    art = clean_feedback("________  ________\n|        \\|  \\\n \\$$$$$$$$| $$\nYou are hungry!")
+    assert art == "You are hungry!"
 
 
 def test_bad_inputs_give_one_clear_error(tmp_path, game):

@@ -140,6 +140,7 @@ def ensure_game(seed: int, difficulty: Difficulty = DEFAULT_DIFFICULTY, cache_di
     return path
 
 
+_LETTERS = re.compile(r"[A-Za-z]{2,}")
 _BANNER = re.compile(r"(-=\s*[^=]*?=-)\s*-?\d+/\d+")
 
 
@@ -156,8 +157,8 @@ def clean_feedback(text: str) -> str:
         s = line.strip().lstrip(">").strip()
         if not s:
             continue
-        if "$$" in s or sum(ch.isalnum() or ch.isspace() for ch in s) < 0.6 * len(s):
-            continue  # ASCII art
+        if "$$" in s or len(_LETTERS.findall(s)) == 0:
+            continue  # the intro's ASCII-art title (no words)
         lines.append(s)
     words = " ".join(lines).split()
     while words and not any(ch.isalnum() for ch in words[0]):

@@ -42,7 +42,7 @@ from agents.textworld_agent.env import DEFAULT_DIFFICULTY, Difficulty, TextWorld
 from agents.textworld_agent.policy import BasePolicy
 from agents.textworld_agent.text import step_text
 
-__all__ = ["rollout", "mc_value", "mc_label", "label_episode", "LabelledEpisode", "build_labels", "parse_seeds", "main"]
+__all__ = ["rollout", "mc_value", "mc_label", "label_episode", "LabelledEpisode", "build_labels", "parse_seeds", "render_episode", "main"]
 
 
 def rollout(game: TextWorldGame, policy: BasePolicy, rng: np.random.Generator) -> bool:
@@ -144,6 +144,16 @@ def label_episode(path: str | Path, *, seed: int, episode: int = 0, k: int = 8, 
         sim.close()
 
 
+def render_episode(path: str | Path, commands: Sequence[str], *, max_steps: int = 40) -> tuple[str, list[str]]:
+    """The critic's view of a command sequence: ``(prompt, step texts)``, by replaying it."""
+    g = TextWorldGame(path, max_steps=max(max_steps, len(commands)))
+    try:
+        prompt = g.reset().feedback
+        return prompt, [step_text(c, g.step(c).feedback) for c in commands]
+    finally:
+        g.close()
+
+
 def _atomic_json(path: Path, obj) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -175,6 +185,11 @@ def build_labels(out: str | Path, seeds: Sequence[int], *, episodes: int = 1, k:
         _atomic_json(f, ep.to_dict())
         done.append(ep)
         bar.set_postfix(steps=sum(len(d.example) for d in done))
+    # texts are re-rendered from the stored commands, so the JSONL always follows the current
+    # rendering (text.py / clean_feedback) without redoing the rollouts
+    for d in done:
+        prompt, texts = render_episode(ensure_game(d.seed, difficulty, cache_dir), d.commands, max_steps=max_steps)
+        d.example = StepwiseExample(prompt, texts, d.example.labels, d.example.progress)
     write_stepwise_jsonl(out / "labels.jsonl", [d.example for d in done])
     hard = [StepwiseExample(d.example.prompt, d.example.completions, [float(y > 0) for y in d.example.labels],
                             d.example.progress) for d in done]

@@ -3,8 +3,9 @@
     python benchmarks/agents/train_prm.py --labels .cache/textworld/labels/labels.jsonl \
         --out .cache/textworld/prm --epochs 4
 
-Prints the per-epoch loss and, on the training trajectories, the mean predicted success of steps
-whose MC label is 0 vs > 0 and of losing steps (a sanity check, not a held-out metric).
+The last ``--val-last`` labelled trajectories (training seeds, not benchmark seeds) are held out;
+prints the per-epoch loss and, on train and validation steps, the mean predicted success of losing
+steps, of other label-0 steps and of label > 0 steps, the correlation with the MC labels and the MAE.
 """
 
 from __future__ import annotations
@@ -23,17 +24,7 @@ from prm_critic.text.train import TextTrainConfig, train_text_prm  # noqa: E402
 from prm_critic.text.trl_format import read_stepwise_jsonl  # noqa: E402
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--labels", default=".cache/textworld/labels/labels.jsonl")
-    ap.add_argument("--out", default=".cache/textworld/prm")
-    ap.add_argument("--epochs", type=int, default=4)
-    ap.add_argument("--freeze-encoder", action="store_true")
-    a = ap.parse_args(argv)
-    examples = read_stepwise_jsonl(a.labels)
-    cfg = TextTrainConfig(epochs=a.epochs, batch_size=4, freeze_encoder=a.freeze_encoder, lr=1e-3, encoder_lr=5e-5)
-    model = train_text_prm(examples, config=cfg)
-    model.save(a.out)
+def _stats(model, examples) -> dict:
     ys, ps, lost = [], [], []
     for ex in examples:
         s = model.score_trajectory(ex.prompt, ex.completions).success
@@ -41,11 +32,38 @@ def main(argv=None) -> int:
         ps += list(map(float, s))
         lost += ["You lost" in c for c in ex.completions]
     ys, ps, lost = np.asarray(ys), np.asarray(ps), np.asarray(lost)
-    stats = {"n_examples": len(examples), "n_steps": int(ys.size), "loss_per_epoch": model.meta.get("training", {}).get("epoch_loss"),
-             "mean_pred_label0": float(ps[ys == 0].mean()) if (ys == 0).any() else None,
-             "mean_pred_label_pos": float(ps[ys > 0].mean()) if (ys > 0).any() else None,
-             "mean_pred_losing_steps": float(ps[lost].mean()) if lost.any() else None,
-             "corr_pred_label": float(np.corrcoef(ps, ys)[0, 1]) if ys.std() > 0 else None}
+    return {"n_steps": int(ys.size),
+            "mean_pred_label0_not_lost": float(ps[(ys == 0) & ~lost].mean()) if ((ys == 0) & ~lost).any() else None,
+            "mean_pred_label_pos": float(ps[ys > 0].mean()) if (ys > 0).any() else None,
+            "mean_pred_losing_steps": float(ps[lost].mean()) if lost.any() else None,
+            "max_pred_losing_steps": float(ps[lost].max()) if lost.any() else None,
+            "corr_pred_label": float(np.corrcoef(ps, ys)[0, 1]) if ys.std() > 0 and ps.std() > 0 else None,
+            "mae": float(np.abs(ps - ys).mean())}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--labels", default=".cache/textworld/labels/labels.jsonl")
+    ap.add_argument("--out", default=".cache/textworld/prm")
+    ap.add_argument("--epochs", type=int, default=4)
+    ap.add_argument("--freeze-encoder", action="store_true")
+    ap.add_argument("--batch-size", type=int, default=2)
+    ap.add_argument("--lr", type=float, default=2e-3)
+    ap.add_argument("--encoder-lr", type=float, default=5e-5)
+    ap.add_argument("--val-last", type=int, default=3, help="hold out the last N trajectories for validation")
+    a = ap.parse_args(argv)
+    examples = read_stepwise_jsonl(a.labels)
+    if not 0 <= a.val_last < len(examples):
+        raise SystemExit(f"--val-last: expected an int in [0, {len(examples) - 1}], got {a.val_last}")
+    train = examples[: len(examples) - a.val_last]
+    val = examples[len(examples) - a.val_last:]
+    cfg = TextTrainConfig(epochs=a.epochs, batch_size=a.batch_size, freeze_encoder=a.freeze_encoder, lr=a.lr,
+                          encoder_lr=a.encoder_lr)
+    model = train_text_prm(train, config=cfg)
+    model.save(a.out)
+    stats = {"n_train": len(train), "n_val": len(val), "config": vars(a),
+             "loss_per_epoch": model.meta.get("training", {}).get("epoch_loss"),
+             "train": _stats(model, train), "val": _stats(model, val) if val else None}
     (Path(a.out) / "train_stats.json").write_text(json.dumps(stats, indent=1))
     print(json.dumps(stats, indent=1))
     return 0
