@@ -183,6 +183,23 @@ def test_training_is_seeded_and_updates_the_encoder(prm):
     assert not torch.equal(a.net.encoder.embeddings.word_embeddings.weight, w0)
 
 
+def test_training_resumes_from_epoch_checkpoints(prm, tmp_path):
+    data = good_bad(12, seed=4)
+    cfg = dict(freeze_encoder=True, lr=3e-3, seed=1, show_progress=False)
+    straight = train_text_prm(data, config=TextTrainConfig(epochs=3, **cfg), model=fresh(prm))
+    ck = tmp_path / "ck"
+    train_text_prm(data, config=TextTrainConfig(epochs=2, checkpoint_dir=ck, **cfg), model=fresh(prm))  # "killed" after 2
+    assert sorted(p.name for p in ck.iterdir() if not p.name.startswith(".")) == [
+        "epoch-0002", "epoch-0002.state.safetensors", "loss.png", "state.json"]
+    resumed = train_text_prm(data, config=TextTrainConfig(epochs=3, checkpoint_dir=ck, **cfg), model=fresh(prm, seed=9))
+    assert resumed.meta["training"]["epoch_loss"] == straight.meta["training"]["epoch_loss"]
+    a, b = straight.score_trajectory(PROMPT, STEPS[:3]), resumed.score_trajectory(PROMPT, STEPS[:3])
+    np.testing.assert_allclose(a.success, b.success, atol=1e-6)
+    assert (ck / "epoch-0003").is_dir() and not (ck / "epoch-0002").exists()
+    with pytest.raises(ValueError, match=r"checkpoint_dir: .* holds a run with other examples or settings"):
+        train_text_prm(good_bad(12, seed=5), config=TextTrainConfig(epochs=3, checkpoint_dir=ck, **cfg), model=fresh(prm))
+
+
 @pytest.mark.parametrize("kwargs, msg", [
     (dict(lr=0), r"lr: expected a finite float > 0, got 0"),
     (dict(epochs=0), r"epochs: expected an int >= 1, got 0"),
@@ -190,6 +207,7 @@ def test_training_is_seeded_and_updates_the_encoder(prm):
     (dict(max_length=1000), r"max_length: expected None or an int in \[16, 512\], got 1000"),
     (dict(progress_target="index"), r"progress_target: expected one of"),
     (dict(freeze_encoder="yes"), r"freeze_encoder: expected a bool"),
+    (dict(checkpoint_dir=3), r"checkpoint_dir: expected a path or None, got 3"),
 ])
 def test_train_config_errors(kwargs, msg):
     with pytest.raises(ValueError, match=msg):

@@ -21,9 +21,14 @@ once (one pass per trajectory) and the head is fit on them — seconds on a CPU.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
+import os
 import random
+import tempfile
 from dataclasses import asdict, dataclass, replace
+from pathlib import Path
 from typing import Sequence
 
 import numpy as np
@@ -55,6 +60,12 @@ class TextTrainConfig:
         weight_decay: AdamW weight decay.
         show_progress: show a tqdm bar.
         device: torch device.
+        checkpoint_dir: if set, a checkpoint is written there after every epoch (model folder,
+            optimizer + RNG state as safetensors, ``state.json`` written last, atomically) plus
+            ``loss.png``; a run started again with the same examples and settings resumes after
+            the last finished epoch (a kill loses at most the epoch in progress; a larger
+            ``epochs`` extends a finished run). The checkpointed model replaces ``model``.
+            Another run's folder is an error, not silently reused.
     """
 
     lr: float = 1e-3
@@ -68,6 +79,7 @@ class TextTrainConfig:
     weight_decay: float = 0.01
     show_progress: bool = True
     device: str = "cpu"
+    checkpoint_dir: str | None = None
 
     def __post_init__(self):
         for name in ("lr", "encoder_lr"):
@@ -90,6 +102,10 @@ class TextTrainConfig:
             raise ValueError(f"progress_target: expected one of {_PROGRESS_TARGETS}, got {self.progress_target!r}")
         if not isinstance(self.freeze_encoder, bool):
             raise ValueError(f"freeze_encoder: expected a bool, got {self.freeze_encoder!r}")
+        if self.checkpoint_dir is not None:
+            if not isinstance(self.checkpoint_dir, (str, os.PathLike)):
+                raise ValueError(f"checkpoint_dir: expected a path or None, got {self.checkpoint_dir!r}")
+            object.__setattr__(self, "checkpoint_dir", os.fspath(self.checkpoint_dir))
 
 
 def step_targets(ex: StepwiseExample, progress_target: str = "step_index") -> np.ndarray:
@@ -151,9 +167,18 @@ def train_text_prm(examples: Sequence[StepwiseExample], *, config: TextTrainConf
     tqdm = require("tqdm").tqdm
 
     device = torch.device(config.device)
-    net = model.net.to(device)
     rng = random.Random(config.seed)
     torch.manual_seed(config.seed)
+    ckpt = Path(config.checkpoint_dir) if config.checkpoint_dir is not None else None
+    fingerprint = _fingerprint(examples, config)
+    history: list[float] = []
+    start_epoch = 0
+    resume = _read_state(ckpt, fingerprint) if ckpt is not None else None
+    if resume is not None:
+        model = MiniLMStepPRM.load(ckpt / resume["model"], device=config.device)
+        history = list(resume["history"])
+        start_epoch = int(resume["epochs_done"])
+    net = model.net.to(device)
 
     # encode once: windows + targets per example
     data: list[tuple[list[Encoded], np.ndarray]] = []
@@ -164,76 +189,185 @@ def train_text_prm(examples: Sequence[StepwiseExample], *, config: TextTrainConf
         data.append((wins, tgt[order]))
     n_steps = int(sum(len(t) for _, t in data))
     bce = torch.nn.BCEWithLogitsLoss()
-    history: list[float] = []
 
-    def batches():
-        idx = list(range(len(data)))
-        rng.shuffle(idx)
-        for i in range(0, len(idx), config.batch_size):
-            yield idx[i:i + config.batch_size]
+    def tensors(wins):
+        bt = pad_batch(wins, model.layout.pad_id)
+        t = {k: torch.from_numpy(bt[k]).to(device) for k in ("input_ids", "attention_mask", "segment_ids")}
+        return t, torch.from_numpy(bt["step_row"]).to(device), torch.from_numpy(bt["step_positions"]).to(device)
 
-    n_batches = math.ceil(len(data) / config.batch_size)
-    bar = tqdm(total=config.epochs * n_batches, desc="train text PRM", unit="batch", disable=not config.show_progress)
-
+    feats: list = []
     if config.freeze_encoder:
         # cache encoder features at step positions (one pass per trajectory, no grad)
         net.eval()
-        feats: list = []
         with torch.no_grad():
-            for wins, _ in data:
-                bt = pad_batch(wins, model.layout.pad_id)
-                t = {k: torch.from_numpy(bt[k]).to(device) for k in ("input_ids", "attention_mask", "segment_ids")}
-                h = net.hidden(t["input_ids"], t["attention_mask"], t["segment_ids"])
-                feats.append(h[torch.from_numpy(bt["step_row"]).to(device), torch.from_numpy(bt["step_positions"]).to(device)].clone())
-        for p in net.encoder.parameters():
-            p.requires_grad_(False)
+            for wins, _ in tqdm(data, desc="encode steps", unit="traj", disable=not config.show_progress):
+                t, rows, pos = tensors(wins)
+                feats.append(net.hidden(t["input_ids"], t["attention_mask"], t["segment_ids"])[rows, pos].clone())
         opt = torch.optim.AdamW(net.head.parameters(), lr=config.lr, weight_decay=config.weight_decay)
-        net.train()
-        try:
-            for _ in range(config.epochs):
-                tot, cnt = 0.0, 0
-                for b in batches():
-                    x = torch.cat([feats[i] for i in b]).to(device)
-                    y = torch.from_numpy(np.concatenate([data[i][1] for i in b])).to(device)
-                    loss = bce(net.head(net.dropout(x)), y)
-                    opt.zero_grad()
-                    loss.backward()
-                    opt.step()
-                    tot += float(loss.detach()) * len(y)
-                    cnt += len(y)
-                    bar.update(1)
-                    bar.set_postfix(loss=f"{tot / cnt:.4f}")
-                history.append(tot / cnt)
-        finally:
-            for p in net.encoder.parameters():
-                p.requires_grad_(True)
     else:
         opt = torch.optim.AdamW([
             {"params": list(net.head.parameters()), "lr": config.lr},
             {"params": list(net.encoder.parameters()), "lr": config.encoder_lr},
         ], weight_decay=config.weight_decay)
-        net.train()
-        for _ in range(config.epochs):
+    if resume is not None:
+        _load_optimizer(opt, ckpt, resume, device)
+        rng.setstate(_rng_from_json(resume["python_rng"]))
+        torch.set_rng_state(_load_tensors(ckpt / resume["state"])["torch_rng"])
+
+    n_batches = math.ceil(len(data) / config.batch_size)
+    bar = tqdm(total=config.epochs * n_batches, initial=start_epoch * n_batches, desc="train text PRM",
+               unit="batch", disable=not config.show_progress)
+    if config.freeze_encoder:
+        for p in net.encoder.parameters():
+            p.requires_grad_(False)
+    try:
+        for epoch in range(start_epoch, config.epochs):
+            net.train()
+            if config.freeze_encoder:
+                net.encoder.eval()
+            idx = list(range(len(data)))
+            rng.shuffle(idx)
             tot, cnt = 0.0, 0
-            for b in batches():
-                wins = [w for i in b for w in data[i][0]]
-                y = torch.from_numpy(np.concatenate([data[i][1] for i in b])).to(device)
-                bt = pad_batch(wins, model.layout.pad_id)
-                t = {k: torch.from_numpy(bt[k]).to(device) for k in ("input_ids", "attention_mask", "segment_ids")}
-                z = net.logits(t["input_ids"], t["attention_mask"], t["segment_ids"])
-                z = z[torch.from_numpy(bt["step_row"]).to(device), torch.from_numpy(bt["step_positions"]).to(device)]
+            for i in range(0, len(idx), config.batch_size):
+                b = idx[i:i + config.batch_size]
+                y = torch.from_numpy(np.concatenate([data[j][1] for j in b])).to(device)
+                if config.freeze_encoder:
+                    z = net.head(net.dropout(torch.cat([feats[j] for j in b]).to(device)))
+                else:
+                    t, rows, pos = tensors([w for j in b for w in data[j][0]])
+                    z = net.logits(t["input_ids"], t["attention_mask"], t["segment_ids"])[rows, pos]
                 loss = bce(z, y)
                 opt.zero_grad()
                 loss.backward()
-                torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
+                torch.nn.utils.clip_grad_norm_([p for p in net.parameters() if p.requires_grad], 1.0)
                 opt.step()
                 tot += float(loss.detach()) * len(y)
                 cnt += len(y)
                 bar.update(1)
                 bar.set_postfix(loss=f"{tot / cnt:.4f}")
             history.append(tot / cnt)
-    bar.close()
+            if ckpt is not None:
+                net.eval()
+                _write_state(ckpt, model, opt, rng, history, epoch + 1, fingerprint, config)
+    finally:
+        for p in net.encoder.parameters():
+            p.requires_grad_(True)
+        bar.close()
     net.eval()
     model.meta = {**model.meta, "training": {"config": asdict(config), "examples": len(data), "steps": n_steps,
                                              "epoch_loss": [round(v, 6) for v in history]}}
+    if ckpt is not None:
+        _plot_loss(ckpt / "loss.png", history)
     return model
+
+
+# ---------------------------------------------------------------------- checkpoint / resume
+_STATE = "state.json"
+
+
+def _fingerprint(examples: Sequence[StepwiseExample], config: TextTrainConfig) -> str:
+    h = hashlib.sha256()
+    for ex in examples:
+        h.update(json.dumps(ex.to_dict(), sort_keys=True).encode())
+        h.update(b"\n")
+    # epochs is left out on purpose: re-running with more epochs extends a finished run
+    cfg = {k: v for k, v in asdict(config).items() if k not in ("show_progress", "device", "checkpoint_dir", "epochs")}
+    h.update(json.dumps(cfg, sort_keys=True).encode())
+    return h.hexdigest()
+
+
+def _rng_to_json(state) -> list:
+    return [state[0], list(state[1]), state[2]]
+
+
+def _rng_from_json(d) -> tuple:
+    return (d[0], tuple(d[1]), d[2])
+
+
+def _load_tensors(path: Path) -> dict:
+    from safetensors.torch import load_file
+
+    from prm_critic.models.checkpoint import CheckpointError
+
+    try:
+        return load_file(str(path))
+    except Exception as exc:  # safetensors raises its own error type
+        raise CheckpointError(f"checkpoint_dir: {str(path)!r} is corrupt or not a safetensors file ({exc})") from exc
+
+
+def _read_state(ckpt: Path, fingerprint: str) -> dict | None:
+    from prm_critic.models.checkpoint import CheckpointError
+
+    f = ckpt / _STATE
+    if not f.is_file():
+        return None
+    try:
+        st = json.loads(f.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise CheckpointError(f"checkpoint_dir: {str(f)!r} is not valid JSON ({exc})") from exc
+    if st.get("fingerprint") != fingerprint:
+        raise ValueError(f"checkpoint_dir: {str(ckpt)!r} holds a run with other examples or settings; "
+                         "use a new checkpoint_dir (or delete it) to start over")
+    return st
+
+
+def _load_optimizer(opt, ckpt: Path, st: dict, device) -> None:
+    t = _load_tensors(ckpt / st["state"])
+    state = {}
+    for k, v in t.items():
+        if k.startswith("opt."):
+            _, idx, name = k.split(".", 2)
+            state.setdefault(int(idx), {})[name] = v.to(device)
+    opt.load_state_dict({"state": state, "param_groups": st["param_groups"]})
+
+
+def _write_state(ckpt: Path, model, opt, rng, history, epochs_done: int, fingerprint: str, config) -> None:
+    """Epoch checkpoint: model folder + optimizer/RNG tensors, then ``state.json`` (atomic) points
+    at them; older epoch folders are removed only after that."""
+    import shutil
+
+    torch = require("torch")
+    from safetensors.torch import save_file
+
+    ckpt.mkdir(parents=True, exist_ok=True)
+    name = f"epoch-{epochs_done:04d}"
+    model.save(ckpt / name)
+    sd = opt.state_dict()
+    tensors = {"torch_rng": torch.get_rng_state()}
+    for idx, st in sd["state"].items():
+        for k, v in st.items():
+            tensors[f"opt.{idx}.{k}"] = (v if torch.is_tensor(v) else torch.tensor(v)).detach().cpu().contiguous()
+    state_file = f"{name}.state.safetensors"
+    tmp = ckpt / f".{state_file}.tmp"
+    save_file(tensors, str(tmp))
+    os.replace(tmp, ckpt / state_file)
+    doc = {"epochs_done": epochs_done, "model": name, "state": state_file, "history": history,
+           "python_rng": _rng_to_json(rng.getstate()), "param_groups": sd["param_groups"],
+           "fingerprint": fingerprint, "config": asdict(config)}
+    fd, tmpj = tempfile.mkstemp(dir=ckpt, prefix=f".{_STATE}.", suffix=".tmp")
+    with os.fdopen(fd, "w") as f:
+        json.dump(doc, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmpj, ckpt / _STATE)
+    for old in ckpt.glob("epoch-*"):
+        if old.name not in (name, state_file):
+            shutil.rmtree(old) if old.is_dir() else old.unlink()
+
+
+def _plot_loss(path: Path, history: list[float]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5, 3.2))
+    ax.plot(range(1, len(history) + 1), history, marker="o", ms=3)
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("mean BCE (progress + success)")
+    ax.set_title("text PRM training loss")
+    fig.tight_layout()
+    tmp = path.with_name(f".{path.name}.tmp.png")
+    fig.savefig(tmp, dpi=100)
+    plt.close(fig)
+    os.replace(tmp, path)
