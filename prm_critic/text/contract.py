@@ -290,6 +290,59 @@ class StepContract:
         return out
 
 
+    def plan_steps(self, tokenizer, steps: Sequence[TextStep], *, layout: TokenLayout | None = None
+                   ) -> tuple[list[Encoded], list[tuple[int, int]]]:
+        """Windows for a batch of TextSteps scored in context: a step whose in-context encoding is a
+        prefix of another step's window shares that window (one forward row).
+
+        Returns ``(windows, where)``: ``where[i] = (window index, index into that window's
+        step_positions)`` for ``steps[i]``. ``step_indices`` / ``first_step`` of each window count
+        steps of the original trajectory (``history`` + ``step``).
+        """
+        contract = self
+        lay = layout or self.layout(tokenizer)
+        steps = check_text_steps(steps)
+        # tokenize every distinct text once
+        texts: dict[str, int] = {}
+        for s in steps:
+            for x in (s.prompt, *s.history, s.step):
+                texts.setdefault(x, len(texts))
+        order = list(texts)
+        ids = contract.tokenize(tokenizer, order)
+        tok = {x: ids[i] for i, x in enumerate(order)}
+
+        # context (prompt, kept steps) of each TextStep under the truncation rule
+        ctx = []
+        for s in steps:
+            full = (*s.history, s.step)
+            start = contract.starts(lay, len(tok[s.prompt]), [len(tok[x]) for x in full])[-1]
+            ctx.append((s.prompt, full[start:], start))
+        # longest first; a shorter context joins a window whose kept steps start with it
+        order_idx = sorted(range(len(steps)), key=lambda i: -len(ctx[i][1]))
+        prefix_owner: dict[tuple, int] = {}
+        groups: list[tuple[str, tuple[str, ...], int]] = []
+        member: dict[int, tuple[int, int]] = {}
+        for i in order_idx:
+            prompt, kept, start = ctx[i]
+            key = (prompt, kept)
+            g = prefix_owner.get(key)
+            if g is None:
+                g = len(groups)
+                groups.append((prompt, kept, start))
+                for k in range(1, len(kept) + 1):
+                    prefix_owner.setdefault((prompt, kept[:k]), g)
+            member[i] = (g, len(kept) - 1)
+        windows: list[Encoded] = []
+        for prompt, kept, start in groups:
+            tids = [tok[prompt]] + [tok[x] for x in kept]
+            w = contract._render(lay, tids[0], tids[1:], 0, len(kept) - 1, range(len(kept)))
+            # report truncation relative to the original trajectory
+            windows.append(Encoded(w.input_ids, w.attention_mask, w.segment_ids, w.step_positions,
+                                   w.step_indices + start, start, start, w.prompt_tokens_dropped,
+                                   w.step_tokens_dropped))
+        return windows, [member[i] for i in range(len(steps))]
+
+
 def _check_steps(prompt: Any, steps: Any) -> list[str]:
     if not isinstance(prompt, str):
         raise TypeError(f"prompt: expected str, got {type(prompt).__name__}")

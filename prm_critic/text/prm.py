@@ -73,48 +73,8 @@ def _atomic_write(path: Path, data: bytes) -> None:
 
 
 def _group_steps(contract: StepContract, lay, tokenizer, steps: list[TextStep]):
-    """Plan windows for a batch of TextSteps: steps whose in-context encoding is a prefix of another
-    step's window share that window (one forward row). Returns ``(windows, where)`` where
-    ``where[i] = (window index, index into that window's step_positions)``."""
-    # tokenize every distinct text once
-    texts: dict[str, int] = {}
-    for s in steps:
-        for x in (s.prompt, *s.history, s.step):
-            texts.setdefault(x, len(texts))
-    order = list(texts)
-    ids = contract.tokenize(tokenizer, order)
-    tok = {x: ids[i] for i, x in enumerate(order)}
-
-    # context (prompt, kept steps) of each TextStep under the truncation rule
-    ctx = []
-    for s in steps:
-        full = (*s.history, s.step)
-        start = contract.starts(lay, len(tok[s.prompt]), [len(tok[x]) for x in full])[-1]
-        ctx.append((s.prompt, full[start:], start))
-    # longest first; a shorter context joins a window whose kept steps start with it
-    order_idx = sorted(range(len(steps)), key=lambda i: -len(ctx[i][1]))
-    prefix_owner: dict[tuple, int] = {}
-    groups: list[tuple[str, tuple[str, ...], int]] = []
-    member: dict[int, tuple[int, int]] = {}
-    for i in order_idx:
-        prompt, kept, start = ctx[i]
-        key = (prompt, kept)
-        g = prefix_owner.get(key)
-        if g is None:
-            g = len(groups)
-            groups.append((prompt, kept, start))
-            for k in range(1, len(kept) + 1):
-                prefix_owner.setdefault((prompt, kept[:k]), g)
-        member[i] = (g, len(kept) - 1)
-    windows: list[Encoded] = []
-    for prompt, kept, start in groups:
-        tids = [tok[prompt]] + [tok[x] for x in kept]
-        w = contract._render(lay, tids[0], tids[1:], 0, len(kept) - 1, range(len(kept)))
-        # report truncation relative to the original trajectory
-        windows.append(Encoded(w.input_ids, w.attention_mask, w.segment_ids, w.step_positions,
-                               w.step_indices + start, start, start, w.prompt_tokens_dropped,
-                               w.step_tokens_dropped))
-    return windows, [member[i] for i in range(len(steps))]
+    """Kept for callers of the first version; use :meth:`StepContract.plan_steps`."""
+    return contract.plan_steps(tokenizer, steps, layout=lay)
 
 
 class StepPRMNet(require("torch").nn.Module):
@@ -256,7 +216,7 @@ class MiniLMStepPRM(BaseCritic):
         Returns StepScores ``(B,)``; ``extra["truncated"]`` is 1.0 where the step's context was cut.
         """
         steps = check_text_steps(steps)
-        windows, where = _group_steps(self.contract, self.layout, self.tokenizer, steps)
+        windows, where = self.contract.plan_steps(self.tokenizer, steps, layout=self.layout)
         probs = self._run(windows)
         offsets = np.cumsum([0] + [len(w.step_positions) for w in windows])
         idx = np.asarray([offsets[g] + k for g, k in where])
