@@ -78,3 +78,14 @@ def test_bad_jsonl_names_the_line(tmp_path):
         read_stepwise_jsonl(p)
     with pytest.raises(FileNotFoundError, match=r"path: .*nope.jsonl"):
         read_stepwise_jsonl(tmp_path / "nope.jsonl")
+
+
+def test_text_package_import_is_light():
+    import subprocess
+    import sys
+
+    code = ("import sys, prm_critic.text as t; t.StepwiseExample('p', ['a'], [1.0]); t.VerifierCritic(); "
+            "heavy = [m for m in ('torch', 'transformers', 'langchain_core') if m in sys.modules]; "
+            "assert not heavy, heavy")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
