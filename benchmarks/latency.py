@@ -241,7 +241,7 @@ def render(args, rows, shaper, in_loop, gpu_rows, gpu_note, env_info) -> str:
     lines = ["# Critic latency: torch eager vs onnxruntime", ""]
     lines += ["Reproduce (from the repository root, CPU, 1-2 minutes on 2 shared cores):", "", "```bash",
               f"python benchmarks/latency.py {' '.join(args.argv)}".rstrip(), "```", ""]
-    lines += ["Measured on: " + env_info, "",
+    lines += ["Measured on: " + env_info, "", "![p50 latency per method and batch size](latency.png)", "",
               "Critic: `StateCriticNet(31, hidden=(256, 256), activation='relu')` (FetchPush-v4 size), exported "
               "with `export_state_critic` (opset 18; batch 1 uses the fixed batch-1 export, other batches the "
               "dynamic one). One thread everywhere; torch under `inference_mode`. Times are per call in "
@@ -294,6 +294,42 @@ def render(args, rows, shaper, in_loop, gpu_rows, gpu_note, env_info) -> str:
     return "\n".join(lines) + "\n"
 
 
+def plot(rows, shaper, path: Path) -> None:
+    """Grouped bars of p50 latency per batch size and method (log scale), and the shaper overhead."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    methods = list(dict.fromkeys(r["method"].replace("OnnxCritic.score_one", "OnnxCritic.score") for r in rows))
+    fig, axes = plt.subplots(1, 2 if shaper else 1, figsize=(12 if shaper else 7, 4.2), squeeze=False)
+    ax = axes[0, 0]
+    width = 0.8 / len(methods)
+    for j, m in enumerate(methods):
+        ys = [next((r["p50"] for r in rows if r["batch"] == b and
+                    r["method"].replace("OnnxCritic.score_one", "OnnxCritic.score") == m), np.nan) for b in BATCHES]
+        label = "OnnxCritic (score_one at batch 1)" if m == "OnnxCritic.score" else m
+        ax.bar(np.arange(len(BATCHES)) + (j - (len(methods) - 1) / 2) * width, ys, width, label=label)
+    ax.set_yscale("log")
+    ax.set_xticks(np.arange(len(BATCHES)), [f"batch {b}" for b in BATCHES])
+    ax.set_ylabel("p50 per call (µs, log)")
+    ax.set_title("State critic 31-256-256-2, 1 thread, CPU")
+    ax.legend(fontsize=8)
+    if shaper:
+        ax = axes[0, 1]
+        st = shaper["stats"]
+        names = list(st)
+        ax.barh(range(len(names)), [st[k][0] for k in names], color="tab:gray")
+        ax.set_yticks(range(len(names)), [n.replace("PRMRewardShaper", "Shaper") for n in names], fontsize=8)
+        ax.invert_yaxis()
+        ax.set_xlabel("p50 per FetchPush-v4 env.step (µs)")
+        ax.set_title("Reward-shaper overhead")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -305,7 +341,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-shaper", action="store_true", help="skip the reward-shaper section")
     p.add_argument("--no-spinning", dest="spinning", action="store_false",
                    help="session.intra_op.allow_spinning=0 (kinder to shared cores)")
-    p.add_argument("--out", default=None, help="also write the markdown tables to this file (e.g. docs/latency.md)")
+    p.add_argument("--out", default=None,
+                   help="also write the markdown tables to this file (e.g. docs/latency.md) and a PNG next to it")
     args = p.parse_args(argv)
     args.argv = [a for a in argv]
     for name in ("iters", "min_calls", "rounds", "warmup", "shaper_steps"):
@@ -348,7 +385,9 @@ def main(argv: list[str] | None = None) -> int:
         from prm_critic.models.checkpoint import atomic_write_bytes
 
         atomic_write_bytes(Path(args.out), text.encode())
-        print(f"wrote {args.out}", file=sys.stderr)
+        png = Path(args.out).with_suffix(".png")
+        plot(rows, shaper, png)
+        print(f"wrote {args.out} and {png}", file=sys.stderr)
     return 0
 
 

@@ -224,3 +224,9 @@ def test_legacy_exporter_fallback_when_dynamo_fails(tmp_path, monkeypatch):
     x = np.random.default_rng(0).standard_normal((9, 7)).astype(np.float32)
     np.testing.assert_allclose(OnnxCritic(p, provider="cpu").score(x).progress, _torch_scores(net, x)[:, 0],
                                rtol=1e-4, atol=1e-5)
+
+
+def test_export_leaves_the_callers_module_alone(tmp_path):
+    net = StateCriticNet(5, hidden=(8,)).train()
+    export_state_critic(net, tmp_path / "t.onnx", batch=1)
+    assert net.training  # still in training mode, not silently switched to eval

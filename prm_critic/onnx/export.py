@@ -60,6 +60,7 @@ __all__ = [
     "DEFAULT_OPSET",
 ]
 
+
 class _ObsToScores:
     """Factory of the torch module that is exported (input named ``obs``)."""
 
@@ -90,6 +91,16 @@ def _resolve_net(src: Any) -> tuple[StateCriticNet, dict]:
         "critic_or_checkpoint_path: expected a StateCriticNet, a TorchStateCritic or a checkpoint path, "
         f"got {type(src).__name__}"
     )
+
+
+def _on_cpu(module):
+    """``module`` in eval mode on the CPU; a copy when it is elsewhere or in training mode (the caller's
+    module is neither moved nor switched to eval)."""
+    import copy
+
+    if module.training or any(t.device.type != "cpu" for t in list(module.parameters()) + list(module.buffers())):
+        module = copy.deepcopy(module).cpu()
+    return module.eval()
 
 
 def _layout_dict(layout: Any, meta: Mapping[str, Any], obs_dim: int) -> dict | None:
@@ -333,7 +344,7 @@ def export_state_critic(
     batch, out = _check_args(batch, opset, out_path, extra_meta)
 
     net, meta = _resolve_net(critic_or_checkpoint_path)
-    net = net.eval()
+    net = _on_cpu(net)
     lay = _layout_dict(layout, meta, net.obs_dim)
     task_name = _task_name(task, meta)
     realistic = None

@@ -118,7 +118,9 @@ def export_text_prm(
     if not texts or not all(isinstance(t, (tuple, list)) and len(t) == 2 and isinstance(t[0], str) for t in texts):
         raise OnnxExportError(f"parity_texts: expected a non-empty list of (prompt, [steps]) pairs, got {parity_texts!r}")
 
-    net = prm.net.cpu().eval()
+    from prm_critic.onnx.export import _on_cpu
+
+    net = _on_cpu(prm.net)
     example = _batch_for(prm, texts[:1])
     args = tuple(torch.from_numpy(example[k]) for k in TEXT_INPUTS)
     batch_dim, seq_dim = torch.export.Dim("batch"), torch.export.Dim("seq", min=2, max=prm.contract.max_length)
