@@ -41,6 +41,7 @@ def exported(tmp_path_factory):
 def test_text_prm_export_parity_and_metadata(exported, tmp_path):
     prm, folder, path = exported
     assert sorted(p.name for p in path.parent.iterdir()) == ["prm.onnx"]  # no .data sidecar
+    assert b'File "' not in path.read_bytes()  # no stack traces with the exporting machine's paths
     m = onnx.load(str(path))
     assert {o.domain: o.version for o in m.opset_import}[""] == 18
     assert [i.name for i in m.graph.input] == ["input_ids", "attention_mask", "segment_ids"]

@@ -54,6 +54,7 @@ __all__ = [
     "read_onnx_metadata",
     "decode_metadata",
     "parity_check",
+    "strip_stack_traces",
     "FORMAT",
     "INPUT_NAME",
     "OUTPUT_NAME",
@@ -386,10 +387,25 @@ def export_state_critic(
     return _write(out, data)
 
 
+def strip_stack_traces(proto) -> int:
+    """Remove the exporter's per-node Python stack traces (they hold the exporting machine's file
+    paths); returns how many were removed. Other node metadata (name scopes) is kept."""
+    removed = 0
+    for node in proto.graph.node:
+        keep = [p for p in node.metadata_props if p.key != "pkg.torch.onnx.stack_trace"]
+        if len(keep) != len(node.metadata_props):
+            removed += len(node.metadata_props) - len(keep)
+            del node.metadata_props[:]
+            node.metadata_props.extend(keep)
+    return removed
+
+
 def _finalize(proto, props: Mapping[str, str], opset: int) -> bytes:
-    """Check single-file + opset, set the metadata, run the checker; the serialized model."""
+    """Check single-file + opset, strip stack traces, set the metadata, run the checker; the serialized model."""
     onnx = require("onnx")
     from onnx.external_data_helper import uses_external_data
+
+    strip_stack_traces(proto)
 
     ext = [t.name for t in proto.graph.initializer if uses_external_data(t)]
     if ext:

@@ -130,6 +130,9 @@ def export_text_prm(
                                  input_names=list(TEXT_INPUTS), output_names=[TEXT_OUTPUT],
                                  dynamic_shapes=dyn, verbose=False)
     proto = prog.model_proto
+    from prm_critic.onnx.export import strip_stack_traces
+
+    strip_stack_traces(proto)
     from onnx.external_data_helper import uses_external_data
 
     if any(uses_external_data(t) for t in proto.graph.initializer):
