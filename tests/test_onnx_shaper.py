@@ -69,3 +69,38 @@ def test_onnx_critic_in_reward_shaper(exported, batch, deadline_s):
         assert shaped.stats["calls"] >= 16 and shaped.stats["fallbacks"] == 0
     finally:
         shaped.close()
+
+
+def test_onnx_critic_in_vec_shaper(exported):
+    """One batched ONNX call per vector step (dynamic export; varying batch sizes hit the binding cache)."""
+    pytest.importorskip("stable_baselines3")
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    from prm_critic.wrappers import VecPRMRewardShaper
+
+    net, paths = exported
+    critic = OnnxCritic(paths["dynamic"], provider="cpu")
+    calls = []
+    score = critic.score
+
+    def counting(x):
+        calls.append(len(x))
+        return score(x)
+
+    critic.score = counting
+    venv = VecPRMRewardShaper(DummyVecEnv([lambda: make_env("FetchPush-v4")] * 3), critic, gamma=GAMMA)
+    try:
+        venv.seed(0)
+        venv.reset()
+        calls.clear()
+        rng = np.random.default_rng(0)
+        for _ in range(52):  # crosses the 50-step time limit: terminal observations join the batch
+            _, _, _, infos = venv.step(rng.uniform(-1, 1, (3, 4)).astype(np.float32))
+            for info in infos:
+                with torch.no_grad():
+                    ref = net(torch.from_numpy(np.stack([info["prm_x"], info["prm_next_x"]]))).numpy()[:, 0]
+                assert info["prm_phi"] == pytest.approx(ref[0], rel=1e-4, abs=1e-5)
+                assert info["prm_next_phi"] == pytest.approx(ref[1], rel=1e-4, abs=1e-5)
+        assert len(calls) == 52 and set(calls) >= {3} and max(calls) > 3
+    finally:
+        venv.close()
