@@ -14,7 +14,7 @@ from prm_critic.critic import check_critic  # noqa: E402
 from prm_critic.models.checkpoint import CheckpointError  # noqa: E402
 from prm_critic.text import TextStep  # noqa: E402
 from prm_critic.text.contract import StepContract  # noqa: E402
-from prm_critic.text.prm import MiniLMStepPRM, StepPRMNet  # noqa: E402
+from prm_critic.text.prm import MiniLMStepPRM  # noqa: E402
 from prm_critic.text.train import TextTrainConfig, train_text_prm  # noqa: E402
 from prm_critic.text.trl_format import StepwiseExample  # noqa: E402
 

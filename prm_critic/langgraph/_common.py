@@ -8,15 +8,14 @@ call before it runs.
 
 from __future__ import annotations
 
-import json
 import numbers
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
 from prm_critic._optional import require
 from prm_critic.critic import BaseCritic, StepScores
-from prm_critic.text.steps import TextStep, format_tool_step
+from prm_critic.text.steps import TextStep, format_tool_call, format_tool_step, message_text
 
 __all__ = [
     "format_tool_call",
@@ -84,36 +83,6 @@ def check_head(value: Any) -> str:
 
 
 # --------------------------------------------------------------------------- rendering
-def format_tool_call(tool: str, args: Mapping[str, Any] | str | None) -> str:
-    """Render a proposed tool call (no result yet); the prefix of :func:`format_tool_step`.
-
-    ``format_tool_call("go", {"direction": "north"})`` -> ``'call go({"direction": "north"})'``
-    """
-    if isinstance(args, Mapping):
-        a = json.dumps(dict(args), sort_keys=True, ensure_ascii=False)
-    elif args is None:
-        a = ""
-    else:
-        a = str(args)
-    return f"call {tool}({a})"
-
-
-def message_text(msg: Any) -> str:
-    """Plain text of a message's content (string content, or the text parts of a list)."""
-    content = getattr(msg, "content", msg)
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = []
-        for p in content:
-            if isinstance(p, str):
-                parts.append(p)
-            elif isinstance(p, Mapping) and p.get("type") == "text":
-                parts.append(str(p.get("text", "")))
-        return "".join(parts)
-    return str(content)
-
-
 def first_human_text(messages: Sequence[Any]) -> str:
     """Text of the first human message (the task prompt), or ``""`` if there is none."""
     for m in messages:

@@ -19,6 +19,7 @@ except ImportError:  # pragma: no cover - older safetensors
 from safetensors.torch import load_file, save_file
 
 from prm_critic import __version__
+from prm_critic._io import atomic_write_bytes
 from prm_critic.models.state_critic import StateCriticNet, TorchStateCritic
 
 __all__ = ["CheckpointError", "save_state_critic", "load_state_critic", "checkpoint_paths", "atomic_write_bytes"]
@@ -37,22 +38,6 @@ def checkpoint_paths(path: str | os.PathLike) -> tuple[Path, Path]:
     if p.suffix in (".safetensors", ".json"):
         p = p.with_suffix("")
     return p.with_suffix(".safetensors"), p.with_suffix(".json")
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically (temp file in the same folder + ``os.replace``)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def save_state_critic(path: str | os.PathLike, net: StateCriticNet, meta: dict[str, Any] | None = None) -> Path:

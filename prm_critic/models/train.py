@@ -22,12 +22,11 @@ is written atomically after every epoch, safetensors + JSON).
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 import math
 import os
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, Callable, Sequence
 

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from prm_critic.robotics.collect import (
-    ShardError, atomic_savez, atomic_write_json, load_shard, make_policy, read_meta, shard_path, step_success,
+    ShardError, atomic_savez, atomic_write_json, load_shard, make_policy, read_meta, step_success,
 )
 from prm_critic.robotics.make import CriticInputLayout, make_env
 from prm_critic.robotics.snapshot import Snapshot, Snapshotter

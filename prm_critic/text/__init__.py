@@ -17,7 +17,7 @@ from prm_critic.text.contract import (
     check_text_steps,
     pad_batch,
 )
-from prm_critic.text.steps import TextStep, format_tool_step
+from prm_critic.text.steps import TextStep, format_tool_call, format_tool_step, message_text
 from prm_critic.text.trl_format import (
     StepwiseExample,
     from_columns,
@@ -38,7 +38,9 @@ _LAZY = {
 
 __all__ = [
     "TextStep",
+    "format_tool_call",
     "format_tool_step",
+    "message_text",
     "StepContract",
     "TokenLayout",
     "Encoded",

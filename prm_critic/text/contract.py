@@ -41,7 +41,7 @@ see when encoded alone (usually ONE window: all steps in one forward pass).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any, Mapping, Sequence
 
 import numpy as np

@@ -36,7 +36,7 @@ import numpy as np
 from prm_critic._optional import require
 from prm_critic.critic import BaseCritic, StepScores
 from prm_critic.text.contract import check_text_steps
-from prm_critic.text.steps import TextStep
+from prm_critic.text.steps import TextStep, message_text
 
 __all__ = ["LLMJudgeCritic", "parse_score", "fence"]
 
@@ -113,21 +113,6 @@ def fence(text: str, nonce: str) -> str:
     return f"<<untrusted {nonce}>>{body}<</untrusted {nonce}>>"
 
 
-def _text_of(msg: Any) -> str:
-    content = getattr(msg, "content", msg)
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = []
-        for block in content:
-            if isinstance(block, str):
-                parts.append(block)
-            elif isinstance(block, dict) and block.get("type") == "text":
-                parts.append(str(block.get("text", "")))
-        return "".join(parts)
-    return str(content)
-
-
 class LLMJudgeCritic(BaseCritic):
     """Scores steps by asking a chat model for a critique, then a score.
 
@@ -193,10 +178,10 @@ class LLMJudgeCritic(BaseCritic):
         cfg = {"max_concurrency": self.max_concurrency}
         convs = [[System(content=self.system_prompt), Human(content=self.render(s))] for s in steps]
         critiques = self.chat_model.batch(convs, config=cfg)
-        self.last_critiques = [_text_of(c) for c in critiques]
+        self.last_critiques = [message_text(c) for c in critiques]
         ask = Human(content=SCORE_PROMPT.format(scale=self._scale_str()))
         for conv, crit in zip(convs, critiques):
-            conv.append(crit if hasattr(crit, "type") else msgs_mod.AIMessage(content=_text_of(crit)))
+            conv.append(crit if hasattr(crit, "type") else msgs_mod.AIMessage(content=message_text(crit)))
             conv.append(ask)
         scores = np.full(len(steps), np.nan, np.float64)
         attempts = np.zeros(len(steps), np.float32)
@@ -206,10 +191,10 @@ class LLMJudgeCritic(BaseCritic):
             retry = []
             for i, ans in zip(todo, answers):
                 attempts[i] = attempt + 1
-                v = parse_score(_text_of(ans), self.scale)
+                v = parse_score(message_text(ans), self.scale)
                 if v is None:
                     retry.append(i)
-                    convs[i] = convs[i] + [msgs_mod.AIMessage(content=_text_of(ans)),
+                    convs[i] = convs[i] + [msgs_mod.AIMessage(content=message_text(ans)),
                                            Human(content=RETRY_PROMPT.format(scale=self._scale_str()))]
                 else:
                     scores[i] = v

@@ -28,6 +28,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from prm_critic._io import atomic_write_bytes
 from prm_critic._optional import require
 from prm_critic.critic import BaseCritic, StepScores
 from prm_critic.text.contract import Encoded, StepContract, block_causal_mask, check_text_steps, pad_batch
@@ -56,20 +57,6 @@ def _quiet_transformers():
     tf.logging.set_verbosity_error()
     tf.logging.disable_progress_bar()
     return tf
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def _group_steps(contract: StepContract, lay, tokenizer, steps: list[TextStep]):
@@ -278,7 +265,7 @@ class MiniLMStepPRM(BaseCritic):
                 os.unlink(tmp)
         doc = self.config()
         doc["prm_critic_version"] = __version__
-        _atomic_write(cfg, json.dumps(doc, indent=2, sort_keys=True).encode())
+        atomic_write_bytes(cfg, json.dumps(doc, indent=2, sort_keys=True).encode())
         return d
 
     @classmethod

@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-__all__ = ["TextStep", "format_tool_step"]
+__all__ = ["TextStep", "format_tool_call", "format_tool_step", "message_text"]
 
 
 @dataclass(frozen=True)
@@ -47,11 +47,10 @@ class TextStep:
         return [cls(prompt, steps[:t], steps[t]) for t in range(len(steps))]
 
 
-def format_tool_step(tool: str, args: Mapping[str, Any] | str | None, result: Any) -> str:
-    """Render one tool call and its result as a step text.
+def format_tool_call(tool: str, args: Mapping[str, Any] | str | None) -> str:
+    """Render a proposed tool call (no result yet); the prefix of :func:`format_tool_step`.
 
-    ``format_tool_step("go", {"direction": "north"}, "You enter the kitchen.")`` ->
-    ``'call go({"direction": "north"})\\nresult: You enter the kitchen.'``
+    ``format_tool_call("go", {"direction": "north"})`` -> ``'call go({"direction": "north"})'``
     """
     if isinstance(args, Mapping):
         a = json.dumps(dict(args), sort_keys=True, ensure_ascii=False)
@@ -59,4 +58,29 @@ def format_tool_step(tool: str, args: Mapping[str, Any] | str | None, result: An
         a = ""
     else:
         a = str(args)
-    return f"call {tool}({a})\nresult: {result}"
+    return f"call {tool}({a})"
+
+
+def format_tool_step(tool: str, args: Mapping[str, Any] | str | None, result: Any) -> str:
+    """Render one tool call and its result as a step text.
+
+    ``format_tool_step("go", {"direction": "north"}, "You enter the kitchen.")`` ->
+    ``'call go({"direction": "north"})\\nresult: You enter the kitchen.'``
+    """
+    return f"{format_tool_call(tool, args)}\nresult: {result}"
+
+
+def message_text(msg: Any) -> str:
+    """Plain text of a chat message's content (string content, or the text parts of a list)."""
+    content = getattr(msg, "content", msg)
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for p in content:
+            if isinstance(p, str):
+                parts.append(p)
+            elif isinstance(p, Mapping) and p.get("type") == "text":
+                parts.append(str(p.get("text", "")))
+        return "".join(parts)
+    return str(content)

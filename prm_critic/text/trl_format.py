@@ -21,10 +21,11 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
+
+from prm_critic._io import atomic_write_bytes
 
 __all__ = [
     "StepwiseExample",
@@ -152,18 +153,7 @@ def write_stepwise_jsonl(path: str | os.PathLike, examples: Iterable[StepwiseExa
             raise TypeError(f"examples[{i}]: expected StepwiseExample, got {type(ex).__name__}")
         lines.append(json.dumps(ex.to_dict(), ensure_ascii=False))
     data = ("\n".join(lines) + ("\n" if lines else "")).encode("utf-8")
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, p)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    atomic_write_bytes(p, data)
     return p
 
 
