@@ -234,19 +234,10 @@ class OnnxTextCritic(BaseCritic):
         self.max_batch_tokens = int(max_batch_tokens)
 
     def _run(self, windows) -> np.ndarray:
-        from prm_critic.text.contract import pad_batch
+        from prm_critic.text.contract import batch_by_tokens, pad_batch
 
         out: dict[int, np.ndarray] = {}
-        order = sorted(range(len(windows)), key=lambda i: -len(windows[i]))
-        batches, cur = [], []
-        for i in order:
-            width = len(windows[cur[0]]) if cur else len(windows[i])
-            if cur and width * (len(cur) + 1) > self.max_batch_tokens:
-                batches.append(cur)
-                cur = []
-            cur.append(i)
-        if cur:
-            batches.append(cur)
+        batches = batch_by_tokens(windows, self.max_batch_tokens)
         for b in batches:
             ws = [windows[i] for i in b]
             bt = pad_batch(ws, self.layout.pad_id)

@@ -48,7 +48,7 @@ import numpy as np
 
 from prm_critic.text.steps import TextStep
 
-__all__ = ["StepContract", "TokenLayout", "Encoded", "pad_batch", "block_causal_mask", "check_text_steps"]
+__all__ = ["StepContract", "TokenLayout", "Encoded", "pad_batch", "block_causal_mask", "check_text_steps", "batch_by_tokens"]
 
 _OPEN = ("cls", "bos", "none")
 
@@ -398,3 +398,21 @@ def check_text_steps(steps: Any, name: str = "steps") -> list[TextStep]:
         if not isinstance(s, TextStep):
             raise TypeError(f"{name}[{i}]: expected TextStep, got {type(s).__name__} ({str(s)[:60]!r})")
     return steps
+
+
+def batch_by_tokens(windows: Sequence[Any], max_batch_tokens: int) -> list[list[int]]:
+    """Group window indices into batches whose padded size ``width * count`` stays within
+    ``max_batch_tokens`` (longest windows first, so padding is small). A window longer than the
+    budget gets a batch of its own."""
+    order = sorted(range(len(windows)), key=lambda i: -len(windows[i]))
+    batches: list[list[int]] = []
+    cur: list[int] = []
+    for i in order:
+        width = len(windows[cur[0]]) if cur else len(windows[i])
+        if cur and width * (len(cur) + 1) > max_batch_tokens:
+            batches.append(cur)
+            cur = []
+        cur.append(i)
+    if cur:
+        batches.append(cur)
+    return batches

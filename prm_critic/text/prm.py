@@ -31,7 +31,9 @@ import numpy as np
 from prm_critic._io import atomic_write_bytes
 from prm_critic._optional import require
 from prm_critic.critic import BaseCritic, StepScores
-from prm_critic.text.contract import Encoded, StepContract, block_causal_mask, check_text_steps, pad_batch
+from prm_critic.text.contract import (
+    Encoded, StepContract, batch_by_tokens, block_causal_mask, check_text_steps, pad_batch,
+)
 from prm_critic.text.steps import TextStep
 
 __all__ = ["MiniLMStepPRM", "TokenClassificationPRM", "StepPRMNet", "minilm_model_dir", "check_text_steps"]
@@ -168,16 +170,7 @@ class MiniLMStepPRM(BaseCritic):
         torch = require("torch")
         outs = []
         # batches of windows bounded by padded tokens
-        order = sorted(range(len(windows)), key=lambda i: -len(windows[i]))
-        batches, cur = [], []
-        for i in order:
-            width = len(windows[cur[0]]) if cur else len(windows[i])
-            if cur and width * (len(cur) + 1) > self.max_batch_tokens:
-                batches.append(cur)
-                cur = []
-            cur.append(i)
-        if cur:
-            batches.append(cur)
+        batches = batch_by_tokens(windows, self.max_batch_tokens)
         per_window: dict[int, np.ndarray] = {}
         with torch.inference_mode():
             for b in batches:

@@ -279,3 +279,18 @@ def find_max_episode_steps(env: Any) -> int | None:
     spec = getattr(env, "spec", None)
     mes = getattr(spec, "max_episode_steps", None)
     return int(mes) if isinstance(mes, int) and mes > 0 else None
+
+
+def check_shaper_args(obj: Any, *, critic, gamma, mode, head, scale, subgoal_bonus, deadline_s, fallback,
+                      layout) -> None:
+    """Validate the reward shapers' shared settings and set them on ``obj`` (single and vector
+    shaper): ``critic, gamma, mode, head, scale, subgoal_bonus, deadline_s, fallback, layout``."""
+    obj.critic = check_critic_arg(critic)
+    obj.gamma = check_gamma(gamma)
+    obj.mode = check_choice("mode", mode, MODES)
+    obj.head = check_choice("head", head, HEADS)
+    obj.scale = check_number("scale", scale)
+    obj.subgoal_bonus = check_number("subgoal_bonus", subgoal_bonus)
+    obj.deadline_s = None if deadline_s is None else check_number("deadline_s", deadline_s, positive=True)
+    obj.fallback = check_choice("fallback", fallback, FALLBACKS)
+    obj.layout = resolve_layout(critic, layout)

@@ -11,8 +11,7 @@ from prm_critic._optional import require
 from prm_critic.critic import BaseCritic
 from prm_critic.robotics.make import CriticInputLayout
 from prm_critic.wrappers._common import (
-    FALLBACKS, HEADS, MODES, CriticCaller, check_choice, check_critic_arg, check_gamma, check_layout_space,
-    check_number, flatten_checked, resolve_layout, resolve_spec,
+    CriticCaller, check_layout_space, check_shaper_args, flatten_checked, resolve_spec,
 )
 
 vec_env = require("stable_baselines3.common.vec_env")
@@ -62,17 +61,8 @@ class VecPRMRewardShaper(vec_env.VecEnvWrapper):
         if not isinstance(venv, vec_env.VecEnv):
             raise TypeError(f"venv: expected a stable_baselines3 VecEnv, got {type(venv).__name__}")
         super().__init__(venv)
-        self.critic = check_critic_arg(critic)
-        self.gamma = check_gamma(gamma)
-        self.mode = check_choice("mode", mode, MODES)
-        self.head = check_choice("head", head, HEADS)
-        self.scale = check_number("scale", scale)
-        self.subgoal_bonus = check_number("subgoal_bonus", subgoal_bonus)
-        if deadline_s is not None:
-            deadline_s = check_number("deadline_s", deadline_s, positive=True)
-        self.deadline_s = deadline_s
-        self.fallback = check_choice("fallback", fallback, FALLBACKS)
-        self.layout = resolve_layout(critic, layout)
+        check_shaper_args(self, critic=critic, gamma=gamma, mode=mode, head=head, scale=scale,
+                          subgoal_bonus=subgoal_bonus, deadline_s=deadline_s, fallback=fallback, layout=layout)
         check_layout_space(self.layout, venv.observation_space, where="venv")
         self.task_spec = resolve_spec(critic, spec)
         self.evaluator = None
