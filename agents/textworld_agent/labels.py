@@ -13,6 +13,11 @@ The critic's input is only what the agent sees (:mod:`agents.textworld_agent.tex
 text as the prompt, then ``act({"command": c_t})`` + feedback per step. Examples are written in
 TRL stepwise format with float labels (:func:`prm_critic.text.write_stepwise_jsonl`).
 
+Optional terminal siblings (``--siblings m``): at each state of a labelled trajectory, ``m`` other
+base-policy proposals are executed once; those that end the game (mostly irreversible losses such
+as eating or mis-cooking an ingredient) are added as branch examples with their exact label (0 or 1,
+no rollouts). This adds the dead-end contrasts a step-level best-of-N must see.
+
 Resumable: every (seed, episode) unit is written atomically to ``<out>/units/`` when done and
 skipped when present; the JSONL files are (re)assembled from the units at the end.
 
@@ -42,7 +47,7 @@ from agents.textworld_agent.env import DEFAULT_DIFFICULTY, Difficulty, TextWorld
 from agents.textworld_agent.policy import BasePolicy
 from agents.textworld_agent.text import step_text
 
-__all__ = ["rollout", "mc_value", "mc_label", "label_episode", "LabelledEpisode", "build_labels", "parse_seeds", "render_episode", "main"]
+__all__ = ["rollout", "mc_value", "mc_label", "label_episode", "LabelledEpisode", "build_labels", "parse_seeds", "render_episode", "terminal_siblings", "sibling_examples", "main"]
 
 
 def rollout(game: TextWorldGame, policy: BasePolicy, rng: np.random.Generator) -> bool:
@@ -154,6 +159,48 @@ def render_episode(path: str | Path, commands: Sequence[str], *, max_steps: int 
         g.close()
 
 
+def terminal_siblings(path: str | Path, commands: Sequence[str], *, m: int = 3, max_steps: int = 40,
+                      policy: BasePolicy | None = None, rng: np.random.Generator | None = None) -> list[dict]:
+    """One-step siblings with exact labels: at every state ``s_{t-1}`` of the trajectory, ``m``
+    other base-policy proposals are executed; those that end the game get their exact label (won ->
+    1, lost or out of steps -> 0, no rollouts needed). Non-terminal siblings are dropped (they would
+    need rollouts). Returns ``[{"t": t, "command": c, "label": y}]`` (``t`` = 0-based step index).
+    """
+    policy = policy or BasePolicy()
+    rng = rng or np.random.default_rng(0)
+    sim = TextWorldGame(path, max_steps=max_steps)
+    out = []
+    try:
+        for t in range(len(commands)):
+            r = sim.replay(commands[:t])
+            others = [c for c in r.admissible if c != commands[t]]
+            if not others:
+                continue
+            alts = policy.sample(others, list(commands[:t]), rng, n=m, distinct=True)
+            for c in alts:
+                if sim.history != list(commands[:t]) or sim.last.done:
+                    sim.replay(commands[:t])
+                x = sim.step(c)
+                if x.done:
+                    out.append({"t": t, "command": c, "label": 1.0 if x.won else 0.0})
+    finally:
+        sim.close()
+    return out
+
+
+def sibling_examples(ep: "LabelledEpisode", siblings: list[dict], path: str | Path, *,
+                     max_steps: int = 40) -> list[StepwiseExample]:
+    """Branch examples: the trajectory's first ``t`` steps (their MC labels) + the sibling step."""
+    out = []
+    for sb in siblings:
+        t = sb["t"]
+        cmds = list(ep.commands[:t]) + [sb["command"]]
+        prompt, texts = render_episode(path, cmds, max_steps=max_steps)
+        prog = list(ep.example.progress[:t]) + [1.0 if sb["label"] == 1.0 else (ep.example.progress[t - 1] if t else 0.0)]
+        out.append(StepwiseExample(prompt, texts, list(ep.example.labels[:t]) + [sb["label"]], prog))
+    return out
+
+
 def _atomic_json(path: Path, obj) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -164,9 +211,12 @@ def _atomic_json(path: Path, obj) -> None:
 
 def build_labels(out: str | Path, seeds: Sequence[int], *, episodes: int = 1, k: int = 8, max_steps: int = 40,
                  max_labelled: int | None = None, difficulty: Difficulty = DEFAULT_DIFFICULTY,
-                 cache_dir: str | Path | None = None, show_progress: bool = True) -> list[LabelledEpisode]:
+                 cache_dir: str | Path | None = None, show_progress: bool = True,
+                 siblings: int = 0) -> list[LabelledEpisode]:
     """Label ``episodes`` trajectories per seed; resumable; writes ``labels.jsonl`` (soft float
-    labels), ``labels_hard.jsonl`` (0/1) and ``summary.json`` under ``out``."""
+    labels), ``labels_hard.jsonl`` (0/1) and ``summary.json`` under ``out``; with ``siblings=m``
+    also ``labels_siblings.jsonl`` (branch examples ending in a terminal sibling step, see
+    :func:`terminal_siblings`)."""
     tqdm = require("tqdm").tqdm
     out = Path(out)
     units = out / "units"
@@ -191,6 +241,19 @@ def build_labels(out: str | Path, seeds: Sequence[int], *, episodes: int = 1, k:
         prompt, texts = render_episode(ensure_game(d.seed, difficulty, cache_dir), d.commands, max_steps=max_steps)
         d.example = StepwiseExample(prompt, texts, d.example.labels, d.example.progress)
     write_stepwise_jsonl(out / "labels.jsonl", [d.example for d in done])
+    if siblings:
+        aug = []
+        for d in tqdm(done, desc="terminal siblings", unit="episode", disable=not show_progress):
+            f = units / f"seed{d.seed}_ep{d.episode}_sib{siblings}.json"
+            path = ensure_game(d.seed, difficulty, cache_dir)
+            if f.exists():
+                sib = json.loads(f.read_text())
+            else:
+                sib = terminal_siblings(path, d.commands, m=siblings, max_steps=max_steps,
+                                        rng=np.random.default_rng([d.seed, d.episode, 99]))
+                _atomic_json(f, sib)
+            aug += sibling_examples(d, sib, path, max_steps=max_steps)
+        write_stepwise_jsonl(out / "labels_siblings.jsonl", aug)
     hard = [StepwiseExample(d.example.prompt, d.example.completions, [float(y > 0) for y in d.example.labels],
                             d.example.progress) for d in done]
     write_stepwise_jsonl(out / "labels_hard.jsonl", hard)
@@ -231,9 +294,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--k", type=int, default=8)
     ap.add_argument("--max-steps", type=int, default=40)
     ap.add_argument("--max-labelled", type=int, default=None)
+    ap.add_argument("--siblings", type=int, default=0, help="terminal siblings tried per state (0: none)")
     a = ap.parse_args(argv)
     build_labels(a.out, parse_seeds(a.seeds), episodes=a.episodes, k=a.k, max_steps=a.max_steps,
-                 max_labelled=a.max_labelled)
+                 max_labelled=a.max_labelled, siblings=a.siblings)
     print((Path(a.out) / "summary.json").read_text())
     return 0
 

@@ -76,11 +76,14 @@ def run_one(method: str, path: Path, rng: np.random.Generator, max_steps: int, c
 
 def report(out: Path, seeds, md: Path, png: Path, command: str) -> str:
     rows = []
-    for m in METHODS:
-        res = [json.loads(f.read_text()) for f in sorted(out.glob(f"{m}__seed*.json"))
-               if int(f.name.split("__seed")[1].split("_")[0]) in seeds]
-        if not res:
-            continue
+    allres: dict[str, list] = {}
+    for f in sorted(out.glob("*__seed*.json")):
+        r = json.loads(f.read_text())
+        if r["seed"] in seeds:
+            allres.setdefault(r["method"], []).append(r)
+    order = {m: i for i, m in enumerate(METHODS)}
+    for m in sorted(allres, key=lambda k: (order.get(k.split("+")[0], 99), k)):
+        res = allres[m]
         games = sorted({r["seed"] for r in res})
         rows.append({
             "method": m, "episodes": len(res), "games": len(games),
@@ -100,7 +103,9 @@ def report(out: Path, seeds, md: Path, png: Path, command: str) -> str:
     ]
     for r in rows:
         ratio = f"{r['calls'] / base['calls']:.1f}" if base else "unmeasured"
-        lines.append(f"| {LABELS[r['method']]} | {r['games']} | {r['episodes']} | {r['success']:.2f} | {r['lost']:.2f} | "
+        name, _, tag = r["method"].partition("+")
+        label = LABELS[name] + (f" [{tag}]" if tag else "")
+        lines.append(f"| {label} | {r['games']} | {r['episodes']} | {r['success']:.2f} | {r['lost']:.2f} | "
                      f"{r['calls']:.1f} | {ratio} | {r['tools']:.1f} | {r['critic']:.1f} | {r['dead']:.2f} | {r['wall']:.1f} |")
     table = "\n".join(lines)
     if rows:
@@ -135,12 +140,13 @@ def main(argv=None) -> int:
     ap.add_argument("--methods", default=",".join(METHODS))
     ap.add_argument("--seeds", default="1000-1007", help="held-out game seeds (never used for labels)")
     ap.add_argument("--reps", type=int, default=4, help="episodes per game for the base policy")
-    ap.add_argument("--max-steps", type=int, default=30)
+    ap.add_argument("--max-steps", type=int, default=40)
     ap.add_argument("--prm", default=".cache/textworld/prm", help="trained MiniLMStepPRM folder")
     ap.add_argument("--out", default="benchmarks/agents/results")
     ap.add_argument("--md", default="benchmarks/agents/results/table.md")
     ap.add_argument("--png", default="docs/agents_benchmark.png")
     ap.add_argument("--dead-end-threshold", type=float, default=0.05, help="prm_beam: prune steps scoring below it")
+    ap.add_argument("--tag", default="", help="suffix for PRM method names, e.g. 'mc+siblings' (which PRM)")
     ap.add_argument("--report", action="store_true", help="only rebuild the table and plot")
     a = ap.parse_args(argv)
     seeds = parse_seeds(a.seeds)
@@ -159,14 +165,15 @@ def main(argv=None) -> int:
             critic = MiniLMStepPRM.load(a.prm)
         units = [(m, s, rep) for m in methods for s in seeds for rep in range(a.reps if m == "base" else 1)]
         for m, s, rep in tqdm(units, desc="agents benchmark", unit="episode"):
-            f = out / f"{m}__seed{s}_rep{rep}.json"
+            name = f"{m}+{a.tag}" if (a.tag and m.startswith("prm")) else m
+            f = out / f"{name}__seed{s}_rep{rep}.json"
             if f.exists():
                 continue
             path = ensure_game(s)
             rng = np.random.default_rng([s, rep, zlib.crc32(m.encode())])
             t0 = time.time()
             res = run_one(m, path, rng, a.max_steps, critic, a.dead_end_threshold)
-            res.update(method=m, seed=s, rep=rep, wall_s=round(time.time() - t0, 2), max_steps=a.max_steps)
+            res.update(method=name, seed=s, rep=rep, wall_s=round(time.time() - t0, 2), max_steps=a.max_steps)
             if m == "prm_beam":
                 res["dead_end_threshold"] = a.dead_end_threshold
             _atomic_json(f, res)

@@ -41,6 +41,17 @@ def _stats(model, examples) -> dict:
             "mae": float(np.abs(ps - ys).mean())}
 
 
+def _last_stats(model, examples) -> dict:
+    """Predicted success of the last (sibling) step of branch examples, by exact label."""
+    p, y = [], []
+    for ex in examples:
+        p.append(float(model.score_trajectory(ex.prompt, ex.completions).success[-1]))
+        y.append(ex.labels[-1])
+    p, y = np.asarray(p), np.asarray(y)
+    return {"n": int(p.size), "mean_pred_lost": float(p[y == 0].mean()) if (y == 0).any() else None,
+            "mean_pred_won": float(p[y == 1].mean()) if (y == 1).any() else None}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--labels", default=".cache/textworld/labels/labels.jsonl")
@@ -51,19 +62,28 @@ def main(argv=None) -> int:
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--encoder-lr", type=float, default=5e-5)
     ap.add_argument("--val-last", type=int, default=3, help="hold out the last N trajectories for validation")
+    ap.add_argument("--extra", default=None,
+                    help="extra examples (e.g. labels_siblings.jsonl); those of validation games are held out too")
     a = ap.parse_args(argv)
     examples = read_stepwise_jsonl(a.labels)
     if not 0 <= a.val_last < len(examples):
         raise SystemExit(f"--val-last: expected an int in [0, {len(examples) - 1}], got {a.val_last}")
     train = examples[: len(examples) - a.val_last]
     val = examples[len(examples) - a.val_last:]
+    val_extra = []
+    if a.extra:
+        val_prompts = {ex.prompt for ex in val}
+        extra = read_stepwise_jsonl(a.extra)
+        train = train + [ex for ex in extra if ex.prompt not in val_prompts]
+        val_extra = [ex for ex in extra if ex.prompt in val_prompts]
     cfg = TextTrainConfig(epochs=a.epochs, batch_size=a.batch_size, freeze_encoder=a.freeze_encoder, lr=a.lr,
                           encoder_lr=a.encoder_lr)
     model = train_text_prm(train, config=cfg)
     model.save(a.out)
     stats = {"n_train": len(train), "n_val": len(val), "config": vars(a),
              "loss_per_epoch": model.meta.get("training", {}).get("epoch_loss"),
-             "train": _stats(model, train), "val": _stats(model, val) if val else None}
+             "train": _stats(model, train), "val": _stats(model, val) if val else None,
+             "val_sibling_last_steps": _last_stats(model, val_extra) if val_extra else None}
     (Path(a.out) / "train_stats.json").write_text(json.dumps(stats, indent=1))
     print(json.dumps(stats, indent=1))
     return 0
