@@ -4,7 +4,8 @@ wall-clock) written to ``docs/rl_benchmark.md``.
 
     python benchmarks/rl/report.py
 
-Runs without a ``done.json`` marker (killed or still running) are shown dashed and marked
+"success AUC" is the mean of the mean-over-seeds success over all evaluations (0 to the budget):
+higher means earlier and steadier success. Runs without a ``done.json`` marker (killed or still running) are shown dashed and marked
 "partial"; steps-to-threshold use the mean-over-seeds curve on the steps every seed reached.
 """
 
@@ -109,8 +110,8 @@ def table(data) -> str:
                   f"{'on' if cfg.get('normalize_obs') else 'off'} (VecNormalize, obs only); budget {budget} env steps; eval every "
                   f"{cfg['eval_freq']} steps, {cfg['eval_episodes']} deterministic episodes on the unshaped env "
                   "(same eval seeds for every config).", "",
-                  "| config | seeds | steps to 50% | steps to 80% | final success (mean; per seed) | wall-clock per run (train + eval) | pruned episodes / env steps saved |",
-                  "|---|---|---|---|---|---|---|"]
+                  "| config | seeds | steps to 50% | steps to 80% | success AUC | final success (mean; per seed) | wall-clock per run (train + eval) | pruned episodes / env steps saved |",
+                  "|---|---|---|---|---|---|---|---|"]
         summary = {}
         for label in sorted(data[task], key=_sort_key):
             runs = data[task][label]
@@ -130,7 +131,8 @@ def table(data) -> str:
                     f"{d['pruned_episodes']}/{d['episodes']} episodes pruned, "
                     f"{d.get('pruner_stats', {}).get('steps_saved', 'unmeasured')} env steps saved" for d in dones)
             summary[label] = (s50, s80, last_step)
-            lines.append(f"| {label} | {seeds} | {fmt_steps(s50, last_step)} | {fmt_steps(s80, last_step)} | "
+            auc = float(np.mean(m))
+            lines.append(f"| {label} | {seeds} | {fmt_steps(s50, last_step)} | {fmt_steps(s80, last_step)} | {auc:.2f} | "
                          f"{np.mean(finals):.2f}; {', '.join(f'{f:.2f}' for f in finals)} | "
                          f"{np.mean(walls) / 60:.1f} min ({tw / 60:.1f} + {ew / 60:.1f}) | {prune} |")
         total = sum(r["rows"][-1]["train_wall_s"] + r["rows"][-1]["eval_wall_s"]
