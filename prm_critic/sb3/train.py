@@ -181,7 +181,8 @@ def train_policy(task: "str | TaskSpec", *, algo: str = "sac", critic: Any = Non
 def predict(model, obs, deterministic: bool = True):
     """``model.predict`` on a raw observation (single or batched), normalising it first with the
     model's ``VecNormalize`` statistics when it was trained with ``normalize_obs=True``."""
-    vn = model.get_vec_normalize_env()
+    getter = getattr(model, "get_vec_normalize_env", None)  # any object with .predict works too
+    vn = getter() if getter is not None else None
     if vn is not None:
         obs = vn.normalize_obs(obs)
     return model.predict(obs, deterministic=deterministic)
