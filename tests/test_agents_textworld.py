@@ -22,6 +22,8 @@ from agents.textworld_agent.policy import BasePolicy  # noqa: E402
 from agents.textworld_agent.search import oracle_score_fn, run_step_bon  # noqa: E402
 from prm_critic.text.trl_format import read_stepwise_jsonl, write_stepwise_jsonl  # noqa: E402
 
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning:jericho.*")
+
 ROOT = Path(__file__).resolve().parents[1]
 SEED = 7
 
@@ -36,6 +38,7 @@ def game(cache):
     return ensure_game(SEED, DEFAULT_DIFFICULTY, cache)
 
 
+@pytest.mark.slow
 def test_generation_by_seed_is_deterministic(game, cache):
     assert game == game_path(SEED, DEFAULT_DIFFICULTY, cache) and game.exists()
     first = json.loads(game.with_suffix(".json").read_text())
@@ -136,9 +139,12 @@ def test_losing_irreversible_action_gets_lower_label(game):
 
 
 def test_oracle_step_best_of_n_avoids_dead_ends(game):
+    """The ORACLE scores losing look-ahead steps 0, so it never commits one while an alternative
+    survives; the cost accounting counts proposals, look-ahead executions and committed steps."""
     res = run_step_bon(game, np.random.default_rng(1), oracle_score_fn(), n=3, max_steps=12)
     assert res.policy_calls <= 3 * res.steps and res.tool_calls == res.policy_calls + res.steps
-    assert res.won or not res.lost or res.dead_ends_avoided >= 0
+    assert not res.lost
+    assert res.critic_calls == res.policy_calls
 
 
 def test_graph_runs_offline_policy_with_real_textworld(game):
