@@ -115,9 +115,10 @@ def report(out: Path, seeds, md: Path, png: Path, command: str) -> str:
         import matplotlib.pyplot as plt
 
         fig, ax = plt.subplots(figsize=(7, 4.5))
-        for r in rows:
+        for i, r in enumerate(rows):
             ax.scatter(r["calls"], r["success"], s=60)
-            ax.annotate(r["method"], (r["calls"], r["success"]), textcoords="offset points", xytext=(5, 4), fontsize=9)
+            ax.annotate(r["method"], (r["calls"], r["success"]), textcoords="offset points",
+                        xytext=(6, 5 if i % 2 == 0 else -13), fontsize=9)
         if base:
             ax.axvline(10 * base["calls"], ls="--", c="gray", lw=1)
             ax.text(10 * base["calls"], 0.02, " 10x base calls", color="gray", fontsize=8)
