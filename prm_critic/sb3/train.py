@@ -10,6 +10,7 @@ With ``log_dir`` it writes tensorboard + CSV logs, ``eval.csv`` and the final po
 
 from __future__ import annotations
 
+import copy
 import inspect
 import os
 from pathlib import Path
@@ -127,7 +128,7 @@ def train_policy(task: "str | TaskSpec", *, algo: str = "sac", critic: Any = Non
     if critic is not None and shaping is None and prune is None:
         raise ValueError(f"shaping: a critic ({critic_reference(critic)}) was given but shaping=None and prune=None; "
                          f"choose shaping from {list(SHAPING_MODES)}")
-    kw = dict(algo_kwargs or {})
+    kw = copy.deepcopy(dict(algo_kwargs or {}))  # SB3 mutates policy_kwargs in place
     gamma = float(kw.get("gamma", algo_default(algo, "gamma")))
     kw["gamma"] = gamma
     if algo in OFF_POLICY:
