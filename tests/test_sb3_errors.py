@@ -77,7 +77,7 @@ def test_cli_bad_input_is_one_line(capsys, tmp_path):
 def test_cli_trains_and_writes_checkpoint(tmp_path, capsys):
     out = tmp_path / "run"
     rc = main(["train-policy", "--task", "FetchReach-v4", "--algo", "sac", "--critic", "subgoal", "--her",
-               "--steps", "120", "--seed", "0", "--eval-freq", "120", "--eval-episodes", "2", "--out", str(out),
+               "--steps", "120", "--seed", "0", "--eval-freq", "120", "--eval-episodes", "2", "--out", str(out), "--progress",
                "--algo-kwargs", '{"learning_starts": 60, "batch_size": 16, "policy_kwargs": {"net_arch": [8, 8]}}'])
     assert rc == 0, capsys.readouterr().err
     meta = json.loads((out / "policy.json").read_text())

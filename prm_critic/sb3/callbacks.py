@@ -40,7 +40,7 @@ from prm_critic.sb3.monitor import step_success
 
 BaseCallback = require("stable_baselines3.common.callbacks").BaseCallback
 
-__all__ = ["PRMStatsCallback", "UnshapedSuccessEval", "EVAL_COLUMNS", "read_eval_csv", "append_csv_row"]
+__all__ = ["PRMStatsCallback", "UnshapedSuccessEval", "TqdmCallback", "EVAL_COLUMNS", "read_eval_csv", "append_csv_row"]
 
 EVAL_COLUMNS = ("env_steps", "success_rate", "mean_return", "std_return", "mean_length", "n_episodes",
                 "train_wall_s", "eval_wall_s")
@@ -223,3 +223,29 @@ class UnshapedSuccessEval(BaseCallback):
     def _on_training_end(self) -> None:
         if self._last_eval_step != self.num_timesteps:
             self._run_eval()
+
+
+class TqdmCallback(BaseCallback):
+    """A tqdm progress bar over env steps (tqdm only; SB3's own bar also needs ``rich``).
+
+    Args:
+        total: the env-step budget shown as 100%.
+    """
+
+    def __init__(self, total: int):
+        super().__init__()
+        self.total = int(total)
+        self._bar = None
+
+    def _on_training_start(self) -> None:
+        from tqdm.auto import tqdm
+
+        self._bar = tqdm(total=self.total, initial=0, unit="step", desc="train")
+
+    def _on_step(self) -> bool:
+        self._bar.update(self.training_env.num_envs)
+        return True
+
+    def _on_training_end(self) -> None:
+        if self._bar is not None:
+            self._bar.close()

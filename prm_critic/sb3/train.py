@@ -163,12 +163,16 @@ def train_policy(task: "str | TaskSpec", *, algo: str = "sac", critic: Any = Non
                                         csv_path=(log_path / "eval.csv") if log_path else None)
         cbs.append(evaluator)
     cbs.extend(callbacks or [])
+    if progress_bar:
+        from prm_critic.sb3.callbacks import TqdmCallback
+
+        cbs.append(TqdmCallback(total_steps))
     model.prm_config = {
         "task": spec.name, "algo": algo, "critic": critic_reference(critic), "shaping": shaping,
         "scale": float(scale), "head": head, "her": bool(her), "prune": prune, "gamma": gamma,
         "total_steps": total_steps, "seed": seed, "n_envs": n_envs, "normalize_obs": bool(normalize_obs),
     }
-    model.learn(total_timesteps=total_steps, callback=cbs, progress_bar=progress_bar)
+    model.learn(total_timesteps=total_steps, callback=cbs)
     model.prm_stats = stats
     model.prm_eval = evaluator
     if log_path is not None:
