@@ -292,11 +292,8 @@ def parity_check(
     return errors
 
 
-def _check_args(batch, opset, out_path, extra_meta) -> tuple[int | str, Path]:
-    if isinstance(batch, str) and batch.strip() == "1":
-        batch = 1
-    if isinstance(batch, bool) or batch not in ("dynamic", 1):
-        raise OnnxExportError(f"batch: expected 'dynamic' or 1, got {batch!r}")
+def _check_opset_and_path(opset, out_path) -> Path:
+    """Validate ``opset`` (17 .. the installed onnx's newest) and an ``out_path`` ending in .onnx."""
     onnx = require("onnx")
     max_opset = onnx.defs.onnx_opset_version()
     if isinstance(opset, bool) or not isinstance(opset, int) or not 17 <= opset <= max_opset:
@@ -304,6 +301,15 @@ def _check_args(batch, opset, out_path, extra_meta) -> tuple[int | str, Path]:
     out = Path(out_path)
     if out.suffix != ".onnx":
         raise OnnxExportError(f"out_path: expected a file name ending in .onnx, got {str(out)!r}")
+    return out
+
+
+def _check_args(batch, opset, out_path, extra_meta) -> tuple[int | str, Path]:
+    if isinstance(batch, str) and batch.strip() == "1":
+        batch = 1
+    if isinstance(batch, bool) or batch not in ("dynamic", 1):
+        raise OnnxExportError(f"batch: expected 'dynamic' or 1, got {batch!r}")
+    out = _check_opset_and_path(opset, out_path)
     if out.is_dir():
         raise OnnxExportError(f"out_path: {str(out)!r} is a directory; expected a .onnx file path")
     if extra_meta is not None and not isinstance(extra_meta, Mapping):

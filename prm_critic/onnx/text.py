@@ -102,18 +102,13 @@ def export_text_prm(
     require("onnxscript")
     ort = require("onnxruntime")
     from prm_critic.models.checkpoint import atomic_write_bytes
-    from prm_critic.onnx.export import _quiet_exporter
+    from prm_critic.onnx.export import _check_opset_and_path, _quiet_exporter
     from prm_critic.text.prm import MiniLMStepPRM
 
     prm = MiniLMStepPRM.load(prm_or_path) if isinstance(prm_or_path, (str, os.PathLike)) else prm_or_path
     if not isinstance(prm, MiniLMStepPRM):
         raise TypeError(f"prm_or_path: expected a MiniLMStepPRM or its saved folder, got {type(prm).__name__}")
-    max_opset = onnx.defs.onnx_opset_version()
-    if isinstance(opset, bool) or not isinstance(opset, int) or not 17 <= opset <= max_opset:
-        raise OnnxExportError(f"opset: expected an int in [17, {max_opset}] (default {DEFAULT_OPSET}), got {opset!r}")
-    out = Path(out_path)
-    if out.suffix != ".onnx":
-        raise OnnxExportError(f"out_path: expected a file name ending in .onnx, got {str(out)!r}")
+    out = _check_opset_and_path(opset, out_path)
     texts = list(parity_texts) if parity_texts is not None else list(_DEFAULT_TEXTS)
     if not texts or not all(isinstance(t, (tuple, list)) and len(t) == 2 and isinstance(t[0], str) for t in texts):
         raise OnnxExportError(f"parity_texts: expected a non-empty list of (prompt, [steps]) pairs, got {parity_texts!r}")
