@@ -40,6 +40,11 @@ PLANS = {
         (UM, "her", (1,), 1.0, False), (UM, "prm_her", (1,), 10.0, False),
         (UM, "sparse", (1,), 1.0, False), (UM, "prm", (1,), 10.0, False),
     ],
+    # PointMaze_Medium-v3, 40k steps, seed 0 (run at the end of session 1 on idle cores).
+    "medium": [
+        ("PointMaze_Medium-v3", "her", (0,), 1.0, False), ("PointMaze_Medium-v3", "prm_her", (0,), 10.0, False),
+        ("PointMaze_Medium-v3", "prm", (0,), 10.0, False), ("PointMaze_Medium-v3", "sparse", (0,), 1.0, False),
+    ],
     # Not run in the first session (~200k+ steps per run; TQC+HER reaches 80% at ~180k in the zoo).
     "push": [
         ("FetchPush-v4", "her", (0, 1), 1.0, False),
