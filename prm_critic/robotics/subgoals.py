@@ -148,13 +148,14 @@ class SubgoalEvaluator:
         thr = np.asarray([s.threshold for s in self.spec.subgoals])
         return d < thr
 
-    def progress(self, x: np.ndarray) -> np.ndarray:
-        """Spec progress in [0, 1], ``(B,)``; see the module docstring."""
+    def progress(self, x: np.ndarray, holds: np.ndarray | None = None) -> np.ndarray:
+        """Spec progress in [0, 1], ``(B,)``; see the module docstring. ``holds`` (``(B, n)`` from
+        :meth:`holds`) skips recomputing the subgoal states when the caller already has them."""
         x = np.asarray(x, dtype=np.float64)
         n = len(self.spec.subgoals)
         if n == 0:
             raise SpecError(f"spec {self.spec.name!r} has no subgoals: subgoal progress is undefined")
-        h = self.holds(x)
+        h = self.holds(x) if holds is None else holds
         # m = 1 + highest index that holds
         m = np.where(h.any(axis=1), n - np.argmax(h[:, ::-1], axis=1), 0)
         inside = np.zeros(x.shape[0])
@@ -200,6 +201,6 @@ class SubgoalCritic(BaseCritic):
     def score(self, steps) -> StepScores:
         """Score ``steps`` of shape ``(B, obs_dim)``; returns progress and success ``(B,)``."""
         x = as_obs_batch(steps, self.obs_dim, name="steps")
-        p = self.evaluator.progress(x)
-        done = self.evaluator.all_hold(x)
-        return StepScores(p, np.where(done, 1.0, p), {"subgoals_reached": self.evaluator.holds(x).sum(axis=1).astype(np.float32)})
+        h = self.evaluator.holds(x)  # subgoal states once; progress and success both use them
+        p = self.evaluator.progress(x, holds=h)
+        return StepScores(p, np.where(h.all(axis=1), 1.0, p), {"subgoals_reached": h.sum(axis=1).astype(np.float32)})
