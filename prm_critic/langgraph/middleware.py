@@ -120,35 +120,35 @@ class PRMBestOfNMiddleware(_mw.AgentMiddleware):
             model_response=best, command=_lgtypes.Command(update={"prm_best_of_n": [record]})
         )
 
-    def wrap_model_call(self, request, handler):
-        prompt, history = _context(request.messages)
-        candidates, texts, scores = [], [], []
-        for _ in range(self.n):
-            resp = handler(request)
-            candidates.append(resp)
-            texts.append(_proposal_text(resp))
-            if self.accept_threshold is not None:
-                scores += self._score(prompt, history, texts[-1:])
-                if scores[-1] >= self.accept_threshold:
-                    break
+    def _add(self, ctx, cands: tuple[list, list, list], resp) -> bool:
+        """Record one candidate; True when ``accept_threshold`` accepts it (stop sampling)."""
+        candidates, texts, scores = cands
+        candidates.append(resp)
+        texts.append(_proposal_text(resp))
         if self.accept_threshold is None:
-            scores = self._score(prompt, history, texts)
+            return False
+        scores += self._score(*ctx, texts[-1:])
+        return scores[-1] >= self.accept_threshold
+
+    def _choose(self, ctx, cands: tuple[list, list, list]):
+        candidates, texts, scores = cands
+        if self.accept_threshold is None:  # score all candidates in one critic call
+            scores = self._score(*ctx, texts)
         return self._finish(candidates, texts, scores)
 
-    async def awrap_model_call(self, request, handler):
-        prompt, history = _context(request.messages)
-        candidates, texts, scores = [], [], []
+    def wrap_model_call(self, request, handler):
+        ctx, cands = _context(request.messages), ([], [], [])
         for _ in range(self.n):
-            resp = await handler(request)
-            candidates.append(resp)
-            texts.append(_proposal_text(resp))
-            if self.accept_threshold is not None:
-                scores += self._score(prompt, history, texts[-1:])
-                if scores[-1] >= self.accept_threshold:
-                    break
-        if self.accept_threshold is None:
-            scores = self._score(prompt, history, texts)
-        return self._finish(candidates, texts, scores)
+            if self._add(ctx, cands, handler(request)):
+                break
+        return self._choose(ctx, cands)
+
+    async def awrap_model_call(self, request, handler):
+        ctx, cands = _context(request.messages), ([], [], [])
+        for _ in range(self.n):
+            if self._add(ctx, cands, await handler(request)):
+                break
+        return self._choose(ctx, cands)
 
 
 DEFAULT_FLAG = "[step critic: {head} score {score:.2f} < {threshold:.2f}; this step looks like a dead end]"
