@@ -55,6 +55,18 @@ class MazeGeometry:
                         q.append(nb)
         finite = self.dist[self.dist >= 0]
         self.max_cells = int(finite.max()) if finite.size else 0
+        # lookup tables for the batched queries: grid -> cell index (-1 on walls / outside), and for
+        # every (cell, goal cell) the neighbours one step closer to the goal (ascending, -1 padded)
+        self._grid = np.full((self.rows, self.cols), -1, dtype=np.int64)
+        for k, (ci, cj) in enumerate(cells):
+            self._grid[ci, cj] = k
+        adjacent = self.dist == 1
+        self._next = np.full((n, n, 4), -1, dtype=np.int64)
+        for a in range(n):
+            nbs = np.nonzero(adjacent[a])[0]
+            for g in range(n):
+                closer = nbs[self.dist[nbs, g] == self.dist[a, g] - 1] if self.dist[a, g] > 0 else nbs[:0]
+                self._next[a, g, : len(closer)] = closer
         self.centers = np.stack(
             [(self.cells[:, 1] + 0.5) * self.scaling - self.x_center, self.y_center - (self.cells[:, 0] + 0.5) * self.scaling],
             axis=1,
@@ -75,31 +87,39 @@ class MazeGeometry:
 
     def cell_index(self, xy: np.ndarray) -> np.ndarray:
         """Index (into ``self.cells``) of the free cell containing each point ``(B, 2)``; nearest free
-        cell centre when a point lies in a wall cell."""
+        cell centre when a point lies in a wall cell or outside the maze."""
+        xy = np.asarray(xy, dtype=np.float64)
         i = np.floor((self.y_center - xy[:, 1]) / self.scaling).astype(np.int64)
         j = np.floor((xy[:, 0] + self.x_center) / self.scaling).astype(np.int64)
-        out = np.empty(len(xy), dtype=np.int64)
-        for b in range(len(xy)):
-            k = self._index.get((int(i[b]), int(j[b])))
-            if k is None:
-                k = int(np.argmin(np.linalg.norm(self.centers - xy[b], axis=1)))
-            out[b] = k
+        inside = (i >= 0) & (i < self.rows) & (j >= 0) & (j < self.cols)
+        out = np.full(len(xy), -1, dtype=np.int64)
+        out[inside] = self._grid[i[inside], j[inside]]
+        miss = out < 0
+        if miss.any():
+            d = np.linalg.norm(xy[miss, None, :] - self.centers[None, :, :], axis=2)
+            out[miss] = np.argmin(d, axis=1)
         return out
 
     def geodesic(self, p: np.ndarray, g: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Path distance from points ``p`` to goals ``g`` (both ``(B, 2)``) and cells left ``(B,)``."""
+        """Path distance from points ``p`` to goals ``g`` (both ``(B, 2)``) and cells left ``(B,)``.
+
+        In the goal's cell it is ``||p - g||``; elsewhere ``||p - centre(next)|| + S * (cells_left - 1)
+        + ||centre(goal cell) - g||``, ``next`` being the neighbour one step closer to the goal cell
+        that is nearest to ``p``; ``inf`` where the goal cell is unreachable."""
+        p = np.asarray(p, dtype=np.float64)
+        g = np.asarray(g, dtype=np.float64)
         cp, cg = self.cell_index(p), self.cell_index(g)
         cells_left = self.dist[cp, cg]
         geo = np.linalg.norm(p - g, axis=1)
-        for b in np.nonzero(cells_left > 0)[0]:
-            # neighbours of the current cell that are one step closer to the goal cell
-            d_to_goal = self.dist[:, cg[b]]
-            cand = np.nonzero((d_to_goal == cells_left[b] - 1) & (self.dist[cp[b]] == 1))[0]
-            nxt = cand[np.argmin(np.linalg.norm(self.centers[cand] - p[b], axis=1))]
-            geo[b] = (np.linalg.norm(p[b] - self.centers[nxt]) + self.scaling * (cells_left[b] - 1)
-                      + np.linalg.norm(self.centers[cg[b]] - g[b]))
-        unreachable = cells_left < 0
-        geo[unreachable] = np.inf
+        away = np.nonzero(cells_left > 0)[0]
+        if away.size:
+            cand = self._next[cp[away], cg[away]]  # (A, 4)
+            d = np.linalg.norm(self.centers[np.maximum(cand, 0)] - p[away, None, :], axis=2)
+            d[cand < 0] = np.inf
+            nxt = cand[np.arange(away.size), np.argmin(d, axis=1)]
+            geo[away] = (np.linalg.norm(p[away] - self.centers[nxt], axis=1) + self.scaling * (cells_left[away] - 1)
+                         + np.linalg.norm(self.centers[cg[away]] - g[away], axis=1))
+        geo[cells_left < 0] = np.inf
         return geo, cells_left
 
     @property
