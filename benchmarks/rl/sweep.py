@@ -2,6 +2,9 @@
 
     OMP_NUM_THREADS=1 python benchmarks/rl/sweep.py --plan core
     OMP_NUM_THREADS=1 python benchmarks/rl/sweep.py --plan more
+    # two cores: two sweeps share the plan (a run in progress elsewhere is skipped)
+    OMP_NUM_THREADS=1 python benchmarks/rl/sweep.py --plan push medium seeds &
+    OMP_NUM_THREADS=1 python benchmarks/rl/sweep.py --plan medium push seeds &
     python benchmarks/rl/report.py
 
 Each run is a subprocess (``run.py``): a crash or kill affects that run only; rerunning the sweep
@@ -40,17 +43,22 @@ PLANS = {
         (UM, "her", (1,), 1.0, False), (UM, "prm_her", (1,), 10.0, False),
         (UM, "sparse", (1,), 1.0, False), (UM, "prm", (1,), 10.0, False),
     ],
-    # PointMaze_Medium-v3, 40k steps, seed 0 (run at the end of session 1 on idle cores).
+    # PointMaze_Medium-v3, 100k steps, seed 0 (session 1 ran 40k: kept beside as eval.steps-40000.csv)
     "medium": [
         ("PointMaze_Medium-v3", "her", (0,), 1.0, False), ("PointMaze_Medium-v3", "prm_her", (0,), 10.0, False),
         ("PointMaze_Medium-v3", "prm", (0,), 10.0, False), ("PointMaze_Medium-v3", "sparse", (0,), 1.0, False),
     ],
-    # Not run in the first session (~200k+ steps per run; TQC+HER reaches 80% at ~180k in the zoo).
+    # FetchPush-v4, 100k steps, seed 0 (HER alone needs ~180k+ for 80% in the zoo's TQC logs)
     "push": [
-        ("FetchPush-v4", "her", (0, 1), 1.0, False),
-        ("FetchPush-v4", "prm_her", (0, 1), 10.0, False),
-        ("FetchPush-v4", "sparse", (0, 1), 1.0, False),
-        ("FetchPush-v4", "prm", (0, 1), 10.0, False),
+        ("FetchPush-v4", "her", (0,), 1.0, False), ("FetchPush-v4", "prm_her", (0,), 10.0, False),
+        ("FetchPush-v4", "prm", (0,), 10.0, False), ("FetchPush-v4", "sparse", (0,), 1.0, False),
+    ],
+    # second seeds of Medium and Push, the goal-deciding configs (her, prm_her) first
+    "seeds": [
+        ("PointMaze_Medium-v3", "her", (1,), 1.0, False), ("PointMaze_Medium-v3", "prm_her", (1,), 10.0, False),
+        ("FetchPush-v4", "her", (1,), 1.0, False), ("FetchPush-v4", "prm_her", (1,), 10.0, False),
+        ("PointMaze_Medium-v3", "prm", (1,), 10.0, False), ("PointMaze_Medium-v3", "sparse", (1,), 1.0, False),
+        ("FetchPush-v4", "prm", (1,), 10.0, False), ("FetchPush-v4", "sparse", (1,), 1.0, False),
     ],
 }
 
