@@ -1,0 +1,55 @@
+"""The RL benchmark report's goal verdicts (benchmarks/rl/report.py): the issue's two goals judged
+from steps-to-80% on the mean curves, including budgets where HER never reached 80%."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parents[1] / "benchmarks" / "rl"
+
+
+def _report():
+    sys.path.insert(0, str(HERE))
+    try:
+        spec = importlib.util.spec_from_file_location("rl_report", HERE / "report.py")
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        return mod
+    finally:
+        sys.path.remove(str(HERE))
+
+
+def _verdicts(summary):
+    return [line for line in _report().goals(summary) if line.startswith("- ")]
+
+
+def test_steps_to_threshold_uses_first_eval_at_or_above():
+    r = _report()
+    steps, mean = np.array([0, 10, 20, 30]), np.array([0.1, 0.5, 0.79, 0.8])
+    assert r.steps_to(steps, mean, 0.5) == 10 and r.steps_to(steps, mean, 0.8) == 30
+    assert r.steps_to(steps, mean, 0.9) is None
+
+
+def test_goals_when_her_reaches_80():
+    v = _verdicts({"her": (2e3, 4e3, 1e4), "prm_s10": (1e3, 4e3, 1e4), "prm_her_s10": (1e3, 2e3, 1e4)})
+    assert any("PRM+HER" in x and "**met**" in x and "goal <= 2k" in x for x in v)
+    assert any("PRM alone" in x and "**met**" in x for x in v)
+    v = _verdicts({"her": (2e3, 4e3, 1e4), "prm_s10": (1e3, 5e3, 1e4), "prm_her_s10": (1e3, 3e3, 1e4)})
+    assert all("**not met**" in x for x in v) and len(v) == 2
+
+
+def test_goals_when_her_never_reaches_80():
+    # PRM+HER at 40k <= half of a 100k budget that HER never met: met whatever HER's true figure is
+    v = _verdicts({"her": (6e4, None, 1e5), "prm_her_s10": (2e4, 4e4, 1e5), "prm_s10": (None, None, 1e5)})
+    assert any("PRM+HER" in x and "**met**" in x for x in v)
+    assert any("PRM alone" in x and "**not met**" in x for x in v)
+    # PRM+HER at 70k: later than half the budget, HER's true figure unknown -> undetermined
+    v = _verdicts({"her": (6e4, None, 1e5), "prm_her_s10": (2e4, 7e4, 1e5)})
+    assert v == ["- PRM+HER <= half of HER's steps to 80% (prm_her_s10): undetermined: HER did not reach 80% "
+                 "within the budget; prm_her_s10 reached it at 70k, later than half of the budget"]
+    v = _verdicts({"her": (None, None, 1e5), "prm_s10": (5e4, 9e4, 1e5)})
+    assert v == ["- PRM alone <= HER's steps to 80% (prm_s10): **met**: 90k while HER did not reach 80%"]
