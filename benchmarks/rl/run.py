@@ -12,8 +12,11 @@ Configs (same algorithm, hyper-parameters, seeds, env-step budget and evaluation
 
 ``--prune`` adds the DeadEndPruner (threshold/patience per task below). A run whose ``done.json``
 exists (for the same step budget) is skipped; a run in progress in another process is skipped
-(per-run file lock), so several sweeps can share the cores; a run killed before finishing restarts from scratch (SB3 replay buffers can only
-be saved with pickle), its earlier evaluations are kept as ``eval.killed-N.csv``.
+(per-run file lock), so several sweeps can share the cores; a run killed before finishing resumes from its
+last training state (saved at every evaluation, safetensors + JSON: :mod:`prm_critic.sb3.resume`);
+one killed before its first state restarts, its evaluations kept as ``eval.killed-N.csv``. A run
+finished under a smaller budget is extended from its final state (results of the smaller budget
+kept as ``eval.steps-N.csv`` / ``done.steps-N.json``).
 """
 
 from __future__ import annotations
@@ -85,30 +88,38 @@ def run_one(task: str, config: str, seed: int, steps: int | None = None, *, scal
     label = config_label(config, scale, prune)
     out = run_dir(task, label, seed, root)
     marker = out / "done.json"
-    if marker.exists():
-        done = json.loads(marker.read_text())
-        if done.get("steps") == steps:
-            print(f"skip (done): {out}")
-            return out
-        # finished under another budget: keep it beside the new run, under its budget's name
-        for name in ("eval.csv", "done.json"):
-            if (out / name).exists():
-                stem, ext = name.split(".")
-                os.replace(out / name, out / f"{stem}.steps-{done.get('steps')}.{ext}")
-    out.mkdir(parents=True, exist_ok=True)
+    state_ptr = out / "resume" / "latest.json"
+
+    def state_steps() -> int | None:
+        return json.loads(state_ptr.read_text())["steps"] if state_ptr.exists() else None
+
     # one process per run: a second sweep (another core) skips a run that is in progress here; the
     # lock dies with its process, so a killed run is picked up again by the next sweep
+    out.mkdir(parents=True, exist_ok=True)
     lock = open(out / ".lock", "w")
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         print(f"skip (running in another process): {out}")
         return out
-    if marker.exists():  # finished by another process between the check above and the lock
-        print(f"skip (done): {out}")
-        return out
+    if marker.exists():
+        done = json.loads(marker.read_text())
+        if done.get("steps") == steps:
+            print(f"skip (done): {out}")
+            return out
+        # finished under another budget: keep its results beside the new run, under its budget's name;
+        # with a training state that is not past the new budget, the new run continues from it
+        extend = (state_steps() or steps + 1) <= steps
+        for name in ("eval.csv", "done.json"):
+            if (out / name).exists():
+                stem, ext = name.split(".")
+                dst = out / f"{stem}.steps-{done.get('steps')}.{ext}"
+                if extend and name == "eval.csv":
+                    dst.write_bytes((out / name).read_bytes())
+                else:
+                    os.replace(out / name, dst)
     ev = out / "eval.csv"
-    if ev.exists():  # a killed run: keep its evaluations, restart from scratch
+    if ev.exists() and state_steps() is None:  # killed before its first training state: start again
         n = 1
         while (out / f"eval.killed-{n}.csv").exists():
             n += 1
@@ -127,6 +138,7 @@ def run_one(task: str, config: str, seed: int, steps: int | None = None, *, scal
         scale=scale, her=config.endswith("her"), prune=cfg["prune"] if prune else None, total_steps=steps,
         seed=seed, eval_freq=cfg["eval_freq"], eval_episodes=cfg["eval_episodes"], log_dir=out,
         algo_kwargs=cfg["algo_kwargs"], normalize_obs=cfg["normalize_obs"], progress_bar=progress_bar,
+        checkpoint_freq=cfg["eval_freq"], resume=True,
     )
     wall = time.perf_counter() - t0
     rows = model.prm_eval.rows
@@ -135,7 +147,8 @@ def run_one(task: str, config: str, seed: int, steps: int | None = None, *, scal
         "task": task, "config": config, "label": label, "seed": seed, "steps": steps, "algo": algo,
         "scale": scale if shaped else None, "prune": cfg["prune"] if prune else None,
         "algo_kwargs": json.loads(json.dumps(cfg["algo_kwargs"])), "normalize_obs": cfg["normalize_obs"],
-        "wall_s": round(wall, 1),
+        "wall_s": round(rows[-1]["train_wall_s"] + rows[-1]["eval_wall_s"], 1) if rows else round(wall, 1),
+        "resumed_from": model.prm_resumed_from,
         "final_success": rows[-1]["success_rate"] if rows else None,
         "episodes": stats.n_episodes, "pruned_episodes": stats.pruned_episodes,
         "pruned_env_steps": int(sum(h["l"] for h in stats.history if h["pruned"])),

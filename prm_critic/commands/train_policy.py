@@ -32,6 +32,10 @@ def register(sub) -> None:
     p.add_argument("--algo-kwargs", default=None, help='JSON dict of algorithm arguments, e.g. \'{"batch_size": 512}\'')
     p.add_argument("--out", required=True, help="output folder")
     p.add_argument("--progress", action="store_true", help="show a progress bar")
+    p.add_argument("--checkpoint-freq", type=int, default=None,
+                   help="save the whole training state (safetensors + JSON) to OUT/resume every N env steps")
+    p.add_argument("--resume", action="store_true",
+                   help="continue from OUT/resume when it holds a training state (same settings; --steps is the total)")
     p.set_defaults(func=run)
 
 
@@ -63,7 +67,7 @@ def run(args) -> int:
         args.task, algo=args.algo, critic=args.critic, shaping=shaping, scale=args.scale, head=args.head,
         her=args.her, prune=prune, total_steps=args.steps, seed=args.seed, n_envs=args.n_envs,
         eval_freq=args.eval_freq, eval_episodes=args.eval_episodes, log_dir=args.out, algo_kwargs=algo_kwargs,
-        progress_bar=args.progress,
+        progress_bar=args.progress, checkpoint_freq=args.checkpoint_freq, resume=args.resume,
     )
     rows = model.prm_eval.rows if model.prm_eval is not None else []
     last = f", unshaped success {rows[-1]['success_rate']:.2f}" if rows else ""

@@ -4,6 +4,8 @@
 * :func:`save_policy` / :func:`load_policy` - safetensors + JSON policy checkpoints (no pickle);
 * :class:`PRMStatsCallback`, :class:`UnshapedSuccessEval` - PRM logging and unshaped evaluation;
 * :class:`CriticRefreshCallback` - online fine-tuning of a learned critic on outcome labels;
+* :func:`save_training_state` / :func:`load_training_state` / :class:`TrainingStateCheckpoint` -
+  resumable training (weights, optimisers, replay buffer, RNGs; safetensors + JSON);
 * :func:`make_train_env` - the gym-level env chain ``make_env -> shaper -> pruner -> PRMMonitor``.
 """
 
@@ -12,10 +14,17 @@ from prm_critic.sb3.checkpoint import PolicyCheckpointError, load_policy, save_p
 from prm_critic.sb3.envs import SHAPING_MODES, make_train_env, make_vec_train_env, resolve_critic
 from prm_critic.sb3.monitor import PRMMonitor
 from prm_critic.sb3.refresh import CriticRefreshCallback
+from prm_critic.sb3.resume import (
+    TrainingStateCheckpoint,
+    TrainingStateError,
+    load_training_state,
+    save_training_state,
+)
 from prm_critic.sb3.train import ALGOS, predict, train_policy
 
 __all__ = [
     "train_policy", "predict", "ALGOS", "SHAPING_MODES", "save_policy", "load_policy", "PolicyCheckpointError",
     "PRMStatsCallback", "UnshapedSuccessEval", "CriticRefreshCallback", "read_eval_csv", "PRMMonitor", "make_train_env",
-    "make_vec_train_env", "resolve_critic",
+    "make_vec_train_env", "resolve_critic", "save_training_state", "load_training_state", "TrainingStateCheckpoint",
+    "TrainingStateError",
 ]

@@ -103,6 +103,23 @@ class PRMStatsCallback(BaseCallback):
         self._record()
         return True
 
+    def state_dict(self) -> dict[str, Any]:
+        """JSON-able state (for resumable training)."""
+        from prm_critic.sb3.resume import to_jsonable
+
+        return to_jsonable({"history": self.history, "episodes": list(self.episodes), "phi": list(self._phi),
+                            "shaping": list(self._shaping), "pruned_episodes": self.pruned_episodes,
+                            "n_episodes": self.n_episodes})
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`state_dict` returned."""
+        self.history = list(state["history"])
+        self.episodes.extend(state["episodes"])
+        self._phi.extend(state["phi"])
+        self._shaping.extend(state["shaping"])
+        self.pruned_episodes = int(state["pruned_episodes"])
+        self.n_episodes = int(state["n_episodes"])
+
     def _record(self) -> None:
         lg = self.logger
         if self._phi:
@@ -160,7 +177,9 @@ class UnshapedSuccessEval(BaseCallback):
         self.rows: list[dict[str, float]] = []
         self._next = eval_freq
         self._t0 = 0.0
-        self._eval_wall = 0.0
+        self._eval_wall = 0.0          # evaluation wall-clock since the run began (resumes included)
+        self._eval_wall_at_start = 0.0
+        self._train_wall0 = 0.0        # training wall-clock before this learn() call (a resumed run)
         self._last_eval_step = -1
         self._evaluator = self._layout = None
         if self.spec.success.source == "subgoals":
@@ -198,7 +217,7 @@ class UnshapedSuccessEval(BaseCallback):
         self._eval_wall += time.perf_counter() - t
         row["env_steps"] = self.num_timesteps
         row["eval_wall_s"] = round(self._eval_wall, 3)
-        row["train_wall_s"] = round(time.perf_counter() - self._t0 - self._eval_wall, 3)
+        row["train_wall_s"] = round(self.train_wall(), 3)
         self.rows.append(row)
         self._last_eval_step = self.num_timesteps
         if self.csv_path is not None:
@@ -208,8 +227,33 @@ class UnshapedSuccessEval(BaseCallback):
         if self.verbose:
             print(f"[eval] steps={row['env_steps']} success={row['success_rate']:.2f} return={row['mean_return']:.2f}")
 
+    def train_wall(self) -> float:
+        """Training wall-clock (evaluations excluded) since the run began, resumes included."""
+        return self._train_wall0 + (time.perf_counter() - self._t0) - (self._eval_wall - self._eval_wall_at_start)
+
+    def state_dict(self) -> dict[str, Any]:
+        """JSON-able state (for resumable training)."""
+        return {"rows": [dict(r) for r in self.rows], "last_eval_step": self._last_eval_step,
+                "train_wall_s": self.train_wall(), "eval_wall_s": self._eval_wall}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`state_dict` returned; the CSV is rewritten to exactly those rows (an
+        evaluation logged after the checkpoint is dropped: it will be run again)."""
+        self.rows = [dict(r) for r in state["rows"]]
+        self._last_eval_step = int(state["last_eval_step"])
+        self._train_wall0 = float(state["train_wall_s"])
+        self._eval_wall = float(state["eval_wall_s"])
+        if self.csv_path is not None:
+            buf = io.StringIO()
+            w = csv.DictWriter(buf, fieldnames=list(EVAL_COLUMNS), lineterminator="\n")
+            w.writeheader()
+            for r in self.rows:
+                w.writerow({k: r[k] for k in EVAL_COLUMNS})
+            atomic_write_bytes(self.csv_path, buf.getvalue().encode())
+
     def _on_training_start(self) -> None:
         self._t0 = time.perf_counter()
+        self._eval_wall_at_start = self._eval_wall
         self._next = (self.num_timesteps // self.eval_freq + 1) * self.eval_freq
         if self.eval_at_start and self.num_timesteps == 0:
             self._run_eval()
@@ -240,7 +284,7 @@ class TqdmCallback(BaseCallback):
     def _on_training_start(self) -> None:
         from tqdm.auto import tqdm
 
-        self._bar = tqdm(total=self.total, initial=0, unit="step", desc="train")
+        self._bar = tqdm(total=self.total, initial=self.num_timesteps, unit="step", desc="train")
 
     def _on_step(self) -> bool:
         self._bar.update(self.training_env.num_envs)

@@ -3,9 +3,9 @@
 configuration, critic reference).
 
 :func:`load_policy` rebuilds the algorithm from the JSON and loads the weights; ``predict`` then
-gives the same actions as before saving. The replay buffer and optimiser states are not saved
-(SB3 can only save replay buffers with pickle); a loaded model can be trained further from an
-empty buffer. SB3's own ``model.save`` (a zip that contains pickled objects) still works but is
+gives the same actions as before saving. This is the *policy* checkpoint (for deployment and
+evaluation); the whole *training* state (optimisers, replay buffer, RNGs: what resuming needs) is
+:mod:`prm_critic.sb3.resume` (``train_policy(..., checkpoint_freq=N, resume=True)``). SB3's own ``model.save`` (a zip that contains pickled objects) still works but is
 not this project's checkpoint format.
 """
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import inspect
+import json
 import os
 from pathlib import Path
 from typing import Any, Mapping
@@ -75,7 +76,8 @@ def train_policy(task: "str | TaskSpec", *, algo: str = "sac", critic: Any = Non
                  total_steps: int, seed: int = 0, n_envs: int = 1, eval_freq: int | None = None,
                  eval_episodes: int = 50, log_dir: str | os.PathLike | None = None,
                  algo_kwargs: Mapping[str, Any] | None = None, normalize_obs: bool = False,
-                 callbacks: list | None = None, progress_bar: bool = False, verbose: int = 0):
+                 callbacks: list | None = None, progress_bar: bool = False, checkpoint_freq: int | None = None,
+                 resume: bool = False, verbose: int = 0):
     """Train a policy on ``task`` with optional PRM shaping, HER and dead-end pruning.
 
     Args:
@@ -103,7 +105,15 @@ def train_policy(task: "str | TaskSpec", *, algo: str = "sac", critic: Any = Non
             is never normalised, so what the learner stores is exactly the shaped reward; the
             shaper and HER see raw observations. The statistics are saved in the checkpoint; use
             :func:`predict` (or ``model.get_vec_normalize_env().normalize_obs``) on raw observations.
-        callbacks: extra SB3 callbacks.
+        callbacks: extra SB3 callbacks (their own state is not part of the training checkpoint).
+        progress_bar: show a tqdm bar over env steps.
+        checkpoint_freq: save the whole training state (weights, optimisers, replay buffer,
+            VecNormalize statistics, RNGs, callback state; safetensors + JSON, see
+            :mod:`prm_critic.sb3.resume`) to ``log_dir/resume`` every ``checkpoint_freq`` env steps
+            and at the end (needs ``log_dir``).
+        resume: continue from the training state in ``log_dir/resume`` when there is one, up to
+            ``total_steps`` in all (a larger ``total_steps`` than before extends a finished run).
+            The run's configuration must match the checkpoint's (``total_steps`` aside).
 
     Returns:
         The trained SB3 model. ``model.prm_config`` holds the run's JSON-able configuration.
@@ -115,6 +125,11 @@ def train_policy(task: "str | TaskSpec", *, algo: str = "sac", critic: Any = Non
             raise ValueError(f"{name}: expected a positive integer, got {v!r}")
     if eval_freq is not None and (isinstance(eval_freq, bool) or not isinstance(eval_freq, int) or eval_freq <= 0):
         raise ValueError(f"eval_freq: expected None or a positive integer, got {eval_freq!r}")
+    if checkpoint_freq is not None and (isinstance(checkpoint_freq, bool) or not isinstance(checkpoint_freq, int)
+                                        or checkpoint_freq <= 0):
+        raise ValueError(f"checkpoint_freq: expected None or a positive integer, got {checkpoint_freq!r}")
+    if (checkpoint_freq is not None or resume) and log_dir is None:
+        raise ValueError(f"log_dir: checkpoint_freq={checkpoint_freq!r} / resume={resume!r} need a log_dir, got None")
     if shaping is not None and shaping not in SHAPING_MODES:
         raise ValueError(f"shaping: expected one of {list(SHAPING_MODES)} or None, got {shaping!r}")
     if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not scale > 0:
@@ -151,6 +166,11 @@ def train_policy(task: "str | TaskSpec", *, algo: str = "sac", critic: Any = Non
                         tensorboard_log=None)
     if log_path is not None:
         log_path.mkdir(parents=True, exist_ok=True)
+        csv_log = log_path / "logs" / "progress.csv"
+        if resume and csv_log.exists() and (log_path / "resume" / "latest.json").exists():
+            # SB3's CSV logger truncates its file: keep the part written before this resume
+            steps_then = json.loads((log_path / "resume" / "latest.json").read_text()).get("steps")
+            os.replace(csv_log, csv_log.with_name(f"progress.until-{steps_then}.csv"))
         logger = require("stable_baselines3.common.logger")
         model.set_logger(logger.configure(str(log_path / "logs"), ["csv", "tensorboard"]))
     from prm_critic.sb3.callbacks import PRMStatsCallback, UnshapedSuccessEval
@@ -172,7 +192,35 @@ def train_policy(task: "str | TaskSpec", *, algo: str = "sac", critic: Any = Non
         "scale": float(scale), "head": head, "her": bool(her), "prune": prune, "gamma": gamma,
         "total_steps": total_steps, "seed": seed, "n_envs": n_envs, "normalize_obs": bool(normalize_obs),
     }
-    model.learn(total_timesteps=total_steps, callback=cbs)
+    model.prm_resumed_from = []
+    if log_path is not None and (checkpoint_freq is not None or resume):
+        from prm_critic.sb3.checkpoint import _json_kwargs
+        from prm_critic.sb3.resume import TrainingStateCheckpoint, latest_training_state, load_training_state
+
+        state_dir = log_path / "resume"
+        run_config = {**{k: v for k, v in model.prm_config.items() if k != "total_steps"},
+                      "algo_kwargs": _json_kwargs({k: v for k, v in kw.items() if k != "buffer_size"})[0]}
+        run_config = json.loads(json.dumps(run_config))
+        state = latest_training_state(state_dir) if resume else None
+        if state is not None:
+            _check_resume_config(state["extra"].get("config", {}), run_config, state_dir)
+            load_training_state(state_dir, model)
+            stats.load_state_dict(state["extra"]["stats"])
+            if evaluator is not None and "eval" in state["extra"]:
+                evaluator.load_state_dict(state["extra"]["eval"])
+            model.prm_resumed_from = [*state["extra"].get("resumed_from", []), int(model.num_timesteps)]
+            venv.seed(seed + int(model.num_timesteps))  # a fresh episode, not a replay of the first one
+        if checkpoint_freq is not None:
+            def extra():
+                out = {"config": run_config, "stats": stats.state_dict(), "resumed_from": model.prm_resumed_from}
+                if evaluator is not None:
+                    out["eval"] = evaluator.state_dict()
+                return out
+
+            cbs.append(TrainingStateCheckpoint(state_dir, save_freq=checkpoint_freq, extra_fn=extra))
+    remaining = total_steps - int(model.num_timesteps)
+    if remaining > 0:
+        model.learn(total_timesteps=remaining, callback=cbs, reset_num_timesteps=not model.prm_resumed_from)
     model.prm_stats = stats
     model.prm_eval = evaluator
     if log_path is not None:
@@ -181,6 +229,13 @@ def train_policy(task: "str | TaskSpec", *, algo: str = "sac", critic: Any = Non
         save_policy(log_path / "policy", model, spec=spec, algo=algo, her=her, algo_kwargs=kw,
                     extra=model.prm_config)
     return model
+
+
+def _check_resume_config(saved: Mapping[str, Any], now: Mapping[str, Any], where: Path) -> None:
+    for key in sorted(set(saved) | set(now)):
+        if saved.get(key) != now.get(key):
+            raise ValueError(f"{key}: the training state in {str(where)!r} was written with {key}={saved.get(key)!r}, "
+                             f"this call has {now.get(key)!r}; resume with the same settings or use another log_dir")
 
 
 def predict(model, obs, deterministic: bool = True):
