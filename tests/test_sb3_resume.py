@@ -153,3 +153,19 @@ def test_cli_checkpoints_and_resumes(tmp_path, capsys):
     assert main([*args, "--steps", "200", "--resume"]) == 0, capsys.readouterr().err
     assert "for 200 steps" in capsys.readouterr().out
     assert latest_training_state(tmp_path / "resume")["extra"]["resumed_from"] == [100]
+
+
+def test_episode_in_progress_at_the_checkpoint_is_never_relabelled(tmp_path):
+    """PointMaze episodes last up to 300 steps: the checkpoint at 450 cuts the second one in the
+    middle. After the resume its transitions keep ep_length 0 (HER never samples them) and new
+    episodes start at the checkpoint's buffer position."""
+    kw = dict(her=True, log_dir=tmp_path, checkpoint_freq=450, algo_kwargs=dict(TINY, learning_starts=301), **RUN)
+    with pytest.raises(Killed):
+        train_policy("PointMaze_UMaze-v3", total_steps=700, callbacks=[KillAt(500)], **kw)
+    model = train_policy("PointMaze_UMaze-v3", total_steps=700, resume=True, **kw)
+    rb = model.replay_buffer
+    assert model.num_timesteps == 700 and model.prm_resumed_from == [450]
+    cut = int(rb.ep_start[449, 0])
+    assert cut < 450 and (rb.ep_length[cut:450, 0] == 0).all()  # the cut episode: never sampled
+    assert (rb.ep_length[:cut, 0] > 0).all()                      # complete ones before it: sampled
+    assert (rb.ep_start[450:700, 0] >= 450).all()                 # episodes after the resume start anew

@@ -18,7 +18,9 @@ Resuming is statistically equivalent to an uninterrupted run, not bit-identical:
 with a fresh episode (seeded from the step count), so an episode in progress at the checkpoint is
 dropped (its transitions stay in the buffer, but HER never samples them: their episode never
 ended), and the gradient step(s) of the checkpoint's last env step are skipped. PPO's rollout
-buffer is not saved: the rollout that ended at the checkpoint is collected again.
+buffer is not saved: the rollout that ended at the checkpoint is collected again. With HER, a
+checkpoint taken before the first episode ended leaves no sampleable episode: SB3 then refuses to
+train until one ends (keep ``save_freq`` above the episode length).
 
 Replay-buffer ``infos`` (HerReplayBuffer with ``copy_info_dict=True``, which relabelling through
 :class:`~prm_critic.wrappers.PRMRewardShaper` needs) keep every key that all stored infos hold as a
