@@ -29,8 +29,8 @@ COMMANDS = """\
 # FetchReach-v4 and PointMaze_UMaze-v3 (session 1), resumable: finished runs are skipped
 OMP_NUM_THREADS=1 python benchmarks/rl/sweep.py --plan core more
 # PointMaze_Medium-v3 and FetchPush-v4 (session 2): two sweeps share two cores (per-run lock)
-OMP_NUM_THREADS=1 python benchmarks/rl/sweep.py --plan push medium seeds &
-OMP_NUM_THREADS=1 python benchmarks/rl/sweep.py --plan medium push seeds &
+OMP_NUM_THREADS=1 python benchmarks/rl/sweep.py --plan push medium lever seeds &
+OMP_NUM_THREADS=1 python benchmarks/rl/sweep.py --plan medium push lever seeds &
 python benchmarks/rl/report.py                                                   # this file + the plot
 # one run:
 OMP_NUM_THREADS=1 python benchmarks/rl/run.py --task FetchReach-v4 --config prm_her --scale 10 --seed 0"""

@@ -3,8 +3,8 @@
     OMP_NUM_THREADS=1 python benchmarks/rl/sweep.py --plan core
     OMP_NUM_THREADS=1 python benchmarks/rl/sweep.py --plan more
     # two cores: two sweeps share the plan (a run in progress elsewhere is skipped)
-    OMP_NUM_THREADS=1 python benchmarks/rl/sweep.py --plan push medium seeds &
-    OMP_NUM_THREADS=1 python benchmarks/rl/sweep.py --plan medium push seeds &
+    OMP_NUM_THREADS=1 python benchmarks/rl/sweep.py --plan push medium lever seeds &
+    OMP_NUM_THREADS=1 python benchmarks/rl/sweep.py --plan medium push lever seeds &
     python benchmarks/rl/report.py
 
 Each run is a subprocess (``run.py``): a crash or kill affects that run only; rerunning the sweep
@@ -52,6 +52,10 @@ PLANS = {
     "push": [
         ("FetchPush-v4", "her", (0,), 1.0, False), ("FetchPush-v4", "prm_her", (0,), 10.0, False),
         ("FetchPush-v4", "prm", (0,), 10.0, False), ("FetchPush-v4", "sparse", (0,), 1.0, False),
+    ],
+    # the potential-scale lever (vs SAC's entropy bonus) on Medium: scale 30 besides scale 10
+    "lever": [
+        ("PointMaze_Medium-v3", "prm_her", (0,), 30.0, False), ("PointMaze_Medium-v3", "prm", (0,), 30.0, False),
     ],
     # second seeds of Medium and Push, the goal-deciding configs (her, prm_her) first
     "seeds": [
