@@ -123,8 +123,12 @@ def table(data) -> str:
             s50, s80 = steps_to(steps, m, 0.5), steps_to(steps, m, 0.8)
             last_step = int(steps[-1])
             finals = [r["rows"][-1]["success_rate"] for r in runs]
-            seeds = ", ".join(f"{r['seed']}{'' if r['done'] else ' (partial, ' + str(int(r['rows'][-1]['env_steps'])) + ' steps)'}"
-                              for r in runs)
+            def seed_note(r):
+                if not r["done"]:
+                    return f" (partial, {int(r['rows'][-1]['env_steps'])} steps)"
+                return "" if r["done"].get("steps") == budget else f" ({r['done'].get('steps')} steps)"
+
+            seeds = ", ".join(f"{r['seed']}{seed_note(r)}" for r in runs)
             walls = [r["rows"][-1]["train_wall_s"] + r["rows"][-1]["eval_wall_s"] for r in runs]
             tw = np.mean([r["rows"][-1]["train_wall_s"] for r in runs])
             ew = np.mean([r["rows"][-1]["eval_wall_s"] for r in runs])

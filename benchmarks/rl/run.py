@@ -11,7 +11,7 @@ Configs (same algorithm, hyper-parameters, seeds, env-step budget and evaluation
 * ``prm_her`` - both.
 
 ``--prune`` adds the DeadEndPruner (threshold/patience per task below). A run whose ``done.json``
-exists (for the same step budget) is skipped; a run in progress in another process is skipped
+exists (for this step budget or a larger one) is skipped; a run in progress in another process is skipped
 (per-run file lock), so several sweeps can share the cores; a run killed before finishing resumes from its
 last training state (saved at every evaluation, safetensors + JSON: :mod:`prm_critic.sb3.resume`);
 one killed before its first state restarts, its evaluations kept as ``eval.killed-N.csv``. A run
@@ -104,8 +104,8 @@ def run_one(task: str, config: str, seed: int, steps: int | None = None, *, scal
         return out
     if marker.exists():
         done = json.loads(marker.read_text())
-        if done.get("steps") == steps:
-            print(f"skip (done): {out}")
+        if done.get("steps", 0) >= steps:  # a run with a larger budget contains this one
+            print(f"skip (done, {done.get('steps')} steps): {out}")
             return out
         # finished under another budget: keep its results beside the new run, under its budget's name;
         # with a training state that is not past the new budget, the new run continues from it
