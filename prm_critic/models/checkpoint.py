@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +15,8 @@ try:
     from safetensors import SafetensorError as _SafetensorsError
 except ImportError:  # pragma: no cover - older safetensors
     _SafetensorsError = Exception
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
+from safetensors.torch import save as save_bytes
 
 from prm_critic import __version__
 from prm_critic._io import atomic_write_bytes
@@ -43,16 +43,8 @@ def checkpoint_paths(path: str | os.PathLike) -> tuple[Path, Path]:
 def save_state_critic(path: str | os.PathLike, net: StateCriticNet, meta: dict[str, Any] | None = None) -> Path:
     """Save ``net`` and ``meta`` (JSON-serialisable) as a checkpoint; returns the weights path."""
     w, j = checkpoint_paths(path)
-    w.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=w.parent, prefix=f".{w.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        tensors = {k: v.detach().contiguous().cpu() for k, v in net.state_dict().items()}
-        save_file(tensors, tmp, metadata={"format": FORMAT})
-        os.replace(tmp, w)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    tensors = {k: v.detach().contiguous().cpu() for k, v in net.state_dict().items()}
+    atomic_write_bytes(w, save_bytes(tensors, metadata={"format": FORMAT}))
     doc = {"format": FORMAT, "format_version": FORMAT_VERSION, "prm_critic_version": __version__,
            "net": net.config(), "meta": meta or {}}
     atomic_write_bytes(j, json.dumps(doc, indent=2, sort_keys=True).encode())

@@ -229,7 +229,6 @@ class MiniLMStepPRM(BaseCritic):
     def save(self, path: str | os.PathLike) -> Path:
         """Save to folder ``path``: ``model.safetensors``, ``prm.json``, tokenizer files. Each file is
         written atomically; ``prm.json`` is written last (a folder without it is incomplete)."""
-        from safetensors.torch import save_file
 
         from prm_critic import __version__
 
@@ -247,15 +246,8 @@ class MiniLMStepPRM(BaseCritic):
             for f in tok_dir.iterdir():
                 f.unlink()
             tok_dir.rmdir()
-        fd, tmp = tempfile.mkstemp(dir=d, prefix=f".{WEIGHTS}.", suffix=".tmp")
-        os.close(fd)
-        try:
-            tensors = {k: v.detach().contiguous().cpu() for k, v in self.net.state_dict().items()}
-            save_file(tensors, tmp, metadata={"format": FORMAT})
-            os.replace(tmp, d / WEIGHTS)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+        tensors = {k: v.detach().contiguous().cpu() for k, v in self.net.state_dict().items()}
+        atomic_write_bytes(d / WEIGHTS, require("safetensors.torch").save(tensors, metadata={"format": FORMAT}))
         doc = self.config()
         doc["prm_critic_version"] = __version__
         atomic_write_bytes(cfg, json.dumps(doc, indent=2, sort_keys=True).encode())

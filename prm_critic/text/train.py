@@ -26,7 +26,6 @@ import json
 import math
 import os
 import random
-import tempfile
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Sequence
@@ -327,7 +326,9 @@ def _write_state(ckpt: Path, model, opt, rng, history, epochs_done: int, fingerp
     import shutil
 
     torch = require("torch")
-    from safetensors.torch import save_file
+    from safetensors.torch import save as save_bytes
+
+    from prm_critic._io import atomic_write_bytes
 
     ckpt.mkdir(parents=True, exist_ok=True)
     name = f"epoch-{epochs_done:04d}"
@@ -338,18 +339,11 @@ def _write_state(ckpt: Path, model, opt, rng, history, epochs_done: int, fingerp
         for k, v in st.items():
             tensors[f"opt.{idx}.{k}"] = (v if torch.is_tensor(v) else torch.tensor(v)).detach().cpu().contiguous()
     state_file = f"{name}.state.safetensors"
-    tmp = ckpt / f".{state_file}.tmp"
-    save_file(tensors, str(tmp))
-    os.replace(tmp, ckpt / state_file)
+    atomic_write_bytes(ckpt / state_file, save_bytes(tensors))
     doc = {"epochs_done": epochs_done, "model": name, "state": state_file, "history": history,
            "python_rng": _rng_to_json(rng.getstate()), "param_groups": sd["param_groups"],
            "fingerprint": fingerprint, "config": asdict(config)}
-    fd, tmpj = tempfile.mkstemp(dir=ckpt, prefix=f".{_STATE}.", suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        json.dump(doc, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmpj, ckpt / _STATE)
+    atomic_write_bytes(ckpt / _STATE, json.dumps(doc).encode())
     for old in ckpt.glob("epoch-*"):
         if old.name not in (name, state_file):
             shutil.rmtree(old) if old.is_dir() else old.unlink()
