@@ -16,6 +16,7 @@ from prm_critic.onnx.runtime import PROVIDERS, OnnxCritic, OnnxModelError, insta
 
 __all__ = [
     "export_state_critic",
+    "export_subgoal_critic",
     "read_onnx_metadata",
     "export_text_prm",
     "OnnxTextCritic",
@@ -31,6 +32,7 @@ __all__ = [
 
 _LAZY = {
     "export_state_critic": "prm_critic.onnx.export",
+    "export_subgoal_critic": "prm_critic.onnx.export",
     "read_onnx_metadata": "prm_critic.onnx.export",
     "parity_check": "prm_critic.onnx.export",
     "export_text_prm": "prm_critic.onnx.text",

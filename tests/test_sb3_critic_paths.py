@@ -1,0 +1,79 @@
+"""train_policy(critic=PATH): a trained state-critic checkpoint (safetensors + JSON) and an exported
+ONNX critic are loaded once and used as the potential; the shaping term the learner receives is
+``scale * (gamma * Phi(s') - Phi(s))`` with that critic's progress."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("stable_baselines3")
+pytest.importorskip("gymnasium_robotics")
+
+import torch  # noqa: E402
+
+from prm_critic.models import StateCriticNet, load_state_critic  # noqa: E402
+from prm_critic.models.checkpoint import save_state_critic  # noqa: E402
+from prm_critic.robotics.make import CriticInputLayout, make_env  # noqa: E402
+from prm_critic.robotics.spec import load_spec  # noqa: E402
+from prm_critic.robotics.subgoals import SubgoalCritic  # noqa: E402
+from prm_critic.sb3 import train_policy  # noqa: E402
+
+torch.set_num_threads(1)
+BaseCallback = pytest.importorskip("stable_baselines3.common.callbacks").BaseCallback
+
+TASK = "FetchReach-v4"
+TINY = dict(learning_starts=60, batch_size=32, gamma=0.9, policy_kwargs=dict(net_arch=[16, 16]))
+SCALE = 3.0
+
+
+class KeepInfos(BaseCallback):
+    def __init__(self):
+        super().__init__()
+        self.infos = []
+
+    def _on_step(self) -> bool:
+        self.infos.append(dict(self.locals["infos"][0]))
+        return True
+
+
+def _shaping_matches(infos, phi, atol):
+    x = np.stack([i["prm_x"] for i in infos])
+    xn = np.stack([i["prm_next_x"] for i in infos])
+    term = np.array([bool(i["prm_terminated"]) for i in infos])
+    expected = SCALE * (0.9 * np.where(term, 0.0, phi(xn)) - phi(x))
+    got = np.array([float(i["prm_shaping"]) for i in infos])
+    np.testing.assert_allclose(got, expected, atol=atol)
+    assert np.abs(got).max() > 0  # the critic really shaped the reward
+
+
+def test_train_policy_with_a_state_critic_checkpoint(tmp_path):
+    spec = load_spec(TASK)
+    env = make_env(spec)
+    layout = CriticInputLayout.from_space(spec, env.observation_space)
+    torch.manual_seed(0)
+    net = StateCriticNet(layout.obs_dim, hidden=(16,))
+    xs = [layout.flatten(env.reset(seed=i)[0]) for i in range(20)]
+    net.set_normalization(np.mean(xs, 0), np.std(xs, 0) + 0.05)
+    path = save_state_critic(tmp_path / "critic", net, {"layout": layout.to_dict(), "task": spec.name})
+    keep = KeepInfos()
+    model = train_policy(TASK, critic=str(path), shaping="potential", scale=SCALE, total_steps=120, seed=0,
+                         callbacks=[keep], algo_kwargs=TINY)
+    assert model.prm_config["critic"].endswith("critic.safetensors")
+    ref = load_state_critic(tmp_path / "critic")
+    _shaping_matches(keep.infos, lambda x: ref.score(x).progress, atol=1e-5)
+
+
+def test_train_policy_with_an_onnx_critic(tmp_path):
+    pytest.importorskip("onnxruntime")
+    from prm_critic.onnx import OnnxCritic, export_subgoal_critic
+
+    spec = load_spec(TASK)
+    sub = SubgoalCritic(spec, make_env(spec))
+    path = export_subgoal_critic(sub, tmp_path / "subgoal.onnx")
+    keep = KeepInfos()
+    model = train_policy(TASK, critic=str(path), shaping="potential", scale=SCALE, total_steps=120, seed=0,
+                         callbacks=[keep], algo_kwargs=TINY)
+    assert isinstance(model.get_env().envs[0].get_wrapper_attr("critic"), OnnxCritic)
+    # the ONNX graph computes the spec progress: same shaping as the numpy SubgoalCritic
+    _shaping_matches(keep.infos, lambda x: sub.score(x).progress, atol=1e-5)
