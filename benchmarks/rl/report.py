@@ -4,8 +4,9 @@ wall-clock) written to ``docs/rl_benchmark.md``.
 
     python benchmarks/rl/report.py
 
-"success AUC" is the mean of the mean-over-seeds success over all evaluations (0 to the budget):
-higher means earlier and steadier success. Runs without a ``done.json`` marker (killed or still running) are shown dashed and marked
+"success AUC" is the mean of the mean-over-seeds success over the evaluations from 0 to the task's
+budget (also for a run given a larger budget, so that it compares across configs): higher means
+earlier and steadier success. Steps to 50% / 80% use every evaluation a run has. Runs without a ``done.json`` marker (killed or still running) are shown dashed and marked
 "partial"; steps-to-threshold use the mean-over-seeds curve on the steps every seed reached.
 """
 
@@ -139,7 +140,7 @@ def table(data) -> str:
                     f"{d['pruned_episodes']}/{d['episodes']} episodes pruned, "
                     f"{d.get('pruner_stats', {}).get('steps_saved', 'unmeasured')} env steps saved" for d in dones)
             summary[label] = (s50, s80, last_step)
-            auc = float(np.mean(m))
+            auc = float(np.mean(m[steps <= budget]))  # over the task's budget: comparable across configs
             lines.append(f"| {label} | {seeds} | {fmt_steps(s50, last_step)} | {fmt_steps(s80, last_step)} | {auc:.2f} | "
                          f"{np.mean(finals):.2f}; {', '.join(f'{f:.2f}' for f in finals)} | "
                          f"{np.mean(walls) / 60:.1f} min ({tw / 60:.1f} + {ew / 60:.1f}) | {prune} |")
