@@ -12,12 +12,13 @@ pytest.importorskip("gymnasium_robotics")
 
 import torch  # noqa: E402
 
-from prm_critic.models import StateCriticNet, load_state_critic  # noqa: E402
+from prm_critic.models import load_state_critic  # noqa: E402
 from prm_critic.models.checkpoint import save_state_critic  # noqa: E402
-from prm_critic.robotics.make import CriticInputLayout, make_env  # noqa: E402
+from prm_critic.robotics.make import make_env  # noqa: E402
 from prm_critic.robotics.spec import load_spec  # noqa: E402
 from prm_critic.robotics.subgoals import SubgoalCritic  # noqa: E402
 from prm_critic.sb3 import train_policy  # noqa: E402
+from sb3_helpers import tiny_state_critic  # noqa: E402
 
 torch.set_num_threads(1)
 BaseCallback = pytest.importorskip("stable_baselines3.common.callbacks").BaseCallback
@@ -48,14 +49,8 @@ def _shaping_matches(infos, phi, atol):
 
 
 def test_train_policy_with_a_state_critic_checkpoint(tmp_path):
-    spec = load_spec(TASK)
-    env = make_env(spec)
-    layout = CriticInputLayout.from_space(spec, env.observation_space)
-    torch.manual_seed(0)
-    net = StateCriticNet(layout.obs_dim, hidden=(16,))
-    xs = [layout.flatten(env.reset(seed=i)[0]) for i in range(20)]
-    net.set_normalization(np.mean(xs, 0), np.std(xs, 0) + 0.05)
-    path = save_state_critic(tmp_path / "critic", net, {"layout": layout.to_dict(), "task": spec.name})
+    net, meta, _ = tiny_state_critic(TASK)
+    path = save_state_critic(tmp_path / "critic", net, meta)
     keep = KeepInfos()
     model = train_policy(TASK, critic=str(path), shaping="potential", scale=SCALE, total_steps=120, seed=0,
                          callbacks=[keep], algo_kwargs=TINY)

@@ -11,25 +11,19 @@ pytest.importorskip("gymnasium_robotics")
 
 import torch  # noqa: E402
 
-from prm_critic.models import StateCriticNet, TorchStateCritic, load_state_critic  # noqa: E402
-from prm_critic.robotics.make import CriticInputLayout, make_env  # noqa: E402
-from prm_critic.robotics.spec import load_spec  # noqa: E402
+from prm_critic.models import TorchStateCritic, load_state_critic  # noqa: E402
+from prm_critic.robotics.make import make_env  # noqa: E402
 from prm_critic.robotics.subgoals import SubgoalCritic  # noqa: E402
 from prm_critic.sb3 import train_policy  # noqa: E402
 from prm_critic.sb3.refresh import CriticRefreshCallback  # noqa: E402
+from sb3_helpers import tiny_state_critic  # noqa: E402
 
 torch.set_num_threads(1)
 
 
 def _fresh_critic():
-    spec = load_spec("FetchReach-v4")
-    env = make_env(spec)
-    layout = CriticInputLayout.from_space(spec, env.observation_space)
-    torch.manual_seed(0)
-    net = StateCriticNet(layout.obs_dim, hidden=(16,))
-    xs = [layout.flatten(env.reset(seed=i)[0]) for i in range(20)]
-    net.set_normalization(np.mean(xs, 0), np.std(xs, 0) + 0.05)
-    return TorchStateCritic(net, {"layout": layout.to_dict(), "task": spec.name}), np.stack(xs)
+    net, meta, xs = tiny_state_critic("FetchReach-v4")
+    return TorchStateCritic(net, meta), xs
 
 
 def test_refresh_updates_the_shared_critic(tmp_path):

@@ -1,0 +1,24 @@
+"""Shared by the SB3 tests: a tiny untrained state critic whose normalisation fits the task's resets."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from prm_critic.models import StateCriticNet
+from prm_critic.robotics.make import CriticInputLayout, make_env
+from prm_critic.robotics.spec import load_spec
+
+
+def tiny_state_critic(task: str = "FetchReach-v4"):
+    """``(net, meta, xs)``: a 16-unit ``StateCriticNet`` (seeded), its checkpoint metadata (layout,
+    task) and the 20 reset states ``(20, D)`` its normalisation was fitted on."""
+    spec = load_spec(task)
+    env = make_env(spec)
+    layout = CriticInputLayout.from_space(spec, env.observation_space)
+    torch.manual_seed(0)
+    net = StateCriticNet(layout.obs_dim, hidden=(16,))
+    xs = np.stack([layout.flatten(env.reset(seed=i)[0]) for i in range(20)])
+    net.set_normalization(xs.mean(0), xs.std(0) + 0.05)
+    env.close()
+    return net, {"layout": layout.to_dict(), "task": spec.name}, xs
