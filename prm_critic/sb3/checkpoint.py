@@ -99,13 +99,7 @@ def save_policy(path: str | os.PathLike, model, *, spec: "str | TaskSpec", algo:
     norm = None
     vn = model.get_vec_normalize_env()
     if vn is not None:
-        import numpy as np
-        import torch
-
-        rms = vn.obs_rms if isinstance(vn.obs_rms, dict) else {"": vn.obs_rms}
-        for key, r in rms.items():
-            state[f"{_NORM}.{key}.mean"] = torch.from_numpy(np.asarray(r.mean, dtype=np.float64)).clone()
-            state[f"{_NORM}.{key}.var"] = torch.from_numpy(np.asarray(r.var, dtype=np.float64)).clone()
+        rms = obs_rms_tensors(vn, state)
         norm = {"keys": sorted(rms), "dict": isinstance(vn.obs_rms, dict), "clip_obs": float(vn.clip_obs),
                 "epsilon": float(vn.epsilon), "count": {k: float(r.count) for k, r in rms.items()},
                 "norm_obs_keys": list(vn.norm_obs_keys) if getattr(vn, "norm_obs_keys", None) else None}
@@ -130,6 +124,20 @@ def save_policy(path: str | os.PathLike, model, *, spec: "str | TaskSpec", algo:
     atomic_write_bytes(w, save_bytes(state, metadata={"format": FORMAT}))
     atomic_write_bytes(j, json.dumps(meta, indent=2, sort_keys=True).encode())
     return w
+
+
+def obs_rms_tensors(vn, out: dict) -> dict:
+    """Put ``vn``'s observation statistics into ``out`` as float64 tensors
+    ``vec_normalize.<key>.mean`` / ``.var`` (key ``""`` for a flat observation); returns the
+    running-mean-std objects by key (their ``count`` goes to the JSON side)."""
+    import numpy as np
+    import torch
+
+    rms = vn.obs_rms if isinstance(vn.obs_rms, dict) else {"": vn.obs_rms}
+    for key, r in rms.items():
+        out[f"{_NORM}.{key}.mean"] = torch.from_numpy(np.array(r.mean, dtype=np.float64))
+        out[f"{_NORM}.{key}.var"] = torch.from_numpy(np.array(r.var, dtype=np.float64))
+    return rms
 
 
 def _policy_alias(model) -> str:

@@ -185,10 +185,9 @@ def save_training_state(directory: str | os.PathLike, model, *, extra: Mapping[s
         _buffer_state(rb, tensors, meta)
     vn = model.get_vec_normalize_env()
     if vn is not None:
-        rms = vn.obs_rms if isinstance(vn.obs_rms, dict) else {"": vn.obs_rms}
-        for key, r in rms.items():
-            tensors[f"vec_normalize.{key}.mean"] = _tensor(np.asarray(r.mean, dtype=np.float64))
-            tensors[f"vec_normalize.{key}.var"] = _tensor(np.asarray(r.var, dtype=np.float64))
+        from prm_critic.sb3.checkpoint import obs_rms_tensors
+
+        rms = obs_rms_tensors(vn, tensors)
         meta["vec_normalize"] = {"dict": isinstance(vn.obs_rms, dict), "count": {k: float(r.count) for k, r in rms.items()},
                                  "ret": [float(vn.ret_rms.mean), float(vn.ret_rms.var), float(vn.ret_rms.count)]}
     tensors["rng.torch"] = torch.get_rng_state().clone()
