@@ -57,7 +57,7 @@ def test_onnx_critic_in_reward_shaper(exported, batch, deadline_s):
             assert info["prm_next_phi"] == pytest.approx(ref[1], rel=1e-4, abs=1e-5)
             expected = info["prm_original_reward"] + GAMMA * ref[1] - ref[0]
             assert reward == pytest.approx(expected, rel=1e-4, abs=1e-5)
-            assert not info["prm_fallback"] and set(info["prm_subgoals"]) == {"gripper_near_object", "object_at_goal"}
+            assert not info["prm_fallback"] and set(info["prm_subgoals"]) == {"gripper_behind_object", "object_at_goal"}
             # HER consistency: compute_reward on the stored goals reproduces the step reward ...
             r = shaped.compute_reward(obs["achieved_goal"], obs["desired_goal"], info)
             assert float(r) == pytest.approx(reward, abs=1e-6)

@@ -47,7 +47,7 @@ def test_subgoal_critic_export_parity_on_real_rollouts(tmp_path):
         assert oc.score_one(x[10]) == pytest.approx((ref.progress[10], ref.success[10]), abs=1e-6)
         meta = read_onnx_metadata(p)
         assert meta["label_family"] == "subgoal" and meta["task"] == "FetchPush-v4"
-        assert meta["net"]["subgoals"] == ["gripper_near_object", "object_at_goal"]
+        assert meta["net"]["subgoals"] == ["gripper_behind_object", "object_at_goal"]
         assert oc.spec.name == "FetchPush-v4" and oc.layout.to_dict() == critic.layout.to_dict()
     assert sorted(f.name for f in tmp_path.iterdir()) == ["sg_1.onnx", "sg_dynamic.onnx"]
     env.close()

@@ -53,3 +53,23 @@ def test_goals_when_her_never_reaches_80():
                  "within the budget; prm_her_s10 reached it at 70k, later than half of the budget"]
     v = _verdicts({"her": (None, None, 1e5), "prm_s10": (5e4, 9e4, 1e5)})
     assert v == ["- PRM alone <= HER's steps to 80% (prm_s10): **met**: 90k while HER did not reach 80%"]
+
+
+def _run_module():
+    spec = importlib.util.spec_from_file_location("rl_run", HERE / "run.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_run_label_names_the_spec_file_and_bad_specs_are_refused(tmp_path):
+    import pytest
+
+    run = _run_module()
+    assert run.config_label("prm_her", 10, False) == "prm_her_s10"
+    assert run.config_label("prm_her", 10, True, HERE / "specs" / "near_object.toml") == "prm_her_s10_prune_near_object"
+    with pytest.raises(ValueError, match=r"--spec: expected a spec TOML file, got '.*nope.toml' \(no such file\)"):
+        run.run_one("FetchPush-v4", "prm", 0, 10, spec=tmp_path / "nope.toml", root=tmp_path)
+    with pytest.raises(ValueError, match=r"--spec: '.*near_object.toml' is a spec for 'FetchPush-v4', expected one for 'FetchReach-v4'"):
+        run.run_one("FetchReach-v4", "prm", 0, 10, spec=HERE / "specs" / "near_object.toml", root=tmp_path)
+    assert not any(tmp_path.iterdir())  # refused before any run folder was made

@@ -50,6 +50,52 @@ def test_unknown_task_and_bad_values():
         load_spec(bad)
 
 
+def _with_subgoal(**fields):
+    return {"task": {**MINIMAL["task"]}, "subgoals": [{**MINIMAL["subgoals"][0], **fields}]}
+
+
+def test_approach_point_fields_are_checked():
+    ok = load_spec(_with_subgoal(a="observation[0:3]", b="achieved_goal", behind="desired_goal", offset=0.06))
+    assert ok.subgoals[0].offset == 0.06 and str(ok.subgoals[0].behind) == "desired_goal"
+    assert load_spec(ok.to_dict()) == ok
+    with pytest.raises(SpecError, match=r"subgoals\[0\]\.offset: an approach point needs both 'behind' and 'offset'"):
+        load_spec(_with_subgoal(behind="desired_goal"))
+    with pytest.raises(SpecError, match=r"subgoals\[0\]\.behind: an approach point needs both.*got offset = 0.1"):
+        load_spec(_with_subgoal(offset=0.1))
+    with pytest.raises(SpecError, match=r"offset: expected a number > 0, got 0"):
+        load_spec(_with_subgoal(behind="desired_goal", offset=0))
+    with pytest.raises(SpecError, match=r"behind: approach points apply to kind 'distance' subgoals, got kind 'maze_path'"):
+        load_spec(_with_subgoal(kind="maze_path", behind="desired_goal", offset=0.1))
+    with pytest.raises(SpecError, match=r"subgoals\[0\]\.behind: key 'goal' is not in critic_input"):
+        load_spec(_with_subgoal(behind="goal", offset=0.1))
+
+
+def test_approach_point_is_offset_beyond_b_away_from_behind():
+    """b* = b + offset * unit(b - behind); where b == behind the target is b itself."""
+    from prm_critic.robotics.make import CriticInputLayout, make_env
+    from prm_critic.robotics.subgoals import SubgoalEvaluator
+
+    spec = load_spec(_with_subgoal(a="observation[0:3]", b="achieved_goal", behind="desired_goal",
+                                   offset=0.1, threshold=0.05, scale=0.5))
+    env = make_env(spec)
+    layout = CriticInputLayout.from_space(spec, env.observation_space)
+    env.close()
+    ev = SubgoalEvaluator(spec, layout)
+    ag, dg = layout.slices["achieved_goal"], layout.slices["desired_goal"]
+    x = np.zeros((3, layout.obs_dim))
+    x[:, ag] = [1.0, 1.0, 1.0]
+    x[0, dg] = [1.0, 1.0, 0.0]      # behind is below b: the target is 0.1 above b
+    x[1, dg] = [1.0, 1.0, 1.0]      # behind == b: the target is b
+    x[2, dg] = [4.0, 5.0, 1.0]      # direction (-3, -4, 0) / 5
+    np.testing.assert_allclose(ev.target(x, 0), [[1, 1, 1.1], [1, 1, 1], [0.94, 0.92, 1]], atol=1e-12)
+    x[0, 0:3] = [1.0, 1.0, 1.13]    # 0.03 from the target: holds
+    x[1, 0:3] = [1.0, 1.0, 1.13]    # 0.13 from b: does not hold
+    x[2, 0:3] = [1.0, 1.0, 1.0]     # on b itself, 0.1 from the target: does not hold
+    np.testing.assert_allclose(ev.distances(x)[:, 0], [0.03, 0.13, 0.1], atol=1e-12)
+    assert ev.holds(x)[:, 0].tolist() == [True, False, False]
+    np.testing.assert_allclose(ev.progress(x), [1.0, 1 - 0.13 / 0.5, 1 - 0.1 / 0.5], atol=1e-12)
+
+
 def test_user_spec_from_toml(tmp_path):
     p = tmp_path / "mine.toml"
     p.write_text(
@@ -85,25 +131,37 @@ def test_subgoal_critic_on_real_env(name):
 
 
 def test_subgoal_progress_orders_states_on_fetch_push():
-    """Progress rises as the gripper reaches the object, then as the object nears the goal."""
+    """Progress rises as the gripper reaches the approach point behind the object (as seen from the
+    goal), then as the object nears the goal; the far side of the object is not the approach point."""
     from prm_critic.robotics.make import make_env
     from prm_critic.robotics.subgoals import SubgoalCritic
 
     env = make_env("FetchPush-v4")
     c = SubgoalCritic("FetchPush-v4", env)
     obs, _ = env.reset(seed=3)
-    x = c.layout.flatten(obs)[None].repeat(3, axis=0)
+    x = c.layout.flatten(obs)[None].repeat(4, axis=0)
     obj = c.layout.slices["observation"].start + 3
     ag, dg = c.layout.slices["achieved_goal"], c.layout.slices["desired_goal"]
-    # state 1: gripper on the object
-    x[1, 0:3] = x[1, obj:obj + 3]
-    # state 2: gripper on the object and object halfway to the goal
+
+    def behind(row):  # 6 cm behind the object on the goal-object line
+        u = x[row, obj:obj + 3] - x[row, dg]
+        return x[row, obj:obj + 3] + 0.06 * u / np.linalg.norm(u)
+
+    # state 1: gripper at the approach point
+    x[1, 0:3] = behind(1)
+    # state 2: gripper at the approach point of the object moved halfway to the goal
     mid = (x[2, obj:obj + 3] + x[2, dg]) / 2
     x[2, obj:obj + 3] = mid
     x[2, ag] = mid
-    x[2, 0:3] = mid
-    p = c.score(x).progress
+    x[2, 0:3] = behind(2)
+    # state 3: gripper 6 cm on the goal side of the object (touching it, but it would push it away)
+    u = x[3, dg] - x[3, obj:obj + 3]
+    x[3, 0:3] = x[3, obj:obj + 3] + 0.06 * u / np.linalg.norm(u)
+    scores = c.score(x)
+    p = scores.progress
     assert p[0] < p[1] < p[2]
+    assert p[3] < p[1]
+    assert scores.extra["subgoals_reached"].tolist() == [0, 1, 1, 0]
 
 
 def test_maze_progress_follows_path_not_straight_line():

@@ -10,6 +10,9 @@ Configs (same algorithm, hyper-parameters, seeds, env-step budget and evaluation
 * ``prm``     - potential-based shaping with the spec's SubgoalCritic (``--scale``);
 * ``prm_her`` - both.
 
+``--spec PATH`` trains with another spec TOML for the task (the label gets the file's stem, e.g.
+``prm_her_s10_near_object``); by default the task's built-in spec is used.
+
 ``--prune`` adds the DeadEndPruner (threshold/patience per task below). A run whose ``done.json``
 exists (for this step budget or a larger one) is skipped; a run in progress in another process is skipped
 (per-run file lock), so several sweeps can share the cores; a run killed before finishing resumes from its
@@ -64,12 +67,14 @@ TASKS = {
 }
 
 
-def config_label(config: str, scale: float, prune: bool) -> str:
+def config_label(config: str, scale: float, prune: bool, spec: "str | Path | None" = None) -> str:
     label = config
     if config.startswith("prm"):
         label += f"_s{scale:g}"
     if prune:
         label += "_prune"
+    if spec is not None:
+        label += f"_{Path(spec).stem}"
     return label
 
 
@@ -78,14 +83,22 @@ def run_dir(task: str, label: str, seed: int, root: Path = RESULTS) -> Path:
 
 
 def run_one(task: str, config: str, seed: int, steps: int | None = None, *, scale: float = 1.0,
-            prune: bool = False, algo: str = "sac", root: Path = RESULTS, progress_bar: bool = False) -> Path:
+            prune: bool = False, algo: str = "sac", root: Path = RESULTS, progress_bar: bool = False,
+            spec: "str | Path | None" = None) -> Path:
     if task not in TASKS:
         raise ValueError(f"--task: expected one of {sorted(TASKS)}, got {task!r}")
     if config not in CONFIGS:
         raise ValueError(f"--config: expected one of {list(CONFIGS)}, got {config!r}")
     cfg = TASKS[task]
     steps = steps or cfg["steps"]
-    label = config_label(config, scale, prune)
+    if spec is not None:
+        from prm_critic.robotics.spec import load_spec
+
+        if not Path(spec).is_file():
+            raise ValueError(f"--spec: expected a spec TOML file, got {str(spec)!r} (no such file)")
+        if load_spec(spec).env_id != task:
+            raise ValueError(f"--spec: {str(spec)!r} is a spec for {load_spec(spec).env_id!r}, expected one for {task!r}")
+    label = config_label(config, scale, prune, spec)
     out = run_dir(task, label, seed, root)
     marker = out / "done.json"
     state_ptr = out / "resume" / "latest.json"
@@ -133,8 +146,11 @@ def run_one(task: str, config: str, seed: int, steps: int | None = None, *, scal
 
     shaped = config.startswith("prm")
     t0 = time.perf_counter()
+    from prm_critic.robotics.spec import load_spec
+
+    task_spec = load_spec(spec if spec is not None else task)
     model = train_policy(
-        task, algo=algo, critic="subgoal" if (shaped or prune) else None, shaping="potential" if shaped else None,
+        task_spec, algo=algo, critic="subgoal" if (shaped or prune) else None, shaping="potential" if shaped else None,
         scale=scale, her=config.endswith("her"), prune=cfg["prune"] if prune else None, total_steps=steps,
         seed=seed, eval_freq=cfg["eval_freq"], eval_episodes=cfg["eval_episodes"], log_dir=out,
         algo_kwargs=cfg["algo_kwargs"], normalize_obs=cfg["normalize_obs"], progress_bar=progress_bar,
@@ -146,6 +162,7 @@ def run_one(task: str, config: str, seed: int, steps: int | None = None, *, scal
     summary = {
         "task": task, "config": config, "label": label, "seed": seed, "steps": steps, "algo": algo,
         "scale": scale if shaped else None, "prune": cfg["prune"] if prune else None,
+        "spec": str(spec) if spec is not None else "built-in", "subgoals": task_spec.to_dict()["subgoals"],
         "algo_kwargs": json.loads(json.dumps(cfg["algo_kwargs"])), "normalize_obs": cfg["normalize_obs"],
         "wall_s": round(rows[-1]["train_wall_s"] + rows[-1]["eval_wall_s"], 1) if rows else round(wall, 1),
         "resumed_from": model.prm_resumed_from,
@@ -172,9 +189,10 @@ def main(argv=None) -> int:
     p.add_argument("--algo", default="sac", choices=["sac", "tqc"])
     p.add_argument("--root", type=Path, default=RESULTS)
     p.add_argument("--progress", action="store_true", help="show a tqdm progress bar")
+    p.add_argument("--spec", type=Path, default=None, help="spec TOML to use instead of the built-in one")
     a = p.parse_args(argv)
     run_one(a.task, a.config, a.seed, a.steps, scale=a.scale, prune=a.prune, algo=a.algo, root=a.root,
-            progress_bar=a.progress)
+            progress_bar=a.progress, spec=a.spec)
     return 0
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 
-# (task, config, seeds, scale, prune), run in this order: the most informative runs first, so that
+# (task, config, seeds, scale, prune[, spec TOML]), run in this order: the most informative runs first, so that
 # a sweep cut short by the time budget still has every config of a task at seed 0.
 FR, UM = "FetchReach-v4", "PointMaze_UMaze-v3"
 PLANS = {
@@ -53,6 +53,11 @@ PLANS = {
         ("FetchPush-v4", "her", (0,), 1.0, False), ("FetchPush-v4", "prm_her", (0,), 10.0, False),
         ("FetchPush-v4", "prm", (0,), 10.0, False), ("FetchPush-v4", "sparse", (0,), 1.0, False),
     ],
+    # FetchPush's shaped runs under its former "near the object" spec (session 2)
+    "push_near_object": [
+        ("FetchPush-v4", "prm_her", (0,), 10.0, False, "specs/near_object.toml"),
+        ("FetchPush-v4", "prm", (0,), 10.0, False, "specs/near_object.toml"),
+    ],
     # the potential-scale lever (vs SAC's entropy bonus) on Medium: scale 30 besides scale 10
     "lever": [
         ("PointMaze_Medium-v3", "prm_her", (0,), 30.0, False), ("PointMaze_Medium-v3", "prm", (0,), 30.0, False),
@@ -73,10 +78,11 @@ def main(argv=None) -> int:
     p.add_argument("--algo", default="sac", choices=["sac", "tqc"])
     a = p.parse_args(argv)
     for plan in a.plan:
-        for task, config, seeds, scale, prune in PLANS[plan]:
+        for task, config, seeds, scale, prune, *spec in PLANS[plan]:
             for seed in seeds:
                 cmd = [sys.executable, str(HERE / "run.py"), "--task", task, "--config", config, "--seed", str(seed),
                        "--scale", str(scale), "--algo", a.algo] + (["--prune"] if prune else [])
+                cmd += ["--spec", str(HERE / spec[0])] if spec else []
                 t = time.time()
                 print(" ".join(cmd[1:]), flush=True)
                 rc = subprocess.call(cmd)

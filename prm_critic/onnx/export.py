@@ -440,7 +440,8 @@ def _write(out: Path, data: bytes) -> Path:
 def _subgoal_module(critic):
     """Torch twin of ``SubgoalCritic.score`` for ``distance`` subgoals, computed in float64 like numpy::
 
-        d_k      = ||obs[a_k] - obs[b_k]||,  holds_k = d_k < threshold_k
+        t_k      = obs[b_k]  (or its approach point b_k + offset_k * unit(obs[b_k] - obs[behind_k]))
+        d_k      = ||obs[a_k] - t_k||,  holds_k = d_k < threshold_k
         m        = max_k (k + 1) * holds_k                       (0 if none holds)
         inside   = sum_k [m == k] * clip(1 - d_k / scale_k, 0, 1)
         progress = clip((m + inside) / n, 0, 1)
@@ -460,6 +461,17 @@ def _subgoal_module(critic):
     if not subgoals:
         raise OnnxExportError(f"critic: spec {critic.spec.name!r} has no subgoals; nothing to export")
     idx = [((ia.start, ia.stop), (ib.start, ib.stop)) for ia, ib in ev._idx]
+    behind = [None if ic is None else (ic.start, ic.stop, s.offset) for ic, s in zip(ev._behind, subgoals)]
+
+    def target(x, k):
+        (b0, b1), c = idx[k][1], behind[k]
+        b = x[:, b0:b1]
+        if c is None:
+            return b
+        away = b - x[:, c[0]:c[1]]
+        norm = torch.sqrt((away ** 2).sum(dim=1, keepdim=True))
+        unit = torch.where(norm > 0, away / torch.where(norm > 0, norm, torch.ones_like(norm)), torch.zeros_like(away))
+        return b + c[2] * unit
 
     class SubgoalProgress(torch.nn.Module):
         def __init__(self):
@@ -470,8 +482,8 @@ def _subgoal_module(critic):
 
         def forward(self, obs):
             x = obs.to(torch.float64)
-            d = torch.stack([torch.sqrt(((x[:, a0:a1] - x[:, b0:b1]) ** 2).sum(dim=1)) for (a0, a1), (b0, b1) in idx],
-                            dim=1)
+            d = torch.stack([torch.sqrt(((x[:, a0:a1] - target(x, k)) ** 2).sum(dim=1))
+                             for k, ((a0, a1), _) in enumerate(idx)], dim=1)
             holds = (d < self.thr).to(torch.float64)
             m = (holds * self.rank).amax(dim=1)
             inside_k = torch.clamp(1.0 - d / self.scale, 0.0, 1.0)
@@ -491,13 +503,14 @@ def _subgoal_parity_inputs(critic, realistic: np.ndarray | None, seed: int = 0) 
     d = critic.obs_dim
     base = rng.uniform(-1.0, 1.0, (256, d))
     near = base.copy()
-    for s, (ia, ib) in zip(critic.spec.subgoals, critic.evaluator._idx):
+    for k, (s, (ia, ib)) in enumerate(zip(critic.spec.subgoals, critic.evaluator._idx)):
         n = ia.stop - ia.start
         direction = rng.standard_normal((len(near), n))
         direction /= np.linalg.norm(direction, axis=1, keepdims=True)
         dist = rng.uniform(0.0, 2.5 * max(s.threshold, s.scale), (len(near), 1))
         keep = rng.random(len(near)) < 0.7  # some rows keep their random (far) pair
-        near[keep, ib] = near[keep, ia] + (direction * dist)[keep]
+        # place a within `dist` of the subgoal's target point (b, or the approach point b*)
+        near[keep, ia] = critic.evaluator.target(near, k)[keep] + (direction * dist)[keep]
     sets = {"random_uniform": base, "subgoal_boundaries": near}
     if realistic is not None:
         sets["realistic_given"] = realistic

@@ -30,6 +30,16 @@ subgoal, progress grows as ``clip(1 - ||a - b|| / scale, 0, 1)``. ``a`` and ``b`
 ``key`` or ``key[start:stop]`` over the keys named in ``critic_input``. Other kinds
 (``maze_path``) are evaluated by :mod:`prm_critic.robotics.subgoals`.
 
+An *approach point* replaces ``b`` by the point ``offset`` beyond ``b`` on the line from
+``behind`` through ``b``::
+
+    b* = b + offset * (b - behind) / ||b - behind||        (b* = b where b == behind)
+
+e.g. ``behind = "desired_goal"``, ``offset = 0.06`` is the spot behind the block from which a push
+moves it towards the goal. A pusher touching the block sits there for the whole push, so the
+subgoal keeps holding while the block moves (with ``b`` = the block itself the gripper-block
+distance straddles the threshold mid-push and the potential drops).
+
 Unknown or misspelled fields raise :class:`SpecError` naming the field (with a suggestion).
 """
 
@@ -114,6 +124,8 @@ class SubgoalSpec:
         a, b: the two points compared (``||a - b||``), as :class:`ObsExpr`.
         threshold: the subgoal holds when the distance is below it.
         scale: distance over which progress inside the subgoal goes from 0 to 1.
+        behind, offset: optional approach point (``distance`` subgoals only): ``b`` is replaced by
+            ``b + offset * (b - behind) / ||b - behind||`` (see the module docstring).
     """
 
     name: str
@@ -122,8 +134,10 @@ class SubgoalSpec:
     threshold: float
     scale: float
     kind: str = "distance"
+    behind: ObsExpr | None = None
+    offset: float = 0.0
 
-    _FIELDS = frozenset({"name", "kind", "a", "b", "threshold", "scale"})
+    _FIELDS = frozenset({"name", "kind", "a", "b", "threshold", "scale", "behind", "offset"})
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], where: str) -> "SubgoalSpec":
@@ -136,6 +150,16 @@ class SubgoalSpec:
         name = data["name"]
         if not isinstance(name, str) or not name:
             raise SpecError(f"{where}.name: expected a non-empty string, got {name!r}")
+        behind, offset = data.get("behind"), 0.0
+        if ("behind" in data) != ("offset" in data):
+            have, need = ("behind", "offset") if "behind" in data else ("offset", "behind")
+            raise SpecError(f"{where}.{need}: an approach point needs both 'behind' and 'offset'; "
+                            f"got {have} = {data[have]!r} without {need}")
+        if behind is not None:
+            if kind != "distance":
+                raise SpecError(f"{where}.behind: approach points apply to kind 'distance' subgoals, got kind {kind!r}")
+            behind = ObsExpr.parse(behind, f"{where}.behind")
+            offset = _num(data["offset"], f"{where}.offset", positive=True)
         return cls(
             name=name,
             a=ObsExpr.parse(data["a"], f"{where}.a"),
@@ -143,11 +167,16 @@ class SubgoalSpec:
             threshold=threshold,
             scale=scale,
             kind=kind,
+            behind=behind,
+            offset=offset,
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "kind": self.kind, "a": str(self.a), "b": str(self.b),
-                "threshold": self.threshold, "scale": self.scale}
+        d = {"name": self.name, "kind": self.kind, "a": str(self.a), "b": str(self.b),
+             "threshold": self.threshold, "scale": self.scale}
+        if self.behind is not None:
+            d.update(behind=str(self.behind), offset=self.offset)
+        return d
 
 
 SUCCESS_SOURCES = ("info", "subgoals", "kitchen_tasks")
@@ -261,9 +290,9 @@ class TaskSpec:
         if len(set(names)) != len(names):
             raise SpecError(f"{where}.subgoals: subgoal names must be unique, got {names}")
         for i, s in enumerate(subgoals):
-            for side in ("a", "b"):
+            for side in ("a", "b", "behind"):
                 e = getattr(s, side)
-                if e.key not in crit:
+                if e is not None and e.key not in crit:
                     raise SpecError(
                         f"{where}.subgoals[{i}].{side}: key {e.key!r} is not in critic_input {crit}"
                     )

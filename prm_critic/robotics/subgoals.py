@@ -6,6 +6,9 @@ Progress of a state (Markov, so it can serve as a shaping potential)::
     inside   = clip(1 - ||a_m - b_m|| / scale_m, 0, 1)   for the next subgoal m (0 if m == n)
     progress = (m + inside) / n
 
+A ``distance`` subgoal with an approach point (``behind``, ``offset``) compares ``a`` with
+``b* = b + offset * (b - behind) / ||b - behind||`` instead of ``b``.
+
 ``maze_path`` subgoals measure distance along the shortest path through the maze's free cells
 (BFS over cells from the goal's cell): ``geo = ||p - centre(next cell)|| + S * (cells_left - 1) + ||centre(goal cell) - g||`` inside
 the path, ``||p - g||`` in the goal's cell; ``inside = clip(1 - geo / geo_max, 0, 1)``.
@@ -141,9 +144,12 @@ class SubgoalEvaluator:
         self.layout = layout
         self.maze = maze
         self._idx = [(layout.expr_index(s.a), layout.expr_index(s.b)) for s in spec.subgoals]
-        for s, (ia, ib) in zip(spec.subgoals, self._idx):
+        self._behind = [None if s.behind is None else layout.expr_index(s.behind) for s in spec.subgoals]
+        for s, (ia, ib), ic in zip(spec.subgoals, self._idx, self._behind):
             if (ia.stop - ia.start) != (ib.stop - ib.start):
                 raise SpecError(f"subgoal {s.name!r}: a={s.a} and b={s.b} select different sizes")
+            if ic is not None and (ic.stop - ic.start) != (ib.stop - ib.start):
+                raise SpecError(f"subgoal {s.name!r}: behind={s.behind} and b={s.b} select different sizes")
             if s.kind == "maze_path":
                 if maze is None:
                     raise SpecError(f"subgoal {s.name!r}: kind 'maze_path' needs the maze (pass env or maze)")
@@ -154,12 +160,23 @@ class SubgoalEvaluator:
     def names(self) -> list[str]:
         return [s.name for s in self.spec.subgoals]
 
+    def target(self, x: np.ndarray, k: int) -> np.ndarray:
+        """The point subgoal ``k`` compares ``a`` with: ``b``, or its approach point ``b*``, ``(B, size)``."""
+        b = x[:, self._idx[k][1]]
+        ic = self._behind[k]
+        if ic is None:
+            return b
+        away = b - x[:, ic]
+        norm = np.linalg.norm(away, axis=1, keepdims=True)
+        unit = np.divide(away, norm, out=np.zeros_like(away), where=norm > 0)
+        return b + self.spec.subgoals[k].offset * unit
+
     def distances(self, x: np.ndarray) -> np.ndarray:
-        """Per-subgoal straight-line distances ``||a - b||``, ``(B, n)``."""
+        """Per-subgoal straight-line distances ``||a - b||`` (``b*`` for approach points), ``(B, n)``."""
         x = np.asarray(x, dtype=np.float64)
         out = np.empty((x.shape[0], len(self._idx)))
-        for k, (s, (ia, ib)) in enumerate(zip(self.spec.subgoals, self._idx)):
-            out[:, k] = np.linalg.norm(x[:, ia] - x[:, ib], axis=1)
+        for k, (ia, _) in enumerate(self._idx):
+            out[:, k] = np.linalg.norm(x[:, ia] - self.target(x, k), axis=1)
         return out
 
     def holds(self, x: np.ndarray) -> np.ndarray:
@@ -187,7 +204,7 @@ class SubgoalEvaluator:
                 geo, _ = self.maze.geodesic(x[sel][:, ia], x[sel][:, ib])
                 inside[sel] = np.clip(1.0 - geo / self.maze.geo_max, 0.0, 1.0)
             else:
-                d = np.linalg.norm(x[sel][:, ia] - x[sel][:, ib], axis=1)
+                d = np.linalg.norm(x[sel][:, ia] - self.target(x[sel], k), axis=1)
                 inside[sel] = np.clip(1.0 - d / s.scale, 0.0, 1.0)
         return np.clip((m + inside) / n, 0.0, 1.0)
 
