@@ -58,10 +58,11 @@ PLANS = {
         ("FetchPush-v4", "prm_her", (0,), 10.0, False, "specs/near_object.toml"),
         ("FetchPush-v4", "prm", (0,), 10.0, False, "specs/near_object.toml"),
     ],
-    # the potential-scale lever (vs SAC's entropy bonus) on Medium: scale 30 besides scale 10
+    # the potential-scale lever (vs SAC's entropy bonus): scale 30 besides scale 10
     "lever": [
         ("PointMaze_Medium-v3", "prm_her", (0,), 30.0, False), ("PointMaze_Medium-v3", "prm", (0,), 30.0, False),
     ],
+    "lever_push": [("FetchPush-v4", "prm_her", (0,), 30.0, False)],
     # second seeds of Medium and Push, the goal-deciding configs (her, prm_her) first
     "seeds": [
         ("PointMaze_Medium-v3", "her", (1,), 1.0, False), ("PointMaze_Medium-v3", "prm_her", (1,), 10.0, False),
