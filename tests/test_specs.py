@@ -223,3 +223,37 @@ def test_maze_geodesic_batched_matches_per_point_reference(name):
     np.testing.assert_array_equal(left, ref_left)
     np.testing.assert_allclose(geo, ref_geo, rtol=0, atol=1e-12)
     assert (left > 2).any()  # the sample really crosses the maze
+
+
+@pytest.mark.parametrize("name", ["FetchPush-v4", "PointMaze_Medium-v3"])
+def test_progress_from_precomputed_distances_matches_recomputed(name):
+    """Passing the distances/holds the caller already has gives exactly the recomputed progress
+    (straight-line and maze_path subgoals, approach points included)."""
+    from prm_critic.robotics.make import make_env
+    from prm_critic.robotics.subgoals import SubgoalCritic
+
+    env = make_env(name)
+    c = SubgoalCritic(name, env)
+    rng = np.random.default_rng(0)
+    obs, _ = env.reset(seed=1)
+    xs = []
+    for _ in range(40):
+        xs.append(c.layout.flatten(obs))
+        obs, *_ = env.step(env.action_space.sample())
+    env.close()
+    x = np.stack(xs).astype(np.float64)
+    # put some rows on the subgoals' targets so that every ladder stage is exercised
+    for k in range(len(c.spec.subgoals)):
+        rows = rng.choice(len(x), 5, replace=False)
+        ia = c.evaluator._idx[k][0]
+        x[rows, ia] = c.evaluator.target(x[rows], k)
+    x = x.astype(np.float32)  # what the critic scores (score() takes float32 batches)
+    ev = c.evaluator
+    d = ev.distances(x)
+    h = ev.holds(x, distances=d)
+    assert h.any(), "the test rows should put some subgoals in reach"
+    np.testing.assert_array_equal(h, ev.holds(x))
+    ref = ev.progress(x)
+    np.testing.assert_array_equal(ev.progress(x, distances=d), ref)
+    np.testing.assert_array_equal(ev.progress(x, holds=h, distances=d), ref)
+    np.testing.assert_array_equal(c.score(x).progress, ref.astype(np.float32))  # StepScores are float32

@@ -179,20 +179,28 @@ class SubgoalEvaluator:
             out[:, k] = np.linalg.norm(x[:, ia] - self.target(x, k), axis=1)
         return out
 
-    def holds(self, x: np.ndarray) -> np.ndarray:
-        """Which subgoals hold, ``(B, n)`` bool."""
-        d = self.distances(x)
+    def holds(self, x: np.ndarray, distances: np.ndarray | None = None) -> np.ndarray:
+        """Which subgoals hold, ``(B, n)`` bool. ``distances`` (``(B, n)`` from :meth:`distances`)
+        skips recomputing them when the caller already has them."""
+        d = self.distances(x) if distances is None else distances
         thr = np.asarray([s.threshold for s in self.spec.subgoals])
         return d < thr
 
-    def progress(self, x: np.ndarray, holds: np.ndarray | None = None) -> np.ndarray:
+    def progress(self, x: np.ndarray, holds: np.ndarray | None = None,
+                 distances: np.ndarray | None = None) -> np.ndarray:
         """Spec progress in [0, 1], ``(B,)``; see the module docstring. ``holds`` (``(B, n)`` from
-        :meth:`holds`) skips recomputing the subgoal states when the caller already has them."""
+        :meth:`holds`) and ``distances`` (``(B, n)`` from :meth:`distances`) skip recomputing what
+        the caller already has; both must come from this same ``x``."""
         x = np.asarray(x, dtype=np.float64)
         n = len(self.spec.subgoals)
         if n == 0:
             raise SpecError(f"spec {self.spec.name!r} has no subgoals: subgoal progress is undefined")
-        h = self.holds(x) if holds is None else holds
+        if holds is not None:
+            h = holds
+        else:
+            if distances is None:
+                distances = self.distances(x)
+            h = self.holds(x, distances=distances)
         # m = 1 + highest index that holds
         m = np.where(h.any(axis=1), n - np.argmax(h[:, ::-1], axis=1), 0)
         inside = np.zeros(x.shape[0])
@@ -204,7 +212,10 @@ class SubgoalEvaluator:
                 geo, _ = self.maze.geodesic(x[sel][:, ia], x[sel][:, ib])
                 inside[sel] = np.clip(1.0 - geo / self.maze.geo_max, 0.0, 1.0)
             else:
-                d = np.linalg.norm(x[sel][:, ia] - self.target(x[sel], k), axis=1)
+                if distances is not None:
+                    d = distances[sel, k]
+                else:
+                    d = np.linalg.norm(x[sel][:, ia] - self.target(x[sel], k), axis=1)
                 inside[sel] = np.clip(1.0 - d / s.scale, 0.0, 1.0)
         return np.clip((m + inside) / n, 0.0, 1.0)
 
@@ -238,6 +249,7 @@ class SubgoalCritic(BaseCritic):
     def score(self, steps) -> StepScores:
         """Score ``steps`` of shape ``(B, obs_dim)``; returns progress and success ``(B,)``."""
         x = as_obs_batch(steps, self.obs_dim, name="steps")
-        h = self.evaluator.holds(x)  # subgoal states once; progress and success both use them
-        p = self.evaluator.progress(x, holds=h)
+        d = self.evaluator.distances(x)  # once: subgoal states and progress both use them
+        h = self.evaluator.holds(x, distances=d)
+        p = self.evaluator.progress(x, holds=h, distances=d)
         return StepScores(p, np.where(h.all(axis=1), 1.0, p), {"subgoals_reached": h.sum(axis=1).astype(np.float32)})
