@@ -73,3 +73,27 @@ def test_run_label_names_the_spec_file_and_bad_specs_are_refused(tmp_path):
     with pytest.raises(ValueError, match=r"--spec: '.*near_object.toml' is a spec for 'FetchPush-v4', expected one for 'FetchReach-v4'"):
         run.run_one("FetchReach-v4", "prm", 0, 10, spec=HERE / "specs" / "near_object.toml", root=tmp_path)
     assert not any(tmp_path.iterdir())  # refused before any run folder was made
+
+
+def test_goals_per_seed_when_seeds_ran_to_different_budgets():
+    # seed 0 of PRM+HER reached 80% at 100k, seed 1 at 70k; HER: 150k and 160k
+    per_prm = {0: (1e5, 1.5e5), 1: (7e4, 1.5e5)}
+    per_her = {0: (1.5e5, 2e5), 1: (1.6e5, 2e5)}
+    v = _report().goals({"her": (1.2e5, 1.6e5, 2e5, per_her), "prm_her_s10": (6e4, 1e5, 1.5e5, per_prm)})
+    assert "- PRM+HER <= half of HER's steps to 80% (prm_her_s10): **not met**: prm_her_s10 100k vs HER 160k (goal <= 80k)" in v
+    assert "  - seed 0: **not met**: prm_her_s10 100k vs HER 150k (goal <= 75k)" in v
+    assert "  - seed 1: **met**: prm_her_s10 70k vs HER 160k (goal <= 80k)" in v
+    # a seed only one of the two configs ran gets no per-seed verdict; one shared seed: no per-seed lines
+    v = _report().goals({"her": (1e5, 1.5e5, 2e5, {0: (1.5e5, 2e5)}), "prm_her_s10": (5e4, 7e4, 1e5, per_prm)})
+    assert not any(x.startswith("  - seed") for x in v)
+
+
+def test_runs_in_progress_stay_out_of_the_mean_curve():
+    r = _report()
+    row = lambda s, v: {"env_steps": s, "success_rate": v}  # noqa: E731
+    done = {"seed": 0, "done": {"steps": 30}, "rows": [row(0, 0.0), row(10, 0.5), row(20, 0.9), row(30, 1.0)]}
+    running = {"seed": 1, "done": None, "rows": [row(0, 0.0), row(10, 0.1)]}
+    assert r.headline_runs([done, running]) == [done]
+    assert r.headline_runs([running]) == [running]  # nothing finished: show what there is
+    steps, m, _, _ = r.mean_curve(r.headline_runs([done, running]))
+    assert r.steps_to(steps, m, 0.8) == 20

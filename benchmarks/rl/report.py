@@ -6,7 +6,8 @@ wall-clock) written to ``docs/rl_benchmark.md``.
 
 "success AUC" is the mean of the mean-over-seeds success over the evaluations from 0 to the task's
 budget (also for a run given a larger budget, so that it compares across configs): higher means
-earlier and steadier success. Steps to 50% / 80% use every evaluation a run has. Runs without a ``done.json`` marker (killed or still running) are shown dashed and marked
+earlier and steadier success. Steps to 50% / 80% use every evaluation a run has; the per-seed
+column and the per-seed goal verdicts use each seed's own curve (seeds may have different budgets). Runs without a ``done.json`` marker (killed or still running) are shown dashed and marked
 "partial"; steps-to-threshold use the mean-over-seeds curve on the steps every seed reached.
 """
 
@@ -61,6 +62,13 @@ def mean_curve(runs: list[dict]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np
     return steps, vals.mean(0), vals.min(0), vals.max(0)
 
 
+def headline_runs(runs: list[dict]) -> list[dict]:
+    """The runs the mean curve is taken over: the finished ones (a run still in progress would cut
+    every seed's curve to its own length), or all of them when none has finished."""
+    done = [r for r in runs if r["done"] is not None]
+    return done or runs
+
+
 def steps_to(steps: np.ndarray, mean: np.ndarray, thr: float) -> float | None:
     hit = np.nonzero(mean >= thr)[0]
     return float(steps[hit[0]]) if hit.size else None
@@ -85,13 +93,17 @@ def plot(data, path: Path) -> None:
     fig, axes = plt.subplots(1, len(tasks), figsize=(6 * len(tasks), 4.2), squeeze=False)
     for ax, task in zip(axes[0], tasks):
         for label in sorted(data[task], key=_sort_key):
-            runs = data[task][label]
+            runs = headline_runs(data[task][label])
             steps, m, lo, hi = mean_curve(runs)
             partial = any(r["done"] is None for r in runs)
             ls = "--" if partial else "-"
-            ax.plot(steps, m, ls, marker="o", ms=3, label=f"{label} (n={len(runs)}{', partial' if partial else ''})")
+            line, = ax.plot(steps, m, ls, marker="o", ms=3, label=f"{label} (n={len(runs)}{', partial' if partial else ''})")
             if len(runs) > 1:
-                ax.fill_between(steps, lo, hi, alpha=0.15)
+                ax.fill_between(steps, lo, hi, alpha=0.15, color=line.get_color())
+            for r in data[task][label]:
+                if r not in runs:  # still running: its own curve, dashed, not in the mean
+                    ax.plot([row["env_steps"] for row in r["rows"]], [row["success_rate"] for row in r["rows"]],
+                            "--", color=line.get_color(), lw=0.8, label=f"{label} seed {r['seed']} (partial)")
         ax.axhline(0.8, color="grey", lw=0.6, ls=":")
         ax.axhline(0.5, color="grey", lw=0.6, ls=":")
         ax.set_title(f"{task} (SAC; unshaped eval, {TASKS[task]['eval_episodes']} episodes)", fontsize=10)
@@ -115,11 +127,12 @@ def table(data) -> str:
                   f"{'on' if cfg.get('normalize_obs') else 'off'} (VecNormalize, obs only); budget {budget} env steps; eval every "
                   f"{cfg['eval_freq']} steps, {cfg['eval_episodes']} deterministic episodes on the unshaped env "
                   "(same eval seeds for every config).", "",
-                  "| config | seeds | steps to 50% | steps to 80% | success AUC | final success (mean; per seed) | wall-clock per run (train + eval) | pruned episodes / env steps saved |",
-                  "|---|---|---|---|---|---|---|---|"]
+                  "| config | seeds | steps to 50% | steps to 80% | steps to 80% per seed | success AUC | final success (mean; per seed) | wall-clock per run (train + eval) | pruned episodes / env steps saved |",
+                  "|---|---|---|---|---|---|---|---|---|"]
         summary = {}
         for label in sorted(data[task], key=_sort_key):
-            runs = data[task][label]
+            all_runs = data[task][label]
+            runs = headline_runs(all_runs)
             steps, m, _, _ = mean_curve(runs)
             s50, s80 = steps_to(steps, m, 0.5), steps_to(steps, m, 0.8)
             last_step = int(steps[-1])
@@ -129,7 +142,7 @@ def table(data) -> str:
                     return f" (partial, {int(r['rows'][-1]['env_steps'])} steps)"
                 return "" if r["done"].get("steps") == budget else f" ({r['done'].get('steps')} steps)"
 
-            seeds = ", ".join(f"{r['seed']}{seed_note(r)}" for r in runs)
+            seeds = ", ".join(f"{r['seed']}{seed_note(r)}" + ("" if r in runs else " (not in the mean)") for r in all_runs)
             walls = [r["rows"][-1]["train_wall_s"] + r["rows"][-1]["eval_wall_s"] for r in runs]
             tw = np.mean([r["rows"][-1]["train_wall_s"] for r in runs])
             ew = np.mean([r["rows"][-1]["eval_wall_s"] for r in runs])
@@ -139,9 +152,14 @@ def table(data) -> str:
                 prune = "; ".join(
                     f"{d['pruned_episodes']}/{d['episodes']} episodes pruned, "
                     f"{d.get('pruner_stats', {}).get('steps_saved', 'unmeasured')} env steps saved" for d in dones)
-            summary[label] = (s50, s80, last_step)
+            per_seed = {}
+            for r in all_runs:
+                rs = np.array([row["env_steps"] for row in r["rows"]])
+                per_seed[r["seed"]] = (steps_to(rs, np.array([row["success_rate"] for row in r["rows"]]), 0.8), int(rs[-1]))
+            seed80 = "; ".join(f"{sd}: {fmt_steps(v, last)}" for sd, (v, last) in per_seed.items())
+            summary[label] = (s50, s80, last_step, {r["seed"]: per_seed[r["seed"]] for r in runs})
             auc = float(np.mean(m[steps <= budget]))  # over the task's budget: comparable across configs
-            lines.append(f"| {label} | {seeds} | {fmt_steps(s50, last_step)} | {fmt_steps(s80, last_step)} | {auc:.2f} | "
+            lines.append(f"| {label} | {seeds} | {fmt_steps(s50, last_step)} | {fmt_steps(s80, last_step)} | {seed80} | {auc:.2f} | "
                          f"{np.mean(finals):.2f}; {', '.join(f'{f:.2f}' for f in finals)} | "
                          f"{np.mean(walls) / 60:.1f} min ({tw / 60:.1f} + {ew / 60:.1f}) | {prune} |")
         total = sum(r["rows"][-1]["train_wall_s"] + r["rows"][-1]["eval_wall_s"]
@@ -151,35 +169,53 @@ def table(data) -> str:
     return "\n".join(lines)
 
 
+def _prm_her_verdict(label: str, s80, h80, h_last) -> str:
+    """PRM+HER reaches 80% in at most half of HER's steps (``None`` = not reached by the last eval)."""
+    if h80 is None and s80 is not None and s80 <= h_last / 2:
+        # HER needs more than its last evaluated step, so half of HER's is more than half of that
+        return (f"**met**: {label} {s80 / 1000:g}k while HER did not reach 80% by {h_last / 1000:g}k "
+                f"(goal <= half of HER's, i.e. more than {h_last / 2000:g}k)")
+    if h80 is None:
+        return ("undetermined: HER did not reach 80% within the budget"
+                + (f"; {label} reached it at {s80 / 1000:g}k, later than half of the budget"
+                   if s80 is not None else "; neither did PRM+HER"))
+    if s80 is None:
+        return f"**not met**: {label} did not reach 80% (HER: {h80 / 1000:g}k)"
+    return ("**met**" if s80 <= h80 / 2 else "**not met**") + f": {label} {s80 / 1000:g}k vs HER {h80 / 1000:g}k (goal <= {h80 / 2000:g}k)"
+
+
+def _prm_verdict(s80, h80) -> str:
+    """PRM alone reaches 80% in no more steps than HER."""
+    if s80 is None:
+        return "**not met**: did not reach 80%" + ("" if h80 is None else f" (HER: {h80 / 1000:g}k)")
+    if h80 is None:
+        return f"**met**: {s80 / 1000:g}k while HER did not reach 80%"
+    return ("**met**" if s80 <= h80 else "**not met**") + f": {s80 / 1000:g}k vs HER {h80 / 1000:g}k"
+
+
 def goals(summary) -> list[str]:
+    """Goal verdicts from ``summary[label] = (s50, s80, last_step[, per_seed])`` where ``per_seed``
+    maps seed -> (s80, last_step) of that seed's own curve. The headline verdict uses the mean
+    curve (on the steps every seed reached); seeds run to different budgets also get a verdict
+    each, for every seed both HER and the PRM config ran."""
     out = ["Goals (steps to 80% on the mean curve):", ""]
     her = summary.get("her")
     if her is None:
         return out + ["- HER baseline not run: goals undetermined."]
     h80 = her[1]
-    for label, (s50, s80, last) in summary.items():
+    her_seeds = her[3] if len(her) > 3 else {}
+    for label, (s50, s80, last, *rest) in summary.items():
+        per_seed = rest[0] if rest else {}
+        both = sorted(set(per_seed) & set(her_seeds))
         if label.startswith("prm_her") and "prune" not in label:
-            if h80 is None and s80 is not None and s80 <= her[2] / 2:
-                # HER needs more than its last evaluated step, so half of HER's is more than half of that
-                verdict = (f"**met**: {label} {s80 / 1000:g}k while HER did not reach 80% by {her[2] / 1000:g}k "
-                           f"(goal <= half of HER's, i.e. more than {her[2] / 2000:g}k)")
-            elif h80 is None:
-                verdict = ("undetermined: HER did not reach 80% within the budget"
-                           + (f"; {label} reached it at {s80 / 1000:g}k, later than half of the budget"
-                              if s80 is not None else "; neither did PRM+HER"))
-            elif s80 is None:
-                verdict = f"**not met**: {label} did not reach 80% (HER: {h80 / 1000:g}k)"
-            else:
-                verdict = ("**met**" if s80 <= h80 / 2 else "**not met**") + f": {label} {s80 / 1000:g}k vs HER {h80 / 1000:g}k (goal <= {h80 / 2000:g}k)"
-            out.append(f"- PRM+HER <= half of HER's steps to 80% ({label}): {verdict}")
+            out.append(f"- PRM+HER <= half of HER's steps to 80% ({label}): {_prm_her_verdict(label, s80, h80, her[2])}")
+            if len(both) > 1:
+                out += [f"  - seed {sd}: {_prm_her_verdict(label, per_seed[sd][0], her_seeds[sd][0], her_seeds[sd][1])}"
+                        for sd in both]
         elif label.startswith("prm_s") and "prune" not in label:
-            if s80 is None:
-                verdict = "**not met**: did not reach 80%" + ("" if h80 is None else f" (HER: {h80 / 1000:g}k)")
-            elif h80 is None:
-                verdict = f"**met**: {s80 / 1000:g}k while HER did not reach 80%"
-            else:
-                verdict = ("**met**" if s80 <= h80 else "**not met**") + f": {s80 / 1000:g}k vs HER {h80 / 1000:g}k"
-            out.append(f"- PRM alone <= HER's steps to 80% ({label}): {verdict}")
+            out.append(f"- PRM alone <= HER's steps to 80% ({label}): {_prm_verdict(s80, h80)}")
+            if len(both) > 1:
+                out += [f"  - seed {sd}: {_prm_verdict(per_seed[sd][0], her_seeds[sd][0])}" for sd in both]
     return out
 
 

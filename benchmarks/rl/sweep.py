@@ -21,7 +21,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 
-# (task, config, seeds, scale, prune[, spec TOML]), run in this order: the most informative runs first, so that
+# (task, config, seeds, scale, prune[, spec TOML (str)][, env-step budget (int)]), run in this order: the most informative runs first, so that
 # a sweep cut short by the time budget still has every config of a task at seed 0.
 FR, UM = "FetchReach-v4", "PointMaze_UMaze-v3"
 PLANS = {
@@ -70,6 +70,15 @@ PLANS = {
         ("PointMaze_Medium-v3", "prm", (1,), 10.0, False), ("PointMaze_Medium-v3", "sparse", (1,), 1.0, False),
         ("FetchPush-v4", "prm", (1,), 10.0, False), ("FetchPush-v4", "sparse", (1,), 1.0, False),
     ],
+    # session 4: second seeds of the goal-deciding configs, with budgets that can decide the goals
+    # (HER on FetchPush to 200k as seed 0; Medium to where HER may reach 80%, PRM+HER to 2/3 of it)
+    "decide": [
+        ("FetchPush-v4", "her", (1,), 1.0, False, 200_000),
+        ("FetchPush-v4", "prm_her", (1,), 10.0, False, 150_000),
+        ("PointMaze_Medium-v3", "her", (1,), 1.0, False, 300_000),
+        ("PointMaze_Medium-v3", "prm_her", (1,), 10.0, False, 200_000),
+        ("FetchPush-v4", "prm_her", (0,), 10.0, False, 150_000),  # extends seed 0 (100k) to seed 1's budget
+    ],
 }
 
 
@@ -79,11 +88,14 @@ def main(argv=None) -> int:
     p.add_argument("--algo", default="sac", choices=["sac", "tqc"])
     a = p.parse_args(argv)
     for plan in a.plan:
-        for task, config, seeds, scale, prune, *spec in PLANS[plan]:
+        for task, config, seeds, scale, prune, *extra in PLANS[plan]:
+            spec = [e for e in extra if isinstance(e, str)]
+            steps = [e for e in extra if isinstance(e, int)]
             for seed in seeds:
                 cmd = [sys.executable, str(HERE / "run.py"), "--task", task, "--config", config, "--seed", str(seed),
                        "--scale", str(scale), "--algo", a.algo] + (["--prune"] if prune else [])
                 cmd += ["--spec", str(HERE / spec[0])] if spec else []
+                cmd += ["--steps", str(steps[0])] if steps else []
                 t = time.time()
                 print(" ".join(cmd[1:]), flush=True)
                 rc = subprocess.call(cmd)
