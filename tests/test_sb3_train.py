@@ -145,3 +145,26 @@ def test_logs_show_shaped_and_original_returns(tmp_path):
         assert 0 <= r["success_rate"] <= 1
     hist = model.prm_stats.history
     assert hist and all(h["r_original"] == pytest.approx(round(h["r_original"])) for h in hist)
+
+
+@pytest.mark.parametrize("algo", ["sac", "ppo"])
+def test_final_eval_row_describes_the_saved_policy(tmp_path, algo, monkeypatch):
+    """SB3 calls callbacks before a step's gradient updates: the evaluation due at the last step is
+    re-run after them, so the last row (memory and CSV) scores the saved policy, once per step."""
+    from prm_critic.sb3 import UnshapedSuccessEval, read_eval_csv
+
+    def fingerprint(model):
+        return float(sum(p.detach().double().abs().sum() for p in model.policy.parameters()))
+
+    seen = []  # the weights each evaluation ran with
+    original = UnshapedSuccessEval.evaluate
+    monkeypatch.setattr(UnshapedSuccessEval, "evaluate", lambda self, m: seen.append(fingerprint(m)) or original(self, m))
+    steps = 128 if algo == "ppo" else 300
+    model = train_policy(TASK, algo=algo, total_steps=steps, seed=0, eval_freq=steps // 2, eval_episodes=3,
+                         log_dir=tmp_path, normalize_obs=True, algo_kwargs=TINY_PPO if algo == "ppo" else TINY_OFF)
+    rows = read_eval_csv(tmp_path / "eval.csv")
+    assert [r["env_steps"] for r in rows] == [0, steps // 2, steps]
+    assert [r["mean_return"] for r in rows] == pytest.approx([r["mean_return"] for r in model.prm_eval.rows])
+    assert seen[-1] == fingerprint(model)                       # the last row used the final weights ...
+    assert seen[-2] != seen[-1]                                 # ... not those from before the last updates
+    assert fingerprint(load_policy(tmp_path / "policy")) == pytest.approx(seen[-1], rel=1e-6)  # = the saved policy

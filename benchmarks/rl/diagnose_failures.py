@@ -31,26 +31,34 @@ def diagnose(task: str, label: str, seed: int, episodes: int) -> dict:
     model = load_policy(run_dir(task, label, seed, RESULTS) / "policy")
     env = make_env(spec)
     critic = SubgoalCritic(spec, env)
-    ok_n, dists, phis = 0, [], []
+    n_sub = len(spec.subgoals)
+    ok_n, dists, phis, final_stage, best_stage = 0, [], [], [], []
     for i in range(episodes):
         obs, _ = env.reset(seed=10_000 + i)  # the benchmark's evaluation seeds
         ok_any = ok_last = False
+        best = 0
         while True:
             action, _ = predict(model, obs)
             obs, _, term, trunc, info = env.step(action)
             ok_last = bool(success_from_info(spec, info, term))
             ok_any |= ok_last
+            best = max(best, int(critic.score(critic.layout.flatten(obs)[None]).extra["subgoals_reached"][0]))
             if term or trunc:
                 break
         if (ok_any if spec.success.rule == "any" else ok_last):
             ok_n += 1
             continue
+        s = critic.score(critic.layout.flatten(obs)[None])
         dists.append(float(np.linalg.norm(obs["achieved_goal"] - obs["desired_goal"])))
-        phis.append(float(critic.score(critic.layout.flatten(obs)[None]).progress[0]))
+        phis.append(float(s.progress[0]))
+        final_stage.append(int(s.extra["subgoals_reached"][0]))
+        best_stage.append(best)
     env.close()
+    hist = lambda v: " ".join(f"{k}:{v.count(k)}" for k in range(n_sub + 1))  # noqa: E731
     return {"label": label, "successes": ok_n, "episodes": episodes, "failed": len(dists),
             "dist": float(np.median(dists)) if dists else float("nan"),
-            "phi": float(np.median(phis)) if phis else float("nan")}
+            "phi": float(np.median(phis)) if phis else float("nan"),
+            "final_stage": hist(final_stage), "best_stage": hist(best_stage)}
 
 
 def main(argv=None) -> int:
@@ -61,11 +69,14 @@ def main(argv=None) -> int:
     p.add_argument("--episodes", type=int, default=20)
     a = p.parse_args(argv)
     print(f"{a.task}, seed {a.seed}, first {a.episodes} evaluation episodes of each run's final policy")
-    print("| run | successes | failed episodes: median final distance to goal | median final Phi |")
-    print("|---|---|---|---|")
+    print("Failed episodes: median final distance to the goal, median final Phi, and how many subgoals")
+    print("held at the end / at best during the episode (count of failed episodes per number of subgoals).")
+    print("| run | successes | median final distance to goal | median final Phi | subgoals held at the end | most subgoals held |")
+    print("|---|---|---|---|---|---|")
     for label in a.labels:
         r = diagnose(a.task, label, a.seed, a.episodes)
-        print(f"| {r['label']} | {r['successes']}/{r['episodes']} | {r['dist']:.2f} | {r['phi']:.2f} |")
+        print(f"| {r['label']} | {r['successes']}/{r['episodes']} | {r['dist']:.2f} | {r['phi']:.2f} | "
+              f"{r['final_stage']} | {r['best_stage']} |")
     return 0
 
 

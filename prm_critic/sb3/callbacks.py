@@ -144,6 +144,11 @@ class UnshapedSuccessEval(BaseCallback):
 
     Observations are normalised with the model's ``VecNormalize`` statistics when it has them.
 
+    A row at env step ``N`` evaluates the policy as it was when step ``N`` was collected (SB3 calls
+    callbacks before that step's gradient updates). When training ends, a final row taken before the
+    last gradient updates is evaluated again and replaced, so that the last row always describes
+    the policy that is saved.
+
     Args:
         spec: task spec (success source and rule).
         eval_env: a plain gymnasium env (``make_env(spec)``); built from ``spec`` when ``None``.
@@ -181,6 +186,7 @@ class UnshapedSuccessEval(BaseCallback):
         self._eval_wall_at_start = 0.0
         self._train_wall0 = 0.0        # training wall-clock before this learn() call (a resumed run)
         self._last_eval_step = -1
+        self._updates_at_eval = None   # the model's gradient-update count when the last row was taken
         self._evaluator = self._layout = None
         if self.spec.success.source == "subgoals":
             from prm_critic.robotics.subgoals import SubgoalCritic
@@ -211,17 +217,24 @@ class UnshapedSuccessEval(BaseCallback):
                 "std_return": float(np.std(returns)), "mean_length": float(np.mean(lengths)),
                 "n_episodes": self.n_episodes}
 
-    def _run_eval(self) -> None:
+    def _run_eval(self, replace_last: bool = False) -> None:
         t = time.perf_counter()
         row = self.evaluate(self.model)
         self._eval_wall += time.perf_counter() - t
         row["env_steps"] = self.num_timesteps
         row["eval_wall_s"] = round(self._eval_wall, 3)
         row["train_wall_s"] = round(self.train_wall(), 3)
-        self.rows.append(row)
+        if replace_last:
+            self.rows[-1] = row
+        else:
+            self.rows.append(row)
         self._last_eval_step = self.num_timesteps
+        self._updates_at_eval = getattr(self.model, "_n_updates", None)
         if self.csv_path is not None:
-            append_csv_row(self.csv_path, EVAL_COLUMNS, row)
+            if replace_last:
+                self._write_csv()
+            else:
+                append_csv_row(self.csv_path, EVAL_COLUMNS, row)
         self.logger.record("eval/unshaped_success_rate", row["success_rate"])
         self.logger.record("eval/unshaped_mean_return", row["mean_return"])
         if self.verbose:
@@ -244,12 +257,16 @@ class UnshapedSuccessEval(BaseCallback):
         self._train_wall0 = float(state["train_wall_s"])
         self._eval_wall = float(state["eval_wall_s"])
         if self.csv_path is not None:
-            buf = io.StringIO()
-            w = csv.DictWriter(buf, fieldnames=list(EVAL_COLUMNS), lineterminator="\n")
-            w.writeheader()
-            for r in self.rows:
-                w.writerow({k: r[k] for k in EVAL_COLUMNS})
-            atomic_write_bytes(self.csv_path, buf.getvalue().encode())
+            self._write_csv()
+
+    def _write_csv(self) -> None:
+        """Rewrite the CSV (atomically) to exactly ``self.rows``."""
+        buf = io.StringIO()
+        w = csv.DictWriter(buf, fieldnames=list(EVAL_COLUMNS), lineterminator="\n")
+        w.writeheader()
+        for r in self.rows:
+            w.writerow({k: r[k] for k in EVAL_COLUMNS})
+        atomic_write_bytes(self.csv_path, buf.getvalue().encode())
 
     def _on_training_start(self) -> None:
         self._t0 = time.perf_counter()
@@ -267,6 +284,9 @@ class UnshapedSuccessEval(BaseCallback):
     def _on_training_end(self) -> None:
         if self._last_eval_step != self.num_timesteps:
             self._run_eval()
+        elif self._updates_at_eval != getattr(self.model, "_n_updates", None):
+            # the row at this step predates the last gradient updates: evaluate the final policy
+            self._run_eval(replace_last=True)
 
 
 class TqdmCallback(BaseCallback):
