@@ -205,9 +205,54 @@ def test_corrupt_shard_names_the_file(tmp_path):
 def test_bad_arguments(tmp_path):
     with pytest.raises(ValueError, match=r"episodes: expected an integer >= 1, got 0"):
         collect(MAZE, tmp_path, episodes=0)
-    with pytest.raises(ValueError, match=r"policy: expected 'scripted', 'random' or a stable-baselines3"):
+    with pytest.raises(ValueError, match=r"policy: expected 'scripted', 'random', a prm-critic policy checkpoint .* or a stable-baselines3 model .zip, got 'greedy'$"):
         collect(MAZE, tmp_path, episodes=1, policy="greedy")
     with pytest.raises(ValueError, match=r"family: expected one of"):
         load_steps(tmp_path, "oracle")
     with pytest.raises(FileNotFoundError, match=r"meta.json"):
         label(tmp_path / "nothing", "mc")
+
+
+def test_collect_and_mc_label_with_a_trained_policy_checkpoint(tmp_path):
+    """A train-policy checkpoint (safetensors + JSON, no pickle) is a behaviour / rollout policy,
+    with its observation normalisation applied; other files are refused with a clear error."""
+    pytest.importorskip("stable_baselines3")
+    from prm_critic.robotics.controllers import SB3Controller
+    from prm_critic.robotics.make import make_env
+    from prm_critic.sb3 import load_policy, predict, train_policy
+
+    task = "FetchReach-v4"
+    train_policy(task, algo="sac", total_steps=120, seed=0, log_dir=tmp_path / "pol", normalize_obs=True,
+                 algo_kwargs=dict(learning_starts=60, batch_size=32, policy_kwargs=dict(net_arch=[16, 16])))
+    pol = tmp_path / "pol" / "policy.json"
+    # the controller normalises observations with the checkpoint's statistics, as in training
+    loaded = load_policy(pol)
+    ctrl = SB3Controller(loaded, deterministic=True)
+    env = make_env(task)
+    obs, _ = env.reset(seed=3)
+    env.close()
+    np.testing.assert_array_equal(ctrl.act(obs), predict(loaded, obs)[0])
+    assert not np.allclose(ctrl.act(obs), loaded.predict(obs, deterministic=True)[0])
+    # collect with it (the path is recorded resolved), then MC labels rolled out with it
+    out = collect(task, tmp_path / "data", episodes=2, policy=str(pol), progress=False)
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["policy"] == str(pol.resolve())
+    assert sum(len(s["ep_len"]) for s in _shards(out)) == 2
+    lab = label(out, "mc", k=1, stride=25, rollout_policy=str(pol), progress=False)
+    assert list(Path(lab).glob("shard_*.npz"))
+    # the stem works too; a critic checkpoint, another task's policy and a missing file are refused
+    assert collect(task, tmp_path / "data_stem", episodes=1, policy=str(tmp_path / "pol" / "policy"), progress=False)
+    bad = tmp_path / "critic.json"
+    bad.write_text(json.dumps({"format": "prm-critic/state-critic"}))
+    (tmp_path / "critic.safetensors").write_bytes(b"")
+    with pytest.raises(ValueError, match=r"policy: .*critic.json' is not a prm-critic policy checkpoint \(format "
+                                         r"'prm-critic/state-critic'"):
+        collect(task, tmp_path / "d2", episodes=1, policy=str(bad), progress=False)
+    with pytest.raises(ValueError, match=r"policy: .*policy.json' is a policy for 'FetchReach-v4', expected one for "
+                                         r"'PointMaze_UMaze-v3'"):
+        collect(MAZE, tmp_path / "d3", episodes=1, policy=str(pol), progress=False)
+    with pytest.raises(ValueError, match=r"policy: expected 'scripted', 'random', a prm-critic policy checkpoint.*"
+                                         r"got '.*nope.json' \(no nope.json \+ nope.safetensors there\)"):
+        collect(task, tmp_path / "d4", episodes=1, policy=str(tmp_path / "nope.json"), progress=False)
+    with pytest.raises(ValueError, match=r"rollout_policy: expected 'scripted'"):
+        label(out, "mc", k=1, stride=25, rollout_policy="greedy", progress=False)

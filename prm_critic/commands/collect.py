@@ -8,7 +8,7 @@ def register(sub) -> None:
     p.add_argument("--task", required=True, help="built-in spec name or a .toml spec path")
     p.add_argument("--out", required=True, help="output folder (re-run with the same settings to resume)")
     p.add_argument("--episodes", type=int, required=True, help="number of episodes")
-    p.add_argument("--policy", default="scripted", help="scripted | random | PATH.zip (a stable-baselines3 model)")
+    p.add_argument("--policy", default="scripted", help="scripted | random | PATH/policy.json (a train-policy checkpoint) | PATH.zip (a stable-baselines3 model)")
     p.add_argument("--seed", type=int, default=0, help="episode e is reset with seed + e (default 0)")
     p.add_argument("--shard-size", type=int, default=10, help="episodes per shard file (default 10)")
     p.add_argument("--max-episode-steps", type=int, default=None, help="TimeLimit override")

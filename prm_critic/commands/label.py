@@ -11,7 +11,7 @@ def register(sub) -> None:
     p.add_argument("--stride", type=int, default=1, help="mc: label every stride-th step (default 1)")
     p.add_argument("--gamma", type=float, default=0.99, help="outcome: discount (default 0.99)")
     p.add_argument("--seed", type=int, default=0, help="mc: rollout seed (default 0)")
-    p.add_argument("--rollout-policy", default="scripted", help="mc: scripted | random | PATH.zip")
+    p.add_argument("--rollout-policy", default="scripted", help="mc: scripted | random | PATH/policy.json (train-policy checkpoint) | PATH.zip")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p.set_defaults(func=run)
 

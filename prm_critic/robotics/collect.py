@@ -101,26 +101,53 @@ def read_meta(out_dir: "str | Path") -> dict[str, Any]:
         raise ShardError(f"meta file {str(p)!r} is not valid JSON: {exc}") from exc
 
 
-def _policy_id(policy: Any) -> str:
+POLICY_CHOICES = ("'scripted', 'random', a prm-critic policy checkpoint (policy.json + policy.safetensors, as "
+                  "written by train-policy) or a stable-baselines3 model .zip")
+
+
+def _policy_id(policy: Any, *, name: str = "policy", task: str | None = None) -> str:
+    """Check ``policy`` and return how it is recorded: ``"scripted"``, ``"random"`` or the resolved
+    path of a model zip / policy checkpoint JSON. ``task``: refuse a checkpoint trained on another task."""
     if policy in ("scripted", "random"):
         return str(policy)
     p = Path(str(policy))
-    if p.suffix != ".zip":
-        raise ValueError(f"policy: expected 'scripted', 'random' or a stable-baselines3 model .zip path, got {policy!r}")
-    if not p.is_file():
-        raise FileNotFoundError(f"policy: model file {str(p)!r} does not exist")
-    return str(p.resolve())
+    if p.suffix == ".zip":
+        if not p.is_file():
+            raise FileNotFoundError(f"{name}: model file {str(p)!r} does not exist")
+        return str(p.resolve())
+    from prm_critic.models.checkpoint import checkpoint_paths
+
+    w, j = checkpoint_paths(p)
+    if not (w.is_file() and j.is_file()):
+        raise ValueError(f"{name}: expected {POLICY_CHOICES}, got {policy!r}"
+                         + (f" (no {j.name} + {w.name} there)" if p.suffix in (".json", ".safetensors") or len(p.parts) > 1 else ""))
+    try:
+        doc = json.loads(j.read_text())
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{name}: {str(j)!r} is not valid JSON: {exc}") from exc
+    if not isinstance(doc, dict) or doc.get("format") != "prm-critic/sb3-policy":
+        fmt = doc.get("format") if isinstance(doc, dict) else None
+        raise ValueError(f"{name}: {str(j)!r} is not a prm-critic policy checkpoint (format {fmt!r}, expected "
+                         f"'prm-critic/sb3-policy'; a critic checkpoint is not a policy)")
+    if task is not None and doc.get("task") != task:
+        raise ValueError(f"{name}: {str(j)!r} is a policy for {doc.get('task')!r}, expected one for {task!r}")
+    return str(j.resolve())
 
 
 def make_policy(spec: TaskSpec, env, policy: str, **params: Any):
-    """Controller for ``policy`` (``"scripted"``: the spec's controller; ``"random"``; a model zip)."""
+    """Controller for ``policy`` (``"scripted"``: the spec's controller; ``"random"``; a model zip
+    or a prm-critic policy checkpoint, whose observation normalisation is applied)."""
     from prm_critic.robotics.controllers import SB3Controller, load_sb3_model, make_controller
 
     if policy == "scripted":
         return make_controller(spec, env, **params)
     if policy == "random":
         return make_controller(spec, env, name="random")
-    return SB3Controller(load_sb3_model(policy))
+    if str(policy).endswith(".zip"):
+        return SB3Controller(load_sb3_model(policy))
+    from prm_critic.sb3 import load_policy
+
+    return SB3Controller(load_policy(policy, device="cpu"))
 
 
 def _maze_dict(env) -> dict | None:
@@ -154,7 +181,9 @@ def collect(
         spec: built-in spec name, TOML path, dict or :class:`TaskSpec`.
         out_dir: output folder (created).
         episodes: total number of episodes (re-running with more extends the data set).
-        policy: ``"scripted"`` (the spec's controller), ``"random"`` or a stable-baselines3 ``.zip``.
+        policy: ``"scripted"`` (the spec's controller), ``"random"``, a prm-critic policy checkpoint
+            (``policy.json`` from ``train_policy``; its observation normalisation is applied) or a
+            stable-baselines3 ``.zip``.
         seed: episode ``e`` is reset with ``seed + e``.
         shard_size: episodes per shard file.
         max_episode_steps: TimeLimit override (recorded in the stored spec).
@@ -171,7 +200,7 @@ def collect(
     seed = _check_int("seed", seed, 0)
     if max_episode_steps is not None:
         spec = dataclasses.replace(spec, max_episode_steps=_check_int("max_episode_steps", max_episode_steps, 1))
-    pol = _policy_id(policy)
+    pol = _policy_id(policy, task=spec.name)
     out = Path(out_dir)
     env = make_env(spec)
     env.reset(seed=seed)

@@ -296,6 +296,8 @@ class PointMazeController(Controller):
 class SB3Controller:
     """Any stable-baselines3 model as a controller: ``action = model.predict(obs, deterministic)``.
 
+    A model that carries ``VecNormalize`` statistics (``prm_critic.sb3.load_policy`` of a policy
+    trained with ``normalize_obs=True``) sees normalised observations, as in training.
     Sampling (``deterministic=False``) uses torch's RNG, which :meth:`reset` seeds from ``rng``
     (``torch.manual_seed``) so that collection stays reproducible.
     """
@@ -311,6 +313,10 @@ class SB3Controller:
         torch.manual_seed(int(rng.integers(0, 2**31 - 1)))
 
     def act(self, obs) -> np.ndarray:
+        getter = getattr(self.model, "get_vec_normalize_env", None)
+        vn = getter() if getter is not None else None
+        if vn is not None:
+            obs = vn.normalize_obs(obs)
         action, _ = self.model.predict(obs, deterministic=self.deterministic)
         return np.asarray(action, dtype=np.float32)
 

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from prm_critic.robotics.collect import (
-    ShardError, atomic_savez, atomic_write_json, load_shard, make_policy, read_meta, step_success,
+    ShardError, _policy_id, atomic_savez, atomic_write_json, load_shard, make_policy, read_meta, step_success,
 )
 from prm_critic.robotics.make import CriticInputLayout, make_env
 from prm_critic.robotics.snapshot import Snapshot, Snapshotter
@@ -78,8 +78,7 @@ def label_params(family: str, *, k: int = 8, stride: int = 1, gamma: float = 0.9
             raise ValueError(f"{name}: expected an integer >= 1, got {v!r}")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or int(seed) < 0:
         raise ValueError(f"seed: expected an integer >= 0, got {seed!r}")
-    if rollout_policy not in ("scripted", "random") and not str(rollout_policy).endswith(".zip"):
-        raise ValueError(f"rollout_policy: expected 'scripted', 'random' or a model .zip path, got {rollout_policy!r}")
+    _policy_id(rollout_policy, name="rollout_policy")
     return {"family": family, "k": int(k), "stride": int(stride), "seed": int(seed),
             "rollout_policy": str(rollout_policy)}
 
@@ -91,7 +90,8 @@ class MCLabeler:
         meta: the data folder's ``meta.json`` content.
         k: continuations per labelled state.
         seed: base seed of the continuations.
-        rollout_policy: ``"scripted"`` (the spec's noisy controller), ``"random"`` or a model zip.
+        rollout_policy: ``"scripted"`` (the spec's noisy controller), ``"random"``, a prm-critic
+            policy checkpoint (``policy.json``) or a stable-baselines3 model zip.
     """
 
     def __init__(self, meta: dict, *, k: int = 8, seed: int = 0, rollout_policy: str = "scripted"):
