@@ -61,3 +61,19 @@ def test_refresh_rejects_bad_arguments():
         CriticRefreshCallback(critic, label_gamma=1.5)
     with pytest.raises(ValueError, match=r"head: expected 'progress' or 'success', got 'value'"):
         CriticRefreshCallback(critic, head="value")
+
+
+def test_refresh_outside_training_on_added_episodes():
+    """add_episode + refresh work without model.learn: episodes all failed -> success scores drop."""
+    critic, xs = _fresh_critic()
+    before = critic.score(xs).success.mean()
+    cb = CriticRefreshCallback(critic, n_updates=30, batch_size=20, lr=1e-2)
+    with pytest.raises(ValueError, match=r"episodes: no finished episode to refresh on"):
+        cb.refresh()
+    for i in range(4):
+        cb.add_episode(xs[i * 5:(i + 1) * 5], success=False)
+    row = cb.refresh()
+    assert row["n_steps"] == 20 and row["positive_frac"] == 0.0 and row["loss_after"] < row["loss_before"]
+    assert critic.score(xs).success.mean() < before
+    with pytest.raises(ValueError, match=r"x: expected shape \(T \+ 1, %d\) with T \+ 1 >= 1, got \(3,\)" % critic.obs_dim):
+        cb.add_episode(xs[0, :3], success=True)

@@ -102,6 +102,15 @@ class CriticRefreshCallback(BaseCallback):
                 self.refresh()
         return True
 
+    def add_episode(self, x, success: bool) -> None:
+        """Add one finished episode by hand (critic inputs ``x_0 .. x_T``, ``(T + 1, D)``, and its
+        outcome): with :meth:`refresh`, the callback also works outside ``model.learn`` (e.g. on
+        episodes collected with ``prm-critic collect --policy policy.json``)."""
+        x = np.asarray(x, dtype=np.float32)
+        if x.ndim != 2 or x.shape[0] < 1 or x.shape[1] != self.critic.obs_dim:
+            raise ValueError(f"x: expected shape (T + 1, {self.critic.obs_dim}) with T + 1 >= 1, got {x.shape}")
+        self.episodes.append((x, bool(success)))
+
     def _dataset(self) -> tuple[np.ndarray, np.ndarray]:
         xs, ys = [], []
         for x, ok in self.episodes:
@@ -117,6 +126,8 @@ class CriticRefreshCallback(BaseCallback):
         net = self.critic.net
         if self._opt is None:
             self._opt = torch.optim.Adam(net.parameters(), lr=self.lr)
+        if not self.episodes:
+            raise ValueError("episodes: no finished episode to refresh on (collect some, or add_episode())")
         x, y = self._dataset()
         xt, yt = torch.from_numpy(x), torch.from_numpy(y)
 
@@ -139,8 +150,9 @@ class CriticRefreshCallback(BaseCallback):
         row = {"env_steps": self.num_timesteps, "loss_before": before, "loss_after": after, "n_steps": len(x),
                "positive_frac": float(np.mean(y > 0))}
         self.history.append(row)
-        self.logger.record("prm/refresh_loss", after)
-        self.logger.record("prm/refresh_count", len(self.history))
+        if getattr(self, "model", None) is not None:  # inside model.learn (standalone use has no logger)
+            self.logger.record("prm/refresh_loss", after)
+            self.logger.record("prm/refresh_count", len(self.history))
         if self.save_path is not None:
             from prm_critic.models import save_state_critic
 
