@@ -14,7 +14,7 @@ refresh make it forget the behaviour data?). The spec's untrained ``SubgoalCriti
 Policy episodes use its stochastic actions; the first ``--refresh-episodes`` are the refresh data,
 the next ``--heldout-episodes`` are never trained on. Resumable: collection, labels and the
 critic's training skip what is on disk; the refreshes themselves take seconds and are re-run.
-Writes a markdown table (``--table``) and a plot of held-out AUROC vs refresh rounds (``--plot``).
+Writes a markdown table (``--table``) and a plot of held-out AUROC and Brier score vs refresh rounds (``--plot``).
 """
 
 from __future__ import annotations
@@ -171,15 +171,16 @@ def main(argv=None) -> int:
         import matplotlib.pyplot as plt
 
         learned = [r for r in rows if r["round"] is not None]
-        fig, ax = plt.subplots(figsize=(6, 3.8))
         rr = [r["round"] for r in learned]
-        ax.plot(rr, [r["policy"]["auroc"] for r in learned], "o-", label="policy episodes (held out)")
-        ax.plot(rr, [r["scripted"]["auroc"] for r in learned], "s-", label="scripted episodes (held out)")
-        ax.axhline(rows[0]["policy"]["auroc"], color="grey", ls=":", label="spec critic, policy episodes")
-        ax.set_xlabel(f"refreshes ({a.n_updates} Adam steps each)")
-        ax.set_ylabel("success AUROC (all steps)")
-        ax.set_title(f"{a.task}: outcome critic refreshed on policy episodes", fontsize=10)
-        ax.legend(fontsize=8)
+        fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+        for ax, key, name in ((axes[0], "auroc", "success AUROC (all steps)"), (axes[1], "brier", "Brier score (lower is better)")):
+            ax.plot(rr, [r["policy"][key] for r in learned], "o-", label="policy episodes (held out)")
+            ax.plot(rr, [r["scripted"][key] for r in learned], "s-", label="scripted episodes (held out)")
+            ax.axhline(rows[0]["policy"][key], color="grey", ls=":", label="spec critic, policy episodes")
+            ax.set_xlabel(f"refreshes ({a.n_updates} Adam steps each)")
+            ax.set_ylabel(name)
+            ax.legend(fontsize=8)
+        fig.suptitle(f"{a.task}: outcome critic refreshed on the policy's episodes", fontsize=10)
         fig.tight_layout()
         fig.savefig(a.plot, dpi=110)
     return 0
