@@ -78,3 +78,25 @@ def test_cli_exports_subgoal_critic(tmp_path, capsys):
     rc = cli_main(["export", "--subgoal-spec", "FetchPsh-v4", "--out", str(tmp_path / "x.onnx")])
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1 and "FetchPsh-v4" in err[0]
+
+
+def test_mean_progress_spec_exports_with_parity(tmp_path):
+    """A spec with ``progress = "mean"`` exports its own formula (not the ladder's): parity on real rollouts."""
+    from prm_critic.robotics.spec import load_spec
+
+    d = load_spec("FetchPush-v4").to_dict()
+    d["task"]["progress"] = "mean"
+    spec = load_spec(d)
+    env = make_env(spec)
+    critic = SubgoalCritic(spec, env)
+    ladder = SubgoalCritic("FetchPush-v4", env)
+    x = _scripted_inputs(critic, env)
+    ref = critic.score(x)
+    assert np.abs(ref.progress - ladder.score(x).progress).max() > 0.05  # a different potential
+    p = export_subgoal_critic(critic, tmp_path / "mean.onnx", parity_inputs=x)
+    oc = OnnxCritic(p, provider="cpu", env=env)
+    got = oc.score(x)
+    np.testing.assert_allclose(got.progress, ref.progress, rtol=0, atol=1e-6)
+    np.testing.assert_allclose(got.success, ref.success, rtol=0, atol=1e-6)
+    assert oc.spec.progress == "mean"
+    env.close()

@@ -257,3 +257,43 @@ def test_progress_from_precomputed_distances_matches_recomputed(name):
     np.testing.assert_array_equal(ev.progress(x, distances=d), ref)
     np.testing.assert_array_equal(ev.progress(x, holds=h, distances=d), ref)
     np.testing.assert_array_equal(c.score(x).progress, ref.astype(np.float32))  # StepScores are float32
+
+
+def test_mean_progress_counts_every_subgoal_and_has_no_stage_to_fall_back_from():
+    """progress = "mean": mean over subgoals of (1 if it holds else clip(1 - d / scale)); checked values,
+    the ladder's fall-back case, the error naming the field, and the dict round trip."""
+    from prm_critic.robotics.make import make_env
+    from prm_critic.robotics.subgoals import SubgoalCritic
+
+    d = load_spec("FetchPush-v4").to_dict()
+    d["task"]["progress"] = "mean"
+    spec = load_spec(d)
+    assert spec.progress == "mean" and load_spec(spec.to_dict()) == spec
+    assert "progress" not in load_spec("FetchPush-v4").to_dict()["task"]  # the default stays implicit
+    env = make_env(spec)
+    mean, ladder = SubgoalCritic(spec, env), SubgoalCritic("FetchPush-v4", env)
+    obs, _ = env.reset(seed=3)
+    env.close()
+    lay = mean.layout
+    obj = lay.slices["observation"].start + 3
+    ag, dg = lay.slices["achieved_goal"], lay.slices["desired_goal"]
+    x = lay.flatten(obs)[None].repeat(2, axis=0).astype(np.float64)
+    # row 0: block on the goal (object_at_goal holds), gripper 0.15 beside it (sideways)
+    x[0, obj:obj + 3] = x[0, dg]
+    x[0, ag] = x[0, dg]
+    x[0, 0:3] = mean.evaluator.target(x[:1], 0)[0] + [0.0, 0.15, 0.0]
+    # row 1: the block 0.06 off the goal (no longer holds), gripper where it was
+    x[1] = x[0]
+    x[1, obj] += 0.06
+    x[1, ag.start] += 0.06
+    t1 = mean.evaluator.target(x[1:], 0)[0]
+    d_grip = np.linalg.norm(x[1, 0:3] - t1)
+    np.testing.assert_allclose(mean.evaluator.progress(x), [(1 - 0.15 / 0.3 + 1) / 2,
+                                                           (1 - d_grip / 0.3 + 1 - 0.06 / 0.3) / 2], atol=1e-9)
+    # the ladder falls back a whole stage on the same move, the mean does not
+    lp, mp = ladder.evaluator.progress(x), mean.evaluator.progress(x)
+    assert lp[0] - lp[1] > 0.5 and mp[0] - mp[1] < 0.25
+    bad = load_spec("FetchPush-v4").to_dict()
+    bad["task"]["progress"] = "sum"
+    with pytest.raises(SpecError, match=r"spec.task.progress: expected one of \['ladder', 'mean'\], got 'sum'"):
+        load_spec(bad)

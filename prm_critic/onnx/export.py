@@ -445,6 +445,7 @@ def _subgoal_module(critic):
         m        = max_k (k + 1) * holds_k                       (0 if none holds)
         inside   = sum_k [m == k] * clip(1 - d_k / scale_k, 0, 1)
         progress = clip((m + inside) / n, 0, 1)
+        (spec progress "mean": progress = mean_k (1 if holds_k else clip(1 - d_k / scale_k, 0, 1)))
         success  = 1 if all subgoals hold else progress
     """
     import torch
@@ -462,6 +463,7 @@ def _subgoal_module(critic):
         raise OnnxExportError(f"critic: spec {critic.spec.name!r} has no subgoals; nothing to export")
     idx = [((ia.start, ia.stop), (ib.start, ib.stop)) for ia, ib in ev._idx]
     behind = [None if ic is None else (ic.start, ic.stop, s.offset) for ic, s in zip(ev._behind, subgoals)]
+    mean_mode = critic.spec.progress == "mean"
 
     def target(x, k):
         (b0, b1), c = idx[k][1], behind[k]
@@ -489,7 +491,10 @@ def _subgoal_module(critic):
             inside_k = torch.clamp(1.0 - d / self.scale, 0.0, 1.0)
             current = (m[:, None] == (self.rank - 1.0)[None, :]).to(torch.float64)
             inside = (current * inside_k).sum(dim=1)
-            progress = torch.clamp((m + inside) / float(len(subgoals)), 0.0, 1.0)
+            if mean_mode:
+                progress = (holds + (1.0 - holds) * inside_k).mean(dim=1)
+            else:
+                progress = torch.clamp((m + inside) / float(len(subgoals)), 0.0, 1.0)
             all_hold = holds.amin(dim=1)
             success = all_hold + (1.0 - all_hold) * progress
             return torch.stack([progress, success], dim=1).to(torch.float32)

@@ -219,8 +219,11 @@ class SuccessSpec:
 
 _TASK_FIELDS = {
     "name", "env_id", "make_kwargs", "max_episode_steps", "critic_input", "goal_keys",
-    "flatten_goals", "success", "controller", "description",
+    "flatten_goals", "success", "controller", "description", "progress",
 }
+
+#: how subgoal progress combines the subgoals (``prm_critic.robotics.subgoals`` module docstring)
+PROGRESS_MODES = ("ladder", "mean")
 
 
 @dataclass(frozen=True)
@@ -240,6 +243,9 @@ class TaskSpec:
         success: :class:`SuccessSpec`.
         subgoals: ordered :class:`SubgoalSpec` tuple.
         controller: behaviour controller: ``{"name": ..., **params}``.
+        progress: how subgoal progress combines the subgoals: ``"ladder"`` (default: the highest
+            subgoal that holds plus closeness to the next one) or ``"mean"`` (mean closeness over
+            all subgoals, 1 for those that hold; no stage to fall back from).
     """
 
     name: str
@@ -253,6 +259,7 @@ class TaskSpec:
     flatten_goals: tuple[str, ...] | None = None
     controller: dict[str, Any] = field(default_factory=lambda: {"name": "random"})
     description: str = ""
+    progress: str = "ladder"
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], where: str = "spec") -> "TaskSpec":
@@ -296,13 +303,16 @@ class TaskSpec:
                     raise SpecError(
                         f"{where}.subgoals[{i}].{side}: key {e.key!r} is not in critic_input {crit}"
                     )
+        progress = t.get("progress", "ladder")
+        if progress not in PROGRESS_MODES:
+            raise SpecError(f"{w}.progress: expected one of {list(PROGRESS_MODES)}, got {progress!r}")
         success = SuccessSpec.from_dict(t["success"], f"{w}.success")
         if success.source == "subgoals" and not subgoals:
             raise SpecError(f"{w}.success: source 'subgoals' needs at least one [[subgoals]] entry")
         return cls(
             name=t["name"], env_id=t["env_id"], critic_input=tuple(crit), success=success,
             subgoals=subgoals, make_kwargs=dict(mk), max_episode_steps=mes, goal_keys=goal_keys,
-            flatten_goals=flat, controller=dict(ctrl), description=t.get("description", ""),
+            flatten_goals=flat, controller=dict(ctrl), description=t.get("description", ""), progress=progress,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -317,6 +327,8 @@ class TaskSpec:
             task["goal_keys"] = list(self.goal_keys)
         if self.flatten_goals is not None:
             task["flatten_goals"] = list(self.flatten_goals)
+        if self.progress != "ladder":  # the default is left out: older readers keep loading these dicts
+            task["progress"] = self.progress
         task["success"] = {k: v for k, v in task["success"].items() if v is not None}
         return {"task": task, "subgoals": [s.to_dict() for s in self.subgoals]}
 

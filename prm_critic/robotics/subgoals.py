@@ -6,6 +6,14 @@ Progress of a state (Markov, so it can serve as a shaping potential)::
     inside   = clip(1 - ||a_m - b_m|| / scale_m, 0, 1)   for the next subgoal m (0 if m == n)
     progress = (m + inside) / n
 
+With ``progress = "mean"`` in the spec's ``[task]`` table, every subgoal counts at once instead::
+
+    close_k  = 1 if subgoal k holds, else clip(1 - ||a_k - b_k|| / scale_k, 0, 1)
+    progress = mean_k close_k
+
+(no stage to fall back from when an earlier subgoal stops holding; the subgoals' order no longer
+matters).
+
 A ``distance`` subgoal with an approach point (``behind``, ``offset``) compares ``a`` with
 ``b* = b + offset * (b - behind) / ||b - behind||`` instead of ``b``.
 
@@ -201,6 +209,17 @@ class SubgoalEvaluator:
             if distances is None:
                 distances = self.distances(x)
             h = self.holds(x, distances=distances)
+        if self.spec.progress == "mean":
+            close = np.empty((x.shape[0], n))
+            for k, (s, (ia, ib)) in enumerate(zip(self.spec.subgoals, self._idx)):
+                if s.kind == "maze_path":
+                    geo, _ = self.maze.geodesic(x[:, ia], x[:, ib])
+                    close[:, k] = 1.0 - geo / self.maze.geo_max
+                else:
+                    d = distances[:, k] if distances is not None else np.linalg.norm(x[:, ia] - self.target(x, k), axis=1)
+                    close[:, k] = 1.0 - d / s.scale
+            close = np.where(h, 1.0, np.clip(close, 0.0, 1.0))
+            return close.mean(axis=1)
         # m = 1 + highest index that holds
         m = np.where(h.any(axis=1), n - np.argmax(h[:, ::-1], axis=1), 0)
         inside = np.zeros(x.shape[0])
