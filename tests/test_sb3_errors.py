@@ -30,6 +30,16 @@ from prm_critic.sb3.monitor import step_success  # noqa: E402
     (dict(algo="ppo", her=True), r"her: HER needs an off-policy algorithm .* got algo='ppo'"),
     (dict(eval_freq=-5), r"eval_freq: expected None or a positive integer, got -5"),
     (dict(n_envs=0), r"n_envs: expected a positive integer, got 0"),
+    (dict(seed=-3), r"seed: expected an integer in \[0, 2\*\*32\), got -3"),
+    (dict(algo_kwargs=dict(gama=0.9)), r"algo_kwargs: 'gama' is not an argument of SAC; did you mean 'gamma'\?"),
+    (dict(algo="ppo", algo_kwargs=dict(tau=0.05)), r"algo_kwargs: 'tau' is not an argument of PPO"),
+    (dict(algo_kwargs=dict(seed=1)), r"algo_kwargs\['seed'\]: set by train_policy itself \(use seed=\)"),
+    (dict(algo_kwargs=dict(gamma=1.5)), r"algo_kwargs\['gamma'\]: expected a number in \(0, 1\], got 1.5"),
+    (dict(algo_kwargs=[("gamma", 0.9)]), r"algo_kwargs: expected None or a dict of sac constructor arguments"),
+    (dict(prune=dict(threshold=2.0, patience=5), critic="subgoal"),
+     r"prune\['threshold'\]: expected a number in \[0, 1\] \(a critic score\), got 2.0"),
+    (dict(prune=dict(threshold=0.1, patience=0.5), critic="subgoal"),
+     r"prune\['patience'\]: expected a positive integer \(env steps\), got 0.5"),
 ])
 def test_train_policy_rejects_bad_arguments(kwargs, match):
     base = dict(total_steps=10)

@@ -41,6 +41,11 @@ def check_prune(prune: Any) -> dict[str, Any] | None:
     extra = set(prune) - allowed
     if extra or not {"threshold", "patience"} <= set(prune):
         raise ValueError(f"prune: expected keys threshold, patience (and optional head), got {sorted(prune)}")
+    t, n = prune["threshold"], prune["patience"]
+    if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0.0 <= t <= 1.0:
+        raise ValueError(f"prune['threshold']: expected a number in [0, 1] (a critic score), got {t!r}")
+    if isinstance(n, bool) or not isinstance(n, int) or n <= 0:
+        raise ValueError(f"prune['patience']: expected a positive integer (env steps), got {n!r}")
     return dict(prune)
 
 

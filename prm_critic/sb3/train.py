@@ -21,7 +21,7 @@ from prm_critic._optional import require
 from prm_critic.robotics.spec import TaskSpec, load_spec
 from prm_critic.sb3.envs import SHAPING_MODES, check_prune, critic_reference, make_vec_train_env, resolve_critic
 
-__all__ = ["ALGOS", "algo_class", "algo_default", "train_policy", "build_model", "predict"]
+__all__ = ["ALGOS", "algo_class", "algo_default", "check_algo_kwargs", "train_policy", "build_model", "predict"]
 
 #: Supported algorithms.
 ALGOS = ("sac", "tqc", "ppo")
@@ -42,6 +42,34 @@ def algo_class(algo: str):
 def algo_default(algo: str, name: str) -> Any:
     """Default value of constructor argument ``name`` of ``algo``'s class (e.g. ``gamma``)."""
     return inspect.signature(algo_class(algo).__init__).parameters[name].default
+
+
+def check_algo_kwargs(algo: str, algo_kwargs: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Validate ``algo_kwargs`` against ``algo``'s constructor before any env is built: an unknown
+    key is named with the closest known one, arguments ``train_policy`` sets itself are refused,
+    and ``gamma`` must lie in (0, 1]."""
+    import difflib
+
+    if algo_kwargs is None:
+        return {}
+    if not isinstance(algo_kwargs, Mapping):
+        raise ValueError(f"algo_kwargs: expected None or a dict of {algo} constructor arguments, got {algo_kwargs!r}")
+    params = set(inspect.signature(algo_class(algo).__init__).parameters) - {"self", "args", "kwargs"}
+    own = {"env": "the task", "seed": "seed=", "verbose": "verbose=", "tensorboard_log": "log_dir="}
+    for key in algo_kwargs:
+        if key in own:
+            raise ValueError(f"algo_kwargs[{key!r}]: set by train_policy itself (use {own[key]}), "
+                             f"got algo_kwargs[{key!r}]={algo_kwargs[key]!r}")
+        if key not in params:
+            close = difflib.get_close_matches(str(key), sorted(params), n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ValueError(f"algo_kwargs: {key!r} is not an argument of {algo_class(algo).__name__}{hint} "
+                             f"(expected some of {sorted(params - set(own))})")
+    if "gamma" in algo_kwargs:
+        g = algo_kwargs["gamma"]
+        if isinstance(g, bool) or not isinstance(g, (int, float)) or not 0 < g <= 1:
+            raise ValueError(f"algo_kwargs['gamma']: expected a number in (0, 1], got {g!r}")
+    return dict(algo_kwargs)
 
 
 def _is_goal_env(env) -> bool:
@@ -132,6 +160,8 @@ def train_policy(task: "str | TaskSpec", *, algo: str = "sac", critic: Any = Non
         raise ValueError(f"log_dir: checkpoint_freq={checkpoint_freq!r} / resume={resume!r} need a log_dir, got None")
     if shaping is not None and shaping not in SHAPING_MODES:
         raise ValueError(f"shaping: expected one of {list(SHAPING_MODES)} or None, got {shaping!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32:
+        raise ValueError(f"seed: expected an integer in [0, 2**32), got {seed!r}")
     if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not scale > 0:
         raise ValueError(f"scale: expected a number > 0, got {scale!r}")
     prune = check_prune(prune)
@@ -143,7 +173,7 @@ def train_policy(task: "str | TaskSpec", *, algo: str = "sac", critic: Any = Non
     if critic is not None and shaping is None and prune is None:
         raise ValueError(f"shaping: a critic ({critic_reference(critic)}) was given but shaping=None and prune=None; "
                          f"choose shaping from {list(SHAPING_MODES)}")
-    kw = copy.deepcopy(dict(algo_kwargs or {}))  # SB3 mutates policy_kwargs in place
+    kw = copy.deepcopy(check_algo_kwargs(algo, algo_kwargs))  # SB3 mutates policy_kwargs in place
     gamma = float(kw.get("gamma", algo_default(algo, "gamma")))
     kw["gamma"] = gamma
     if algo in OFF_POLICY:
