@@ -93,14 +93,24 @@ def plot(data, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     tasks = sorted(data)
-    fig, axes = plt.subplots(1, len(tasks), figsize=(6 * len(tasks), 4.2), squeeze=False)
-    for ax, task in zip(axes[0], tasks):
+    ncols = min(2, len(tasks))
+    nrows = -(-len(tasks) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(6.5 * ncols, 4.4 * nrows), squeeze=False)
+    # one colour per config label on every panel
+    labels = sorted({label for task in tasks for label in data[task]}, key=_sort_key)
+    fixed = {"sparse": "black", "her": "tab:blue", "prm_s10": "tab:green", "prm_her_s10": "tab:red"}
+    spare = iter(["tab:orange", "tab:purple", "tab:brown", "tab:pink", "tab:olive", "tab:cyan", "tab:gray", "gold"] * 4)
+    colour = {label: fixed.get(label) or next(spare) for label in labels}
+    for ax in axes.flat[len(tasks):]:
+        ax.set_visible(False)
+    for ax, task in zip(axes.flat, tasks):
         for label in sorted(data[task], key=_sort_key):
             runs = headline_runs(data[task][label])
             steps, m, lo, hi = mean_curve(runs)
             partial = any(r["done"] is None for r in runs)
             ls = "--" if partial else "-"
-            line, = ax.plot(steps, m, ls, marker="o", ms=3, label=f"{label} (n={len(runs)}{', partial' if partial else ''})")
+            line, = ax.plot(steps, m, ls, marker="o", ms=3, color=colour[label],
+                            label=f"{label} (n={len(runs)}{', partial' if partial else ''})")
             if len(runs) > 1:
                 ax.fill_between(steps, lo, hi, alpha=0.15, color=line.get_color())
             for r in data[task][label]:
