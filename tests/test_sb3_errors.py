@@ -99,6 +99,17 @@ def test_cli_trains_and_writes_checkpoint(tmp_path, capsys):
     assert model.predict(obs, deterministic=True)[0].shape == (4,)
 
 
+def test_cli_normalize_obs_keeps_the_statistics_in_the_checkpoint(tmp_path, capsys):
+    out = tmp_path / "run"
+    rc = main(["train-policy", "--task", "FetchReach-v4", "--steps", "80", "--seed", "0", "--normalize-obs",
+               "--out", str(out), "--algo-kwargs", '{"learning_starts": 40, "batch_size": 16, "policy_kwargs": {"net_arch": [8]}}'])
+    assert rc == 0, capsys.readouterr().err
+    model = load_policy(out / "policy.json")
+    vn = model.get_env()  # VecNormalize with the training statistics, not a fresh one
+    assert type(vn).__name__ == "VecNormalize" and vn.training is False
+    assert vn.obs_rms["observation"].count > 1 and np.any(vn.obs_rms["observation"].var != 1.0)
+
+
 def test_step_success_normalises_keys():
     fetch, maze, kitchen = (load_spec(n) for n in ("FetchReach-v4", "PointMaze_UMaze-v3", "FrankaKitchen-v1"))
     assert step_success(fetch, {"is_success": 1.0}, None, False) is True

@@ -33,9 +33,9 @@ OMP_NUM_THREADS=1 python benchmarks/rl/sweep.py --plan core more
 # PointMaze_Medium-v3 and FetchPush-v4 (session 2): two sweeps share two cores (per-run lock)
 OMP_NUM_THREADS=1 python benchmarks/rl/sweep.py --plan push medium lever seeds &
 OMP_NUM_THREADS=1 python benchmarks/rl/sweep.py --plan medium push lever seeds &
-# second seeds of the goal-deciding configs, budgets that can decide the goals (session 4; two cores:
-# the plan's runs were started two at a time, Push HER + Medium HER on one core, the PRM+HER runs on the other)
-OMP_NUM_THREADS=1 python benchmarks/rl/sweep.py --plan decide
+# second seeds at the task budgets (session 5; two sweeps share the two cores, per-run lock)
+OMP_NUM_THREADS=1 python benchmarks/rl/sweep.py --plan seeds5 &
+OMP_NUM_THREADS=1 python benchmarks/rl/sweep.py --plan seeds5 &
 python benchmarks/rl/report.py                                                   # this file + the plot
 # one run:
 OMP_NUM_THREADS=1 python benchmarks/rl/run.py --task FetchReach-v4 --config prm_her --scale 10 --seed 0"""

@@ -79,15 +79,16 @@ PLANS = {
         ("PointMaze_Medium-v3", "prm_her", (1,), 10.0, False, 200_000),
         ("FetchPush-v4", "prm_her", (0,), 10.0, False, 150_000),  # extends seed 0 (100k) to seed 1's budget
     ],
-    # session 5 (session 4's "decide" runs did not survive it): second seeds at the task budgets
-    # (HER on FetchPush to 200k as seed 0), the goal-deciding configs first, then cheap UMaze seeds
+    # session 5 (session 4's "decide" runs did not survive it): more seeds at the task budgets (HER on
+    # FetchPush to 200k as seed 0), FetchPush's goal-deciding configs to three seeds first
     "seeds5": [
-        ("FetchPush-v4", "her", (1,), 1.0, False, 200_000), ("FetchPush-v4", "prm_her", (1,), 10.0, False),
+        ("FetchPush-v4", "her", (1,), 1.0, False, 200_000), ("FetchPush-v4", "prm_her", (1, 2), 10.0, False),
+        ("FetchPush-v4", "her", (2,), 1.0, False, 200_000),
         ("PointMaze_Medium-v3", "her", (1,), 1.0, False), ("PointMaze_Medium-v3", "prm_her", (1,), 10.0, False),
         ("FetchPush-v4", "prm", (1,), 10.0, False), ("PointMaze_Medium-v3", "prm", (1,), 10.0, False),
+        ("PointMaze_Medium-v3", "her", (2,), 1.0, False), ("PointMaze_Medium-v3", "prm_her", (2,), 10.0, False),
         (UM, "her", (1, 2), 1.0, False), (UM, "prm_her", (1, 2), 10.0, False),
         (UM, "prm", (1, 2), 10.0, False), (UM, "sparse", (1, 2), 1.0, False),
-        ("PointMaze_Medium-v3", "sparse", (1,), 1.0, False),
     ],
 }
 

@@ -30,6 +30,9 @@ def register(sub) -> None:
     p.add_argument("--eval-freq", type=int, default=None, help="evaluate on the unshaped env every N steps")
     p.add_argument("--eval-episodes", type=int, default=50)
     p.add_argument("--algo-kwargs", default=None, help='JSON dict of algorithm arguments, e.g. \'{"batch_size": 512}\'')
+    p.add_argument("--normalize-obs", action="store_true",
+                   help="normalise observations with VecNormalize (obs only; the statistics are saved inside the "
+                        "policy checkpoint). The RL benchmark trains with it on every task")
     p.add_argument("--out", required=True, help="output folder")
     p.add_argument("--progress", action="store_true", help="show a progress bar")
     p.add_argument("--checkpoint-freq", type=int, default=None,
@@ -67,6 +70,7 @@ def run(args) -> int:
         args.task, algo=args.algo, critic=args.critic, shaping=shaping, scale=args.scale, head=args.head,
         her=args.her, prune=prune, total_steps=args.steps, seed=args.seed, n_envs=args.n_envs,
         eval_freq=args.eval_freq, eval_episodes=args.eval_episodes, log_dir=args.out, algo_kwargs=algo_kwargs,
+        normalize_obs=args.normalize_obs,
         progress_bar=args.progress, checkpoint_freq=args.checkpoint_freq, resume=args.resume,
     )
     rows = model.prm_eval.rows if model.prm_eval is not None else []
