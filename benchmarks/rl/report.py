@@ -140,8 +140,8 @@ def table(data) -> str:
                   f"{'on' if cfg.get('normalize_obs') else 'off'} (VecNormalize, obs only); budget {budget} env steps; eval every "
                   f"{cfg['eval_freq']} steps, {cfg['eval_episodes']} deterministic episodes on the unshaped env "
                   "(same eval seeds for every config).", "",
-                  "| config | seeds | steps to 50% | steps to 80% | steps to 80% per seed | success AUC | final success (mean; per seed) | wall-clock per run (train + eval) | pruned episodes / env steps saved |",
-                  "|---|---|---|---|---|---|---|---|---|"]
+                  f"| config | seeds | steps to 50% | steps to 80% | steps to 80% per seed | success AUC | success at {budget / 1000:g}k (mean; per seed) | final success (mean; per seed) | wall-clock per run (train + eval) | pruned episodes / env steps saved |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
         summary = {}
         for label in sorted(data[task], key=_sort_key):
             all_runs = data[task][label]
@@ -172,7 +172,10 @@ def table(data) -> str:
             seed80 = "; ".join(f"{sd}: {fmt_steps(v, last)}" for sd, (v, last) in per_seed.items())
             summary[label] = (s50, s80, last_step, {r["seed"]: per_seed[r["seed"]] for r in runs})
             auc = float(np.mean(m[steps <= budget]))  # over the task's budget: comparable across configs
-            lines.append(f"| {label} | {seeds} | {fmt_steps(s50, last_step)} | {fmt_steps(s80, last_step)} | {seed80} | {auc:.2f} | "
+            at_b = [{row["env_steps"]: row["success_rate"] for row in r["rows"]}.get(budget) for r in runs]
+            at_budget = (f"{np.mean(at_b):.2f}; {', '.join(f'{v:.2f}' for v in at_b)}" if None not in at_b
+                         else "-")  # equal-budget comparison (runs given a larger budget included)
+            lines.append(f"| {label} | {seeds} | {fmt_steps(s50, last_step)} | {fmt_steps(s80, last_step)} | {seed80} | {auc:.2f} | {at_budget} | "
                          f"{np.mean(finals):.2f}; {', '.join(f'{f:.2f}' for f in finals)} | "
                          f"{np.mean(walls) / 60:.1f} min ({tw / 60:.1f} + {ew / 60:.1f}) | {prune} |")
         total = sum(r["rows"][-1]["train_wall_s"] + r["rows"][-1]["eval_wall_s"]
