@@ -83,9 +83,19 @@ def test_goals_per_seed_when_seeds_ran_to_different_budgets():
     assert "- PRM+HER <= half of HER's steps to 80% (prm_her_s10): **not met**: prm_her_s10 100k vs HER 160k (goal <= 80k)" in v
     assert "  - seed 0: **not met**: prm_her_s10 100k vs HER 150k (goal <= 75k)" in v
     assert "  - seed 1: **met**: prm_her_s10 70k vs HER 160k (goal <= 80k)" in v
-    # a seed only one of the two configs ran gets no per-seed verdict; one shared seed: no per-seed lines
+    # seed sets that differ: the mean-curve verdict says so, and every seed both ran gets its own
+    # verdict (a seed only one of the two configs ran gets none)
     v = _report().goals({"her": (1e5, 1.5e5, 2e5, {0: (1.5e5, 2e5)}), "prm_her_s10": (5e4, 7e4, 1e5, per_prm)})
-    assert not any(x.startswith("  - seed") for x in v)
+    assert any("(mean over seeds 0, 1 vs HER's over 0: see the per-seed verdicts)" in x for x in v)
+    assert [x for x in v if x.startswith("  - seed")] == ["  - seed 0: **not met**: prm_her_s10 100k vs HER 150k (goal <= 75k)"]
+    # one seed of a variant against HER's three: the variant's single seed is judged against HER's seed 0
+    her3 = {0: (1.5e5, 2e5), 1: (None, 2e5), 2: (None, 2e5)}
+    v = _report().goals({"her": (1e5, None, 2e5, her3), "prm_her_s10_x": (8e4, 1e5, 1e5, {0: (1e5, 1e5)})})
+    assert any(x.startswith("- PRM+HER") and "vs HER's over 0, 1, 2" in x for x in v)
+    assert "  - seed 0: **not met**: prm_her_s10_x 100k vs HER 150k (goal <= 75k)" in v
+    # the same seeds: no note, and one shared seed gives no per-seed lines
+    v = _report().goals({"her": (1e5, 1.5e5, 2e5, {0: (1.5e5, 2e5)}), "prm_her_s10": (5e4, 7e4, 1e5, {0: (7e4, 1e5)})})
+    assert not any(x.startswith("  - seed") or "see the per-seed" in x for x in v)
 
 
 def test_runs_in_progress_stay_out_of_the_mean_curve():

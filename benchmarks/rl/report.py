@@ -223,14 +223,20 @@ def goals(summary) -> list[str]:
     for label, (s50, s80, last, *rest) in summary.items():
         per_seed = rest[0] if rest else {}
         both = sorted(set(per_seed) & set(her_seeds))
+        # seeds that differ from HER's: the mean-curve verdict compares different seed sets, so say so
+        # and give the verdict of every seed both ran
+        differ = bool(per_seed) and bool(her_seeds) and set(per_seed) != set(her_seeds)
+        note = (f" (mean over seeds {', '.join(map(str, sorted(per_seed)))} vs HER's over "
+                f"{', '.join(map(str, sorted(her_seeds)))}: see the per-seed verdicts)") if differ else ""
+        per_seed_lines = len(both) > 1 or (differ and both)
         if label.startswith("prm_her") and "prune" not in label:
-            out.append(f"- PRM+HER <= half of HER's steps to 80% ({label}): {_prm_her_verdict(label, s80, h80, her[2])}")
-            if len(both) > 1:
+            out.append(f"- PRM+HER <= half of HER's steps to 80% ({label}): {_prm_her_verdict(label, s80, h80, her[2])}{note}")
+            if per_seed_lines:
                 out += [f"  - seed {sd}: {_prm_her_verdict(label, per_seed[sd][0], her_seeds[sd][0], her_seeds[sd][1])}"
                         for sd in both]
         elif label.startswith("prm_s") and "prune" not in label:
-            out.append(f"- PRM alone <= HER's steps to 80% ({label}): {_prm_verdict(s80, h80)}")
-            if len(both) > 1:
+            out.append(f"- PRM alone <= HER's steps to 80% ({label}): {_prm_verdict(s80, h80)}{note}")
+            if per_seed_lines:
                 out += [f"  - seed {sd}: {_prm_verdict(per_seed[sd][0], her_seeds[sd][0])}" for sd in both]
     return out
 
