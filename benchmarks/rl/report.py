@@ -14,6 +14,7 @@ column and the per-seed goal verdicts use each seed's own curve (seeds may have 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import sys
 from collections import defaultdict
@@ -61,8 +62,13 @@ def mean_curve(runs: list[dict]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np
     """Steps every run reached, and mean / min / max success there."""
     common = set.intersection(*[{r["env_steps"] for r in run["rows"]} for run in runs])
     steps = np.array(sorted(common))
-    vals = np.array([[{r["env_steps"]: r["success_rate"] for r in run["rows"]}[s] for s in steps] for run in runs])
+    vals = np.array([[success_by_step(run)[s] for s in steps] for run in runs])
     return steps, vals.mean(0), vals.min(0), vals.max(0)
+
+
+def success_by_step(run: dict) -> dict[int, float]:
+    """A run's eval success rate by env step."""
+    return {r["env_steps"]: r["success_rate"] for r in run["rows"]}
 
 
 def headline_runs(runs: list[dict]) -> list[dict]:
@@ -99,7 +105,7 @@ def plot(data, path: Path) -> None:
     # one colour per config label on every panel
     labels = sorted({label for task in tasks for label in data[task]}, key=_sort_key)
     fixed = {"sparse": "black", "her": "tab:blue", "prm_s10": "tab:green", "prm_her_s10": "tab:red"}
-    spare = iter(["tab:orange", "tab:purple", "tab:brown", "tab:pink", "tab:olive", "tab:cyan", "tab:gray", "gold"] * 4)
+    spare = itertools.cycle(["tab:orange", "tab:purple", "tab:brown", "tab:pink", "tab:olive", "tab:cyan", "tab:gray", "gold"])
     colour = {label: fixed.get(label) or next(spare) for label in labels}
     for ax in axes.flat[len(tasks):]:
         ax.set_visible(False)
@@ -172,7 +178,7 @@ def table(data) -> str:
             seed80 = "; ".join(f"{sd}: {fmt_steps(v, last)}" for sd, (v, last) in per_seed.items())
             summary[label] = (s50, s80, last_step, {r["seed"]: per_seed[r["seed"]] for r in runs})
             auc = float(np.mean(m[steps <= budget]))  # over the task's budget: comparable across configs
-            at_b = [{row["env_steps"]: row["success_rate"] for row in r["rows"]}.get(budget) for r in runs]
+            at_b = [success_by_step(r).get(budget) for r in runs]
             at_budget = (f"{np.mean(at_b):.2f}; {', '.join(f'{v:.2f}' for v in at_b)}" if None not in at_b
                          else "-")  # equal-budget comparison (runs given a larger budget included)
             lines.append(f"| {label} | {seeds} | {fmt_steps(s50, last_step)} | {fmt_steps(s80, last_step)} | {seed80} | {auc:.2f} | {at_budget} | "

@@ -54,7 +54,8 @@ def check_algo_kwargs(algo: str, algo_kwargs: Mapping[str, Any] | None) -> dict[
         return {}
     if not isinstance(algo_kwargs, Mapping):
         raise ValueError(f"algo_kwargs: expected None or a dict of {algo} constructor arguments, got {algo_kwargs!r}")
-    params = set(inspect.signature(algo_class(algo).__init__).parameters) - {"self", "args", "kwargs"}
+    cls = algo_class(algo)
+    params = set(inspect.signature(cls.__init__).parameters) - {"self", "args", "kwargs"}
     own = {"env": "the task", "seed": "seed=", "verbose": "verbose=", "tensorboard_log": "log_dir="}
     for key in algo_kwargs:
         if key in own:
@@ -63,7 +64,7 @@ def check_algo_kwargs(algo: str, algo_kwargs: Mapping[str, Any] | None) -> dict[
         if key not in params:
             close = difflib.get_close_matches(str(key), sorted(params), n=1)
             hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise ValueError(f"algo_kwargs: {key!r} is not an argument of {algo_class(algo).__name__}{hint} "
+            raise ValueError(f"algo_kwargs: {key!r} is not an argument of {cls.__name__}{hint} "
                              f"(expected some of {sorted(params - set(own))})")
     if "gamma" in algo_kwargs:
         g = algo_kwargs["gamma"]
