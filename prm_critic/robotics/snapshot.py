@@ -10,7 +10,16 @@ A snapshot of state ``s_t`` is two parts::
 state, so that the same actions replay to bit-identical observations. The Python state per task
 family (gymnasium-robotics 1.4):
 
-* Fetch (``MujocoFetchEnv``): ``goal`` (and ``np_random``, used only at reset);
+* Fetch (``MujocoFetchEnv``): ``goal`` (and ``np_random``, used only at reset) and ``weld_pose``, the
+  pose ``[x, y, z, qw, qx, qy, qz]`` that ``data.xpos`` / ``data.xquat`` hold for each body welded to a
+  mocap. The next action moves the mocap relative to that pose (``reset_mocap2body_xpos``), and it is
+  not a function of the state: FetchPickAndPlace (free gripper fingers) calls no ``mj_forward`` after
+  its ``mj_step``, so these derived fields are those of the start of the step's last substep, not of
+  the current ``qpos``. Recomputed by ``mj_forward`` they would move the mocap target and the replay
+  would drift from its first step (6e-4 in the observation after one step, the grasp lost later);
+  restore writes the stored pose back after ``mj_forward``. A Fetch snapshot without ``weld_pose`` is
+  refused where the env needs it (FetchPickAndPlace) and accepted where its step ends with
+  ``mj_forward`` (FetchPush, FetchReach, FetchSlide: blocked gripper);
 * PointMaze (``PointMazeEnv``): ``goal``, ``reset_pos``, the maze env's and the inner point env's
   ``np_random`` bit-generator states, and the target marker (``update_target_site_pos()`` writes
   ``model.site_pos``: the marker lives in the model, not in the state);
@@ -125,6 +134,18 @@ class Snapshotter:
         self.model, self.data = model, data
         self._sig = self.mujoco.mjtState.mjSTATE_INTEGRATION
         self.size = int(self.mujoco.mj_stateSize(model, self._sig))
+        self._welded = self._mocap_welded_bodies() if self.kind == "fetch" else []
+
+    def _mocap_welded_bodies(self) -> list[int]:
+        """Ids of the bodies welded to a mocap body (whose pose the next Fetch action reads)."""
+        m, mj = self.model, self.mujoco
+        out = []
+        for i in range(int(m.neq)):
+            if int(m.eq_type[i]) != int(mj.mjtEq.mjEQ_WELD):
+                continue
+            a, b = int(m.eq_obj1id[i]), int(m.eq_obj2id[i])
+            out.append(b if int(m.body_mocapid[a]) != -1 else a)
+        return out
 
     # ------------------------------------------------------------------ get
     def get(self) -> Snapshot:
@@ -151,6 +172,8 @@ class Snapshotter:
         elif self.kind == "fetch":
             py["goal"] = np.asarray(b.goal, dtype=np.float64).tolist()
             py["rng"] = _rng_state(b.np_random)
+            d = self.data
+            py["weld_pose"] = [np.r_[d.xpos[i], d.xquat[i]].astype(np.float64).tolist() for i in self._welded]
         else:
             py["rng"] = _rng_state(b.np_random)
         return Snapshot(buf, py)
@@ -188,8 +211,31 @@ class Snapshotter:
                 b.goal = np.asarray(py["goal"], dtype=np.float64)
             _set_rng_state(b.np_random, py["rng"])
         self.mujoco.mj_forward(self.model, self.data)
+        if self.kind == "fetch":
+            self._restore_weld_pose(py.get("weld_pose"))
         steps = py.get("elapsed_steps", [])
         for w, n in zip(self._time_limits, steps):
             w._elapsed_steps = int(n)
         for w in self._order:
             w._has_reset = True
+
+    def _restore_weld_pose(self, pose) -> None:
+        """Write the stored poses of the mocap-welded bodies back (after ``mj_forward``)."""
+        n = len(self._welded)
+        if pose is None:
+            if getattr(self.base, "block_gripper", False):
+                return  # the env's step ends with mj_forward: the recomputed pose is the stored one
+            raise ValueError(
+                f"snapshot.py['weld_pose']: missing; {type(self.base).__name__} moves its mocap relative to "
+                f"the gripper pose of the last substep, which restore cannot recompute exactly; "
+                f"re-collect the data (`prm-critic collect`) so that its snapshots record that pose"
+            )
+        arr = np.asarray(pose, dtype=np.float64)
+        if arr.shape != (n, 7):
+            raise ValueError(
+                f"snapshot.py['weld_pose']: expected shape ({n}, 7) (pos + quat of each mocap-welded body), "
+                f"got {arr.shape}"
+            )
+        for row, i in zip(arr, self._welded):
+            self.data.xpos[i] = row[:3]
+            self.data.xquat[i] = row[3:]
