@@ -2,6 +2,11 @@
 
 ``load_steps(out_dir, family)`` concatenates every trajectory shard of ``out_dir`` with its label
 shard ``labels/<family>/shard_*.npz`` into a :class:`StepTable` (rows ordered by episode, then t).
+
+``meta.json`` is checked before it is used: its ``spec`` must load, its ``layout`` must name the spec's
+``critic_input`` keys in order with one positive integer size each, ``obs_dim = sum(sizes)``, and every
+shard's ``x`` / ``next_x`` must be ``(N, obs_dim)``. A disagreement is a :class:`ShardError` naming the
+file, the field, its value and what was expected.
 """
 
 from __future__ import annotations
@@ -72,12 +77,63 @@ class StepTable:
         return np.unique(self.episode)
 
 
+def _check_meta(meta: Any, path: Path) -> tuple[TaskSpec, CriticInputLayout]:
+    """Spec and critic-input layout of ``meta.json``, after checking the fields :func:`load_steps` uses."""
+    where = f"meta file {str(path)!r}"
+    if not isinstance(meta, dict):
+        raise ShardError(f"{where}: expected a JSON object, got {type(meta).__name__}")
+    for key in ("spec", "layout"):
+        if key not in meta:
+            raise ShardError(f"{where}: missing field {key!r}; expected the fields written by `prm-critic collect`")
+    try:
+        spec = load_spec(meta["spec"])
+    except Exception as exc:  # SpecError, TypeError from a non-dict value...
+        raise ShardError(f"{where}: field 'spec' is not a valid task spec ({type(exc).__name__}: {exc})") from exc
+    lay = meta["layout"]
+    if not isinstance(lay, dict):
+        raise ShardError(f"{where}: field 'layout' must be an object with keys, sizes and obs_dim, got {lay!r}")
+    missing = [k for k in ("keys", "sizes", "obs_dim") if k not in lay]
+    if missing:
+        raise ShardError(f"{where}: layout is missing {missing}; expected keys, sizes and obs_dim")
+    keys, sizes, obs_dim = lay["keys"], lay["sizes"], lay["obs_dim"]
+    expected_keys = list(spec.critic_input)
+    if not isinstance(keys, list) or keys != expected_keys:
+        raise ShardError(
+            f"{where}: layout keys {keys!r} disagree with the spec's critic_input {expected_keys!r}"
+        )
+    if not isinstance(sizes, dict) or sorted(sizes) != sorted(keys):
+        got = sorted(sizes) if isinstance(sizes, dict) else sizes
+        raise ShardError(f"{where}: layout sizes name {got!r}; expected one size for each of {keys!r}")
+    for k in keys:
+        v = sizes[k]
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ShardError(f"{where}: layout size of {k!r} is {v!r}; expected an integer >= 1")
+    total = sum(sizes[k] for k in keys)
+    if isinstance(obs_dim, bool) or not isinstance(obs_dim, int) or obs_dim != total:
+        raise ShardError(
+            f"{where}: layout width obs_dim={obs_dim!r} disagrees with the sum of its sizes {sizes!r} = {total}"
+        )
+    return spec, CriticInputLayout(keys, sizes)
+
+
+def _check_width(d: dict[str, np.ndarray], f: Path, meta_path: Path, obs_dim: int) -> None:
+    for key in ("x", "next_x"):
+        a = d[key]
+        if a.ndim != 2 or a.shape[1] != obs_dim:
+            got = a.shape[1] if a.ndim == 2 else f"shape {a.shape}"
+            raise ShardError(
+                f"shard file {str(f)!r}: data width of {key!r} is {got}, but the layout width in "
+                f"{str(meta_path)!r} is obs_dim={obs_dim}; the meta file and the data come from different runs"
+            )
+
+
 def load_steps(out_dir: "str | Path", family: str = "mc") -> StepTable:
     """All steps of ``out_dir`` with the ``family`` labels (``subgoal``, ``mc`` or ``outcome``).
 
     Raises:
         FileNotFoundError: no data, or the family was not labelled yet (names the command to run).
-        ShardError: a shard file is corrupt (names the file) or label and data shards disagree.
+        ShardError: a shard file is corrupt (names the file), label and data shards disagree, or
+            ``meta.json`` disagrees with itself or with the data (spec, layout names, sizes, width).
     """
     from prm_critic.robotics.labels import FAMILIES, _evaluator
 
@@ -85,6 +141,7 @@ def load_steps(out_dir: "str | Path", family: str = "mc") -> StepTable:
         raise ValueError(f"family: expected one of {list(FAMILIES)}, got {family!r}")
     out = Path(out_dir)
     meta = read_meta(out)
+    spec, layout = _check_meta(meta, out / "meta.json")
     files = sorted((out / "shards").glob("shard_*.npz"))
     if not files:
         raise FileNotFoundError(f"data: no shard files in {str(out / 'shards')!r} (run `prm-critic collect` first)")
@@ -94,6 +151,7 @@ def load_steps(out_dir: "str | Path", family: str = "mc") -> StepTable:
                                                "step_success")}
     for f in files:
         d = load_shard(f)
+        _check_width(d, f, out / "meta.json", layout.obs_dim)
         lf = lab_dir / f.name
         if not lf.exists():
             raise FileNotFoundError(
@@ -116,10 +174,15 @@ def load_steps(out_dir: "str | Path", family: str = "mc") -> StepTable:
         if "hard" in lab:
             cols["hard"].append(lab["hard"].astype(np.float32))
     cat = {k: np.concatenate(v) for k, v in cols.items() if v}
-    spec = load_spec(meta["spec"])
-    layout = CriticInputLayout.from_dict(meta["layout"])
     if spec.subgoals:
-        progress = _evaluator(meta).progress(cat["x"]).astype(np.float32)
+        try:
+            evaluator = _evaluator(meta)
+        except (KeyError, TypeError, ValueError) as exc:  # SpecError is a ValueError
+            raise ShardError(
+                f"meta file {str(out / 'meta.json')!r}: its subgoals cannot be evaluated with its layout and "
+                f"maze fields ({type(exc).__name__}: {exc})"
+            ) from exc
+        progress = evaluator.progress(cat["x"]).astype(np.float32)
     else:
         progress = np.full(len(cat["t"]), np.nan, dtype=np.float32)
     extra = {k: cat[k] for k in ("hard", "action", "reward", "terminated", "truncated", "step_success") if k in cat}
