@@ -30,8 +30,8 @@ snapshotted with a guessed default. Built-in hooks (gymnasium-robotics 1.4):
 * ``mujoco`` (``Pusher-*``): a gymnasium MuJoCo env whose only Python state is ``np_random``. Register
   :data:`MUJOCO_RNG_HOOK` for another env of that kind (``register_snapshot_hook("Hopper-v5",
   MUJOCO_RNG_HOOK)``) once you have checked that nothing else in it changes between steps;
-* ``FetchPickAndPlace-*`` is refused: a restored state replays up to ~1e-3 away from the original
-  (the gripper's contacts), so its Monte-Carlo labels would be inexact.
+* ``FetchPickAndPlace-*`` is refused: a restored state does not replay bit-identically (observations
+  drift up to ~1e-3 within 15 steps), so its Monte-Carlo labels would be inexact.
 
 A hook that misses part of the state is caught by :meth:`Snapshotter.check_replay` (restore, replay the
 recorded action, compare with the recorded next observation), which the Monte-Carlo labeller runs on
@@ -259,8 +259,8 @@ FETCH_HOOK = SnapshotHook("fetch", _fetch_capture, _fetch_restore)
 for _k in ("FetchPush*", "FetchReach*", "FetchSlide*"):
     register_snapshot_hook(_k, FETCH_HOOK)
 register_snapshot_hook("FetchPickAndPlace*", SnapshotHook(
-    "fetch", refuse="a restored FetchPickAndPlace state replays up to ~1e-3 away from the original "
-                    "(MuJoCo state + goal do not pin the gripper's contacts), so Monte-Carlo labels would be inexact"))
+    "fetch", refuse="a restored FetchPickAndPlace state does not replay bit-identically (observations drift "
+                    "up to ~1e-3 within 15 steps), so Monte-Carlo labels from it would be inexact"))
 
 
 # --- PointMaze / AntMaze (every map): goal, reset position, two RNGs, target marker (in the model)
