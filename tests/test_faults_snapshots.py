@@ -4,7 +4,9 @@ Real MuJoCo envs throughout (gymnasium-robotics AntMaze / PointMaze / Fetch / Fr
 gymnasium Pusher / InvertedPendulum); no fakes.
 """
 
+import re
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -240,3 +242,19 @@ def test_registry_arguments_are_checked():
         register_snapshot_hook("MyEnv-v0", capture=lambda b: {})
     with loud(1, "unregistering an id that has no hook", KeyError, match=r"no snapshot hook is registered for 'MyEnv-v0'"):
         unregister_snapshot_hook("MyEnv-v0")
+
+
+def test_readme_hook_example_registers_a_working_hook():
+    text = (Path(__file__).resolve().parents[1] / "docs" / "readme" / "robotics-data.md").read_text()
+    code = next(b for b in re.findall(r"```python\n(.*?)```", text, re.S) if "register_snapshot_hook" in b)
+    exec(compile(code, "robotics-data.md", "exec"), {})
+    hook = unregister_snapshot_hook("MyReach-v0")  # the example registered it
+    env = make_env("FetchReach-v4")
+    env.reset(seed=0)
+    state = hook.capture(env.unwrapped)
+    goal = env.unwrapped.goal.copy()
+    env.reset(seed=1)
+    assert not np.array_equal(env.unwrapped.goal, goal)
+    hook.restore(env.unwrapped, state)
+    assert np.array_equal(env.unwrapped.goal, goal)
+    env.close()
