@@ -15,6 +15,7 @@ pytest.importorskip("gymnasium_robotics")
 
 from faults import correct, loud  # noqa: E402
 
+from prm_critic.cli import main  # noqa: E402
 from prm_critic.robotics.collect import collect, load_shard, read_meta  # noqa: E402
 from prm_critic.robotics.labels import MCLabeler, label  # noqa: E402
 from prm_critic.robotics.dataset import load_steps  # noqa: E402
@@ -113,7 +114,7 @@ def test_antmaze_mc_labels_pass_the_replay_self_check(tmp_path, ant_data):
             f"{int(tab.mask.sum())} states labelled, each restore + recorded action replayed exactly first")
 
 
-def test_antmaze_with_a_hook_that_forgets_the_goal_stops_labelling(tmp_path, ant_data):
+def test_antmaze_with_a_hook_that_forgets_the_goal_stops_labelling(tmp_path, ant_data, capsys):
     """A wrong hook (restores everything but the goal) is caught by the self-check, not labelled."""
     env = make_env(load_spec(ANT_SPEC))
     good = snapshot_hook_for(env)
@@ -131,6 +132,9 @@ def test_antmaze_with_a_hook_that_forgets_the_goal_stops_labelling(tmp_path, ant
         with loud(1, f"snapshot hook for {ANT} that forgets the goal on restore", ReplayMismatchError,
                   match=rf"env '{ANT}', episode [12], step 0: .*obs \(max \|diff\| .*snapshot hook 'antmaze' misses"):
             label(d, "mc", k=1, stride=6, seed=0, progress=False)
+        # the command line reports it as one error line (exit code 2)
+        assert main(["label", "--data", str(d), "--family", "mc", "--k", "1", "--stride", "6", "--no-progress"]) == 2
+        assert f"prm-critic label: error: env '{ANT}', episode" in capsys.readouterr().err
     finally:
         unregister_snapshot_hook(ANT)
     assert not (d / "labels" / "mc" / "shard_00000.npz").exists()
@@ -154,7 +158,7 @@ def test_check_replay_names_env_episode_and_step():
     env.close()
 
 
-def test_unknown_env_is_refused_for_mc_naming_the_hook(tmp_path):
+def test_unknown_env_is_refused_for_mc_naming_the_hook(tmp_path, capsys):
     d = tmp_path / "pend"
     collect(PENDULUM_SPEC, d, episodes=2, shard_size=2, seed=0, progress=False)  # collecting is fine
     label(d, "outcome", progress=False)  # and so are labels that need no snapshot
@@ -162,7 +166,10 @@ def test_unknown_env_is_refused_for_mc_naming_the_hook(tmp_path):
               match=r"family 'mc'.*env 'InvertedPendulum-v5' \(unwrapped class InvertedPendulumEnv\): no snapshot "
                     r"hook .*register_snapshot_hook\('InvertedPendulum-v5', capture=\.\.\., restore=\.\.\.\)"):
         label(d, "mc", k=1, stride=4, progress=False)
-    assert not (d / "labels" / "mc").exists()
+    assert not (d / "labels" / "mc").exists() and not (d / "labels" / "mc.json").exists()
+    assert main(["label", "--data", str(d), "--family", "mc", "--k", "1", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "prm-critic label: error: family 'mc'" in err and "register_snapshot_hook('InvertedPendulum-v5'" in err
     env = make_env(load_spec(PENDULUM_SPEC))
     env.reset(seed=0)
     with loud(1, "Snapshotter on an env no snapshot hook knows", SnapshotUnsupportedError,

@@ -190,25 +190,26 @@ def label(out_dir: "str | Path", family: str, *, k: int = 8, stride: int = 1, ga
                 f"family: {str(lab_dir)!r} holds {family!r} labels made with other parameters "
                 f"(stored vs requested: {diff}); delete that folder to relabel, or pass the stored parameters"
             )
-    atomic_write_json(pjson, params)
-
-    todo = []
-    for f in files:
-        target = lab_dir / f.name
-        if target.exists():
-            try:
-                n_lab = len(load_shard(target, ("label",))["label"])
-                n_rows = len(load_shard(f, ("t",))["t"])
-                if n_lab == n_rows:
-                    continue
-            except ShardError:
-                pass
-        todo.append(f)
-
+    # an env without a snapshot hook is refused here, before anything is written
     labeler = MCLabeler(meta, k=params["k"], seed=params["seed"], rollout_policy=params["rollout_policy"]) \
         if family == "mc" else None
     evaluator = _evaluator(meta) if family == "subgoal" else None
     try:
+        atomic_write_json(pjson, params)
+
+        todo = []
+        for f in files:
+            target = lab_dir / f.name
+            if target.exists():
+                try:
+                    n_lab = len(load_shard(target, ("label",))["label"])
+                    n_rows = len(load_shard(f, ("t",))["t"])
+                    if n_lab == n_rows:
+                        continue
+                except ShardError:
+                    pass
+            todo.append(f)
+
         if family == "mc":
             # progress over labelled states of the shards still to do
             counts = []

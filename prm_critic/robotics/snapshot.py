@@ -61,7 +61,7 @@ class SnapshotUnsupportedError(ValueError):
     """No snapshot hook knows this env's Python-side task state (or its hook refuses it)."""
 
 
-class ReplayMismatchError(RuntimeError):
+class ReplayMismatchError(ValueError):
     """A restored snapshot did not replay the recorded step (the env's snapshot hook misses state)."""
 
 
