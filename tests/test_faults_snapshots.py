@@ -10,6 +10,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 pytest.importorskip("gymnasium_robotics")
 
@@ -264,4 +266,30 @@ def test_readme_hook_example_registers_a_working_hook():
     assert not np.array_equal(env.unwrapped.goal, goal)
     hook.restore(env.unwrapped, state)
     assert np.array_equal(env.unwrapped.goal, goal)
+    env.close()
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2**31 - 1), before=st.integers(0, 40), other=st.integers(0, 2**31 - 1))
+def test_antmaze_restore_at_any_step_replays_the_recorded_step(ant_env, seed, before, other):
+    """Property: any state of any AntMaze episode passes the replay check after another episode ran."""
+    env, snap = ant_env
+    env.reset(seed=seed)
+    rng = np.random.default_rng(seed)
+    space = env.action_space
+    for _ in range(before):
+        env.step(rng.uniform(space.low, space.high).astype(np.float32))
+    s = snap.get()
+    a = rng.uniform(space.low, space.high).astype(np.float32)
+    obs, r, term, trunc, _ = env.step(a)
+    env.reset(seed=other)
+    snap.check_replay(s, a, {"obs": _vec(obs), "reward": r, "terminated": term, "truncated": trunc},
+                      where=f"seed {seed}, step {before}")
+
+
+@pytest.fixture(scope="module")
+def ant_env():
+    env = make_env(load_spec(ANT_SPEC), max_episode_steps=100)
+    env.reset(seed=0)
+    yield env, Snapshotter(env)
     env.close()
