@@ -10,8 +10,8 @@ Per step ``(N,)`` rows: ``x`` / ``next_x`` ``(N, D)`` float32 critic inputs of `
 ``action (N, A)``, ``reward``, ``terminated``, ``truncated``, ``success`` (of ``s_{t+1}``),
 ``episode`` (global index), ``t``, ``sim (N, S)`` float64 snapshot of ``s_t`` and ``py (N,)`` its
 Python state as fixed-width unicode JSON (``"kind": null`` for an env without a snapshot hook: its
-snapshots cannot be restored, so it gets ``subgoal`` and ``outcome`` labels but no ``mc``). Per episode ``(E,)``: ``ep_index``, ``ep_seed``,
-``ep_len``, ``ep_success``.
+snapshots cannot be restored, so it gets ``subgoal`` and ``outcome`` labels but no ``mc``). Per
+episode ``(E,)``: ``ep_index``, ``ep_seed``, ``ep_len``, ``ep_success``.
 
 Episode ``e`` is reset with seed ``seed + e`` and its controller draws from
 ``default_rng([seed + e, 1])``, so a re-run reproduces it bit for bit: complete shards are skipped,
