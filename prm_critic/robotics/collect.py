@@ -9,8 +9,9 @@ Layout of ``out_dir``::
 Per step ``(N,)`` rows: ``x`` / ``next_x`` ``(N, D)`` float32 critic inputs of ``s_t`` / ``s_{t+1}``,
 ``action (N, A)``, ``reward``, ``terminated``, ``truncated``, ``success`` (of ``s_{t+1}``),
 ``episode`` (global index), ``t``, ``sim (N, S)`` float64 snapshot of ``s_t`` and ``py (N,)`` its
-Python state as fixed-width unicode JSON. Per episode ``(E,)``: ``ep_index``, ``ep_seed``,
-``ep_len``, ``ep_success``.
+Python state as fixed-width unicode JSON (``"kind": null`` for an env without a snapshot hook: its
+snapshots cannot be restored, so it gets ``subgoal`` and ``outcome`` labels but no ``mc``). Per
+episode ``(E,)``: ``ep_index``, ``ep_seed``, ``ep_len``, ``ep_success``.
 
 Episode ``e`` is reset with seed ``seed + e`` and its controller draws from
 ``default_rng([seed + e, 1])``, so a re-run reproduces it bit for bit: complete shards are skipped,
@@ -235,7 +236,7 @@ def collect(
 
         evaluator = SubgoalEvaluator(spec, layout, MazeGeometry.from_dict(meta["maze"]) if meta["maze"] else None)
     ctrl = make_policy(spec, env, pol)
-    snap = Snapshotter(env)
+    snap = Snapshotter(env, strict=False)  # an env without a snapshot hook: subgoal/outcome labels only
 
     n_shards = (episodes + shard_size - 1) // shard_size
     bar = tqdm(total=episodes, desc=f"collect {spec.name}", unit="ep", disable=not progress)

@@ -12,6 +12,11 @@ and never rounded.
   Success of a continuation follows the spec's rule (``final``: its last step; ``any``: any step).
   Unlabelled steps hold NaN and ``mask = False``. Continuation ``j`` of step ``(episode, t)`` draws
   from ``default_rng([seed, episode, t, j])``: labels do not depend on shard order or resumption.
+  The env needs a snapshot hook (:func:`prm_critic.robotics.snapshot.register_snapshot_hook`); one
+  without is refused before any rollout. Before its rollouts, every labelled state is checked: restore
+  its snapshot, step the recorded action and compare the critic input, reward and flags with the
+  recorded ``next_x``, ``reward``, ``terminated``, ``truncated`` (exactly); a mismatch stops labelling
+  with a :class:`~prm_critic.robotics.snapshot.ReplayMismatchError` naming the env, episode and step.
 * ``outcome``: ``label_t = gamma ** (T - 1 - t) * ep_success`` (``T`` = episode length).
 """
 
@@ -27,7 +32,7 @@ from prm_critic.robotics.collect import (
     ShardError, _policy_id, atomic_savez, atomic_write_json, load_shard, make_policy, read_meta, step_success,
 )
 from prm_critic.robotics.make import CriticInputLayout, make_env
-from prm_critic.robotics.snapshot import Snapshot, Snapshotter
+from prm_critic.robotics.snapshot import Snapshot, Snapshotter, SnapshotUnsupportedError
 from prm_critic.robotics.spec import load_spec
 
 __all__ = ["FAMILIES", "label", "label_params", "unflatten_obs", "MCLabeler"]
@@ -100,8 +105,15 @@ class MCLabeler:
         self.k = int(k)
         self.seed = int(seed)
         self.env = make_env(self.spec)
-        self.env.reset(seed=self.seed)
-        self.snap = Snapshotter(self.env)
+        try:
+            self.env.reset(seed=self.seed)
+            self.snap = Snapshotter(self.env)  # refuses an env without a snapshot hook
+        except SnapshotUnsupportedError as exc:
+            self.env.close()
+            raise SnapshotUnsupportedError(f"family 'mc' restores snapshots of every labelled state: {exc}") from exc
+        except Exception:
+            self.env.close()
+            raise
         self.ctrl = make_policy(self.spec, self.env, rollout_policy)
         self.evaluator = _evaluator(meta) if self.spec.success.source == "subgoals" else None
         self.steps = 0  # env steps taken in rollouts (for throughput measurements)
@@ -123,9 +135,27 @@ class MCLabeler:
             if terminated or truncated:
                 return ok if final else False
 
-    def label_state(self, sim: np.ndarray, py: str, x: np.ndarray, episode: int, t: int) -> float:
-        """Soft label (fraction of ``k`` continuations that succeed) of one stored state."""
+    def check(self, snapshot: Snapshot, row: dict[str, Any], episode: int, t: int) -> None:
+        """Restore ``snapshot``, replay the row's recorded ``action`` and require the recorded
+        ``next_x``, ``reward``, ``terminated`` and ``truncated`` exactly (:class:`ReplayMismatchError`
+        naming the env, episode and step otherwise)."""
+        expected = {"obs": np.asarray(row["next_x"], dtype=np.float32),
+                    "reward": np.float32(row["reward"]),
+                    "terminated": bool(row["terminated"]), "truncated": bool(row["truncated"])}
+        self.snap.check_replay(snapshot, np.asarray(row["action"], dtype=np.float32), expected,
+                               transform=self.layout.flatten, where=f"episode {int(episode)}, step {int(t)}")
+        self.steps += 1
+
+    def label_state(self, sim: np.ndarray, py: str, x: np.ndarray, episode: int, t: int,
+                    row: dict[str, Any] | None = None) -> float:
+        """Soft label (fraction of ``k`` continuations that succeed) of one stored state.
+
+        ``row``: the stored step (``action``, ``next_x``, ``reward``, ``terminated``, ``truncated``);
+        when given, the snapshot is first checked to replay it (:meth:`check`).
+        """
         snapshot = Snapshot.from_arrays(sim, py)
+        if row is not None:
+            self.check(snapshot, row, episode, t)
         obs = unflatten_obs(self.layout, x)
         wins = 0
         for j in range(self.k):
@@ -160,25 +190,26 @@ def label(out_dir: "str | Path", family: str, *, k: int = 8, stride: int = 1, ga
                 f"family: {str(lab_dir)!r} holds {family!r} labels made with other parameters "
                 f"(stored vs requested: {diff}); delete that folder to relabel, or pass the stored parameters"
             )
-    atomic_write_json(pjson, params)
-
-    todo = []
-    for f in files:
-        target = lab_dir / f.name
-        if target.exists():
-            try:
-                n_lab = len(load_shard(target, ("label",))["label"])
-                n_rows = len(load_shard(f, ("t",))["t"])
-                if n_lab == n_rows:
-                    continue
-            except ShardError:
-                pass
-        todo.append(f)
-
+    # an env without a snapshot hook is refused here, before anything is written
     labeler = MCLabeler(meta, k=params["k"], seed=params["seed"], rollout_policy=params["rollout_policy"]) \
         if family == "mc" else None
     evaluator = _evaluator(meta) if family == "subgoal" else None
     try:
+        atomic_write_json(pjson, params)
+
+        todo = []
+        for f in files:
+            target = lab_dir / f.name
+            if target.exists():
+                try:
+                    n_lab = len(load_shard(target, ("label",))["label"])
+                    n_rows = len(load_shard(f, ("t",))["t"])
+                    if n_lab == n_rows:
+                        continue
+                except ShardError:
+                    pass
+            todo.append(f)
+
         if family == "mc":
             # progress over labelled states of the shards still to do
             counts = []
@@ -207,7 +238,9 @@ def label(out_dir: "str | Path", family: str, *, k: int = 8, stride: int = 1, ga
                 mask = d["t"] % params["stride"] == 0
                 soft = np.full(n, np.nan, dtype=np.float32)
                 for i in np.nonzero(mask)[0]:
-                    soft[i] = labeler.label_state(d["sim"][i], str(d["py"][i]), d["x"][i], d["episode"][i], d["t"][i])
+                    row = {key: d[key][i] for key in ("action", "next_x", "reward", "terminated", "truncated")}
+                    soft[i] = labeler.label_state(d["sim"][i], str(d["py"][i]), d["x"][i], d["episode"][i],
+                                                  d["t"][i], row=row)
                     bar.update(1)
                 hard = np.where(mask, (soft > 0).astype(np.float32), np.float32(np.nan)).astype(np.float32)
                 atomic_savez(lab_dir / f.name, label=soft, soft=soft, hard=hard, mask=mask,
