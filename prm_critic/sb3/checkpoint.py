@@ -209,6 +209,12 @@ def load_policy(path: str | os.PathLike, env=None, *, device: str = "auto", **al
         The SB3 model; ``model.prm_checkpoint`` holds the JSON metadata. A policy trained with
         ``normalize_obs=True`` comes back inside a ``VecNormalize`` (``training=False``) holding the
         saved statistics: call :func:`prm_critic.sb3.predict` on raw observations.
+
+    Raises:
+        PolicyCheckpointError: missing or corrupt files, another format, or a JSON field outside the
+            allowlist (``algo``, ``policy_alias``, or an ``"__object__"`` name not in
+            :func:`allowed_objects`); the message names the file, the field, the value and the
+            allowed names. Nothing a refused file names is imported.
     """
     load_file = require("safetensors.torch").load_file
     w, j = checkpoint_paths(path)
