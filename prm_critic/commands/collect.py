@@ -8,10 +8,13 @@ def register(sub) -> None:
     p.add_argument("--task", required=True, help="built-in spec name or a .toml spec path")
     p.add_argument("--out", required=True, help="output folder (re-run with the same settings to resume)")
     p.add_argument("--episodes", type=int, required=True, help="number of episodes")
-    p.add_argument("--policy", default="scripted", help="scripted | random | PATH/policy.json (a train-policy checkpoint) | PATH.zip (a stable-baselines3 model)")
+    p.add_argument("--policy", default="scripted", help="scripted | random | PATH/policy.json (a train-policy checkpoint) | PATH.zip (a stable-baselines3 model; needs --trust-pickle)")
     p.add_argument("--seed", type=int, default=0, help="episode e is reset with seed + e (default 0)")
     p.add_argument("--shard-size", type=int, default=10, help="episodes per shard file (default 10)")
     p.add_argument("--max-episode-steps", type=int, default=None, help="TimeLimit override")
+    p.add_argument("--trust-pickle", action="store_true",
+                   help="allow --policy to be a stable-baselines3 .zip: loading one unpickles objects stored in the "
+                        "file, which runs arbitrary code from it (only for files you trust)")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p.set_defaults(func=run)
 
@@ -23,7 +26,7 @@ def run(args) -> int:
 
     out = collect(args.task, args.out, episodes=args.episodes, policy=args.policy, seed=args.seed,
                   shard_size=args.shard_size, max_episode_steps=args.max_episode_steps,
-                  progress=not args.no_progress)
+                  progress=not args.no_progress, trust_pickle=args.trust_pickle)
     ok = [load_shard(f, ("ep_success",))["ep_success"] for f in sorted((out / "shards").glob("shard_*.npz"))]
     ok = np.concatenate(ok) if ok else np.zeros(0, bool)
     print(f"{out}: {len(ok)} episodes, success rate {ok.mean() if len(ok) else float('nan'):.3f}")

@@ -1,8 +1,19 @@
 """State critic: an MLP over the critic-input vector with normalisation inside the module.
 
 ``StateCriticNet(x) -> scores`` with ``x`` float32 ``(B, obs_dim)`` and ``scores`` float32 ``(B, 2)``
-= ``[progress, success]`` probabilities. Normalisation ``(x - mean) / std`` uses buffers saved with
-the weights and exported with the ONNX graph, so no normaliser is ever left behind.
+= ``[progress, success]`` probabilities. The input is normalised and clipped first::
+
+    z = clip((x - obs_mean) / obs_std, -obs_clip, obs_clip)
+    obs_std = max(std of the training inputs, std_floor)            (per feature)
+
+``std_floor`` (default :data:`STD_FLOOR` = 1e-2) keeps a feature that was (nearly) constant in
+training from turning sensor noise into a huge ``z``: with the floor, noise ``delta`` on such a
+feature moves ``z`` by at most ``delta / std_floor``. ``obs_clip`` (default :data:`OBS_CLIP` = 10, as
+stable-baselines3's ``VecNormalize``) bounds ``z`` for inputs far outside the training range, so any
+finite input, even near the float32 maximum, gives finite scores. ``obs_mean``, ``obs_std`` and
+``obs_clip`` are buffers saved with the weights and exported with the ONNX graph, so no normaliser
+is ever left behind. A checkpoint saved before ``obs_clip`` existed loads unchanged (no clipping,
+``obs_clip = inf``).
 """
 
 from __future__ import annotations
@@ -15,15 +26,41 @@ from torch import nn
 
 from prm_critic.critic import BaseCritic, StepScores, as_obs_batch
 
-__all__ = ["StateCriticNet", "TorchStateCritic", "HEADS"]
+__all__ = ["StateCriticNet", "TorchStateCritic", "HEADS", "STD_FLOOR", "OBS_CLIP"]
 
 HEADS = ("progress", "success")
+
+#: Default floor of the per-feature standard deviation of the input normaliser.
+STD_FLOOR = 1e-2
+#: Default bound of the normalised input ``|z|`` (as stable-baselines3's ``VecNormalize.clip_obs``).
+OBS_CLIP = 10.0
+
+
+def check_std_floor(std_floor) -> float:
+    """``std_floor`` as a float; a clear error unless it is a finite number > 0."""
+    if isinstance(std_floor, bool) or not isinstance(std_floor, (int, float, np.integer, np.floating)) \
+            or not np.isfinite(std_floor) or std_floor <= 0:
+        raise ValueError(f"std_floor: expected a finite number > 0, got {std_floor!r}")
+    return float(std_floor)
+
+
+def check_obs_clip(obs_clip) -> float:
+    """``obs_clip`` as a float (``None``: no clipping, ``inf``); a clear error unless it is > 0."""
+    if obs_clip is None:
+        return float("inf")
+    if isinstance(obs_clip, bool) or not isinstance(obs_clip, (int, float, np.integer, np.floating)) \
+            or np.isnan(obs_clip) or obs_clip <= 0:
+        raise ValueError(f"obs_clip: expected a number > 0 or None (no clipping), got {obs_clip!r}")
+    return float(obs_clip)
 
 _ACTS = {"relu": nn.ReLU, "tanh": nn.Tanh, "silu": nn.SiLU, "elu": nn.ELU}
 
 
 class StateCriticNet(nn.Module):
-    """MLP critic with input normalisation buffers.
+    """MLP critic with input normalisation buffers: ``z = clip((x - obs_mean) / obs_std, ±obs_clip)``.
+
+    A new net normalises with the identity (``obs_mean = 0``, ``obs_std = 1``) and clips at
+    :data:`OBS_CLIP`; :meth:`set_normalization` sets the statistics (and the clip) from data.
 
     Args:
         obs_dim: width of the critic input.
@@ -45,6 +82,7 @@ class StateCriticNet(nn.Module):
         self.activation = activation
         self.register_buffer("obs_mean", torch.zeros(obs_dim))
         self.register_buffer("obs_std", torch.ones(obs_dim))
+        self.register_buffer("obs_clip", torch.tensor(OBS_CLIP))
         layers: list[nn.Module] = []
         d = obs_dim
         for h in hidden:
@@ -53,19 +91,47 @@ class StateCriticNet(nn.Module):
         self.body = nn.Sequential(*layers)
         self.head = nn.Linear(d, len(HEADS))
 
-    def set_normalization(self, mean: np.ndarray, std: np.ndarray, eps: float = 1e-6) -> None:
-        """Set the input normaliser from data statistics (``std`` is floored at ``eps``)."""
-        mean = torch.as_tensor(np.asarray(mean, np.float32).reshape(-1))
-        std = torch.as_tensor(np.maximum(np.asarray(std, np.float32).reshape(-1), eps))
-        if mean.shape != (self.obs_dim,) or std.shape != (self.obs_dim,):
-            raise ValueError(f"mean/std: expected shape ({self.obs_dim},), got {tuple(mean.shape)} and {tuple(std.shape)}")
-        self.obs_mean.copy_(mean)
-        self.obs_std.copy_(std)
+    def set_normalization(self, mean: np.ndarray, std: np.ndarray, std_floor: float = STD_FLOOR,
+                          obs_clip: float | None = OBS_CLIP) -> None:
+        """Set the input normaliser from data statistics.
+
+        ``obs_std = max(std, std_floor)`` per feature and ``z`` is clipped to ``[-obs_clip, obs_clip]``
+        (``obs_clip=None``: no clipping). ``mean`` and ``std`` must be finite, ``std >= 0``.
+        """
+        std_floor = check_std_floor(std_floor)
+        clip = check_obs_clip(obs_clip)
+        mean_np = np.asarray(mean, np.float64).reshape(-1)
+        std_np = np.asarray(std, np.float64).reshape(-1)
+        if mean_np.shape != (self.obs_dim,) or std_np.shape != (self.obs_dim,):
+            raise ValueError(f"mean/std: expected shape ({self.obs_dim},), got {mean_np.shape} and {std_np.shape}")
+        for name, a in (("mean", mean_np), ("std", std_np)):
+            bad = ~np.isfinite(a) | (np.abs(a) > np.finfo(np.float32).max)
+            if bad.any():
+                i = int(np.argmax(bad))
+                raise ValueError(f"{name}: expected finite float32 statistics, got {a[i]} for feature {i}")
+        if (std_np < 0).any():
+            i = int(np.argmax(std_np < 0))
+            raise ValueError(f"std: expected standard deviations >= 0, got {std_np[i]} for feature {i}")
+        self.obs_mean.copy_(torch.as_tensor(mean_np.astype(np.float32)))
+        self.obs_std.copy_(torch.as_tensor(np.maximum(std_np, std_floor).astype(np.float32)))
+        self.obs_clip.fill_(clip)
+
+    def normalize(self, x: torch.Tensor) -> torch.Tensor:
+        """``clip((x - obs_mean) / obs_std, -obs_clip, obs_clip)``: what the MLP sees."""
+        z = (x - self.obs_mean) / self.obs_std
+        return torch.clamp(z, -self.obs_clip, self.obs_clip)
 
     def logits(self, x: torch.Tensor) -> torch.Tensor:
         """Raw logits ``(B, 2)``: columns ``[progress, success]``."""
-        z = (x - self.obs_mean) / self.obs_std
-        return self.head(self.body(z))
+        return self.head(self.body(self.normalize(x)))
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        # checkpoints saved before input clipping existed have no obs_clip: they load unchanged
+        # (no clipping), so their scores are the ones they always gave
+        key = prefix + "obs_clip"
+        if key not in state_dict and (prefix + "obs_std") in state_dict:
+            state_dict[key] = torch.tensor(float("inf"))
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Probabilities ``(B, 2)``: columns ``[progress, success]``."""

@@ -14,7 +14,9 @@ Loss per batch ``b`` (``z_p``, ``z_s`` are the progress and success logits)::
 (``"hinge"``), on logits. ``BCE`` is ``binary_cross_entropy_with_logits`` averaged over the
 batch.
 
-The input normaliser of the net is set from the training data (mean / std of ``x``). Training is
+The input normaliser of the net is set from the training data: ``obs_mean`` = mean of ``x``,
+``obs_std = max(std of x, config.std_floor)`` per feature, and the normalised input is clipped to
+``[-config.obs_clip, config.obs_clip]`` (see :mod:`prm_critic.models.state_critic`). Training is
 deterministic given ``config.seed`` (numpy batch sampling, torch init under a forked RNG), and
 resumable: pass ``state_path`` and a killed run restarts from its last finished epoch (the state
 is written atomically after every epoch, safetensors + JSON).
@@ -36,7 +38,14 @@ import torch.nn.functional as F
 
 from prm_critic.critic import as_obs_batch
 from prm_critic.models.checkpoint import atomic_write_bytes
-from prm_critic.models.state_critic import _ACTS, StateCriticNet
+from prm_critic.models.state_critic import (
+    _ACTS,
+    OBS_CLIP,
+    STD_FLOOR,
+    StateCriticNet,
+    check_obs_clip,
+    check_std_floor,
+)
 
 __all__ = ["TrainConfig", "train_state_critic", "sample_pairs", "check_training_arrays", "TrainingArrays"]
 
@@ -68,6 +77,13 @@ class TrainConfig:
         num_threads: torch intra-op CPU threads while training (restored afterwards); ``None``
             keeps torch's setting. A small MLP trains fastest on one thread: more threads only add
             synchronisation, and on a busy machine they slow it down by an order of magnitude.
+        std_floor: floor of the normaliser's per-feature standard deviation,
+            ``obs_std = max(std(x), std_floor)`` (> 0). A feature that is constant in the training
+            data then turns input noise ``delta`` into at most ``delta / std_floor`` after
+            normalisation, instead of an arbitrarily large value.
+        obs_clip: the normalised input is clipped to ``[-obs_clip, obs_clip]`` (> 0; ``None``: no
+            clipping), as stable-baselines3's ``VecNormalize`` does; inputs far outside the
+            training range, up to the float32 maximum, then give finite scores.
     """
 
     hidden: tuple[int, ...] = (256, 256)
@@ -87,6 +103,8 @@ class TrainConfig:
     seed: int = 0
     device: str = "cpu"
     num_threads: int | None = 1
+    std_floor: float = STD_FLOOR
+    obs_clip: float | None = OBS_CLIP
 
     def __post_init__(self):
         def _int(name, v, lo):
@@ -141,6 +159,11 @@ class TrainConfig:
         self.seed = _int("seed", self.seed, 0)
         if self.num_threads is not None:
             self.num_threads = _int("num_threads", self.num_threads, 1)
+        self.std_floor = check_std_floor(self.std_floor)
+        if self.obs_clip is not None:
+            self.obs_clip = check_obs_clip(self.obs_clip)
+            if math.isinf(self.obs_clip):
+                raise ValueError(f"obs_clip: expected a finite number > 0 or None (no clipping), got {self.obs_clip!r}")
         if not isinstance(self.device, str) or not (self.device == "cpu" or self.device.startswith("cuda")):
             raise ValueError(f"device: expected 'cpu' or 'cuda[:index]', got {self.device!r}")
 
@@ -423,7 +446,8 @@ def _train(x, progress, success, *, episode, t, ep_success, mask, config: TrainC
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(config.seed)
         net = StateCriticNet(arrs.x.shape[1], config.hidden, config.activation)
-    net.set_normalization(xt.mean(axis=0), xt.std(axis=0))
+    xt64 = xt.astype(np.float64)
+    net.set_normalization(xt64.mean(axis=0), xt64.std(axis=0), std_floor=config.std_floor, obs_clip=config.obs_clip)
     net.to(device)
     opt = torch.optim.AdamW(net.parameters(), lr=config.lr, weight_decay=config.weight_decay)
 

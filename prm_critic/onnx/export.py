@@ -2,9 +2,11 @@
 
 The exported graph computes exactly :meth:`StateCriticNet.forward`::
 
-    scores = sigmoid(head(body((obs - obs_mean) / obs_std)))      # (B, 2) = [progress, success]
+    z      = clip((obs - obs_mean) / obs_std, -obs_clip, obs_clip)
+    scores = sigmoid(head(body(z)))                                # (B, 2) = [progress, success]
 
-Normalisation lives inside the graph (the ``obs_mean``/``obs_std`` buffers become initializers), so
+Normalisation lives inside the graph (the ``obs_mean``/``obs_std``/``obs_clip`` buffers become
+initializers; a critic saved before clipping existed has ``obs_clip = inf``), so
 the file needs nothing else at deploy time. Interface of every exported state critic:
 
 * input ``obs``: float32 ``(B, obs_dim)`` (``B`` symbolic for ``batch="dynamic"``, fixed to 1 for
@@ -152,7 +154,8 @@ def _normalization_summary(net: StateCriticNet) -> dict:
     std = net.obs_std.detach().cpu().numpy().astype(np.float64)
     return {
         "inside_graph": True,
-        "formula": "(obs - obs_mean) / obs_std",
+        "formula": "clip((obs - obs_mean) / obs_std, -obs_clip, obs_clip)",
+        "clip": float(net.obs_clip) if np.isfinite(float(net.obs_clip)) else None,
         "identity": bool(np.all(mean == 0) and np.all(std == 1)),
         "mean_abs_max": float(np.abs(mean).max()),
         "std_min": float(std.min()),
@@ -236,6 +239,11 @@ def _parity_inputs(net: StateCriticNet, realistic: np.ndarray | None, seed: int 
         # data-like inputs: the distribution the normaliser was fitted on
         "realistic_normaliser": mean + std * rng.standard_normal((64, d)),
     }
+    if np.isfinite(float(net.obs_clip)):
+        # finite inputs far outside the training range, up to the float32 maximum: clipped alike
+        big = float(np.finfo(np.float32).max)
+        sets["extreme_finite"] = np.stack([np.full(d, big), np.full(d, -big), np.where(np.arange(d) % 2, big, -big),
+                                           mean + 1e6 * np.maximum(std, 1.0)])
     if realistic is not None:
         sets["realistic_given"] = realistic
     return {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in sets.items()}

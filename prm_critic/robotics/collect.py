@@ -106,15 +106,19 @@ POLICY_CHOICES = ("'scripted', 'random', a prm-critic policy checkpoint (policy.
                   "written by train-policy) or a stable-baselines3 model .zip")
 
 
-def _policy_id(policy: Any, *, name: str = "policy", task: str | None = None) -> str:
+def _policy_id(policy: Any, *, name: str = "policy", task: str | None = None, trust_pickle: bool = False) -> str:
     """Check ``policy`` and return how it is recorded: ``"scripted"``, ``"random"`` or the resolved
-    path of a model zip / policy checkpoint JSON. ``task``: refuse a checkpoint trained on another task."""
+    path of a model zip / policy checkpoint JSON. ``task``: refuse a checkpoint trained on another task;
+    a model zip is refused unless ``trust_pickle`` (loading it unpickles, which can run its code)."""
     if policy in ("scripted", "random"):
         return str(policy)
     p = Path(str(policy))
     if p.suffix == ".zip":
         if not p.is_file():
             raise FileNotFoundError(f"{name}: model file {str(p)!r} does not exist")
+        from prm_critic.robotics.controllers import check_pickle_trust
+
+        check_pickle_trust(p, trust_pickle, name=name)
         return str(p.resolve())
     from prm_critic.models.checkpoint import checkpoint_paths
 
@@ -135,9 +139,10 @@ def _policy_id(policy: Any, *, name: str = "policy", task: str | None = None) ->
     return str(j.resolve())
 
 
-def make_policy(spec: TaskSpec, env, policy: str, **params: Any):
-    """Controller for ``policy`` (``"scripted"``: the spec's controller; ``"random"``; a model zip
-    or a prm-critic policy checkpoint, whose observation normalisation is applied)."""
+def make_policy(spec: TaskSpec, env, policy: str, *, trust_pickle: bool = False, **params: Any):
+    """Controller for ``policy`` (``"scripted"``: the spec's controller; ``"random"``; a model zip,
+    loaded only with ``trust_pickle=True``, or a prm-critic policy checkpoint, whose observation
+    normalisation is applied)."""
     from prm_critic.robotics.controllers import SB3Controller, load_sb3_model, make_controller
 
     if policy == "scripted":
@@ -145,7 +150,7 @@ def make_policy(spec: TaskSpec, env, policy: str, **params: Any):
     if policy == "random":
         return make_controller(spec, env, name="random")
     if str(policy).endswith(".zip"):
-        return SB3Controller(load_sb3_model(policy))
+        return SB3Controller(load_sb3_model(policy, trust_pickle=trust_pickle))
     from prm_critic.sb3 import load_policy
 
     return SB3Controller(load_policy(policy, device="cpu"))
@@ -175,6 +180,7 @@ def collect(
     shard_size: int = 10,
     max_episode_steps: int | None = None,
     progress: bool = True,
+    trust_pickle: bool = False,
 ) -> Path:
     """Collect ``episodes`` episodes of ``spec`` with ``policy`` into ``out_dir`` (resumable).
 
@@ -184,11 +190,13 @@ def collect(
         episodes: total number of episodes (re-running with more extends the data set).
         policy: ``"scripted"`` (the spec's controller), ``"random"``, a prm-critic policy checkpoint
             (``policy.json`` from ``train_policy``; its observation normalisation is applied) or a
-            stable-baselines3 ``.zip``.
+            stable-baselines3 ``.zip`` (needs ``trust_pickle=True``).
         seed: episode ``e`` is reset with ``seed + e``.
         shard_size: episodes per shard file.
         max_episode_steps: TimeLimit override (recorded in the stored spec).
         progress: show a tqdm bar over episodes.
+        trust_pickle: allow ``policy`` to be a stable-baselines3 ``.zip``. Loading one unpickles
+            objects stored in the file, which runs arbitrary code from it: only for files you trust.
 
     Returns:
         ``out_dir`` as a Path.
@@ -201,7 +209,7 @@ def collect(
     seed = _check_int("seed", seed, 0)
     if max_episode_steps is not None:
         spec = dataclasses.replace(spec, max_episode_steps=_check_int("max_episode_steps", max_episode_steps, 1))
-    pol = _policy_id(policy, task=spec.name)
+    pol = _policy_id(policy, task=spec.name, trust_pickle=trust_pickle)
     out = Path(out_dir)
     env = make_env(spec)
     env.reset(seed=seed)
@@ -235,7 +243,7 @@ def collect(
         from prm_critic.robotics.subgoals import MazeGeometry, SubgoalEvaluator
 
         evaluator = SubgoalEvaluator(spec, layout, MazeGeometry.from_dict(meta["maze"]) if meta["maze"] else None)
-    ctrl = make_policy(spec, env, pol)
+    ctrl = make_policy(spec, env, pol, trust_pickle=trust_pickle)
     snap = Snapshotter(env, strict=False)  # an env without a snapshot hook: subgoal/outcome labels only
 
     n_shards = (episodes + shard_size - 1) // shard_size

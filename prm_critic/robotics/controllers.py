@@ -19,6 +19,9 @@ so that some episodes are nearly clean and others mostly noise. Everything rando
 
 Registry keys: ``fetch_reach``, ``fetch_push``, ``fetch_pick_and_place``, ``pointmaze``, ``random``.
 :class:`SB3Controller` wraps any stable-baselines3 model (``model.predict(obs, deterministic=False)``).
+:func:`load_sb3_model` loads a stable-baselines3 ``.zip``; that unpickles objects stored in the file,
+which can run arbitrary code, so it needs ``trust_pickle=True`` (CLI: ``--trust-pickle``). A
+prm-critic policy checkpoint (safetensors + JSON, :func:`prm_critic.sb3.load_policy`) needs no trust.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ from prm_critic.robotics.spec import TaskSpec, load_spec
 __all__ = [
     "Controller", "RandomController", "FetchReachController", "FetchPushController",
     "FetchPickAndPlaceController", "PointMazeController", "SB3Controller",
-    "CONTROLLERS", "make_controller", "load_sb3_model",
+    "CONTROLLERS", "make_controller", "load_sb3_model", "UntrustedPickleError", "check_pickle_trust",
 ]
 
 
@@ -362,12 +365,41 @@ _SB3_ALGOS = {
 }
 
 
-def load_sb3_model(path: "str | Path", device: str = "cpu"):
+class UntrustedPickleError(ValueError):
+    """A stable-baselines3 ``.zip`` was to be loaded without ``trust_pickle=True``."""
+
+
+def check_pickle_trust(path: "str | Path", trust_pickle: bool, *, name: str = "policy") -> None:
+    """Refuse to load the stable-baselines3 model ``path`` unless ``trust_pickle`` is ``True``.
+
+    Raises:
+        UntrustedPickleError: naming the file, the risk and how to opt in.
+    """
+    if trust_pickle is True:
+        return
+    if trust_pickle is not False:
+        raise TypeError(f"trust_pickle: expected True or False, got {trust_pickle!r}")
+    raise UntrustedPickleError(
+        f"{name}: {str(path)!r} is a stable-baselines3 model .zip; loading it unpickles objects stored in the "
+        "file, which runs arbitrary code from that file. Load only files you trust, with trust_pickle=True "
+        "(CLI: --trust-pickle), or use a prm-critic policy checkpoint (policy.json + policy.safetensors, no "
+        "pickle; prm_critic.sb3.save_policy writes one)")
+
+
+def load_sb3_model(path: "str | Path", device: str = "cpu", *, trust_pickle: bool = False):
     """Load a stable-baselines3 (or sb3-contrib) model zip, finding its algorithm from the zip's
-    ``data`` (the policy class module, e.g. ``stable_baselines3.sac.policies`` -> ``SAC``)."""
+    ``data`` (the policy class module, e.g. ``stable_baselines3.sac.policies`` -> ``SAC``).
+
+    SB3's loader unpickles objects stored in the zip, and unpickling runs code chosen by whoever
+    wrote the file: pass ``trust_pickle=True`` only for files you trust.
+
+    Raises:
+        UntrustedPickleError: ``trust_pickle`` is not ``True`` (nothing is read from the file).
+    """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"policy: model file {str(path)!r} does not exist")
+    check_pickle_trust(path, trust_pickle)
     try:
         with zipfile.ZipFile(path) as zf:
             data = json.loads(zf.read("data").decode("utf-8"))

@@ -68,8 +68,9 @@ def _evaluator(meta: dict):
 
 
 def label_params(family: str, *, k: int = 8, stride: int = 1, gamma: float = 0.99, seed: int = 0,
-                 rollout_policy: str = "scripted") -> dict[str, Any]:
-    """Validated parameter record of a label family (what ``labels/<family>.json`` stores)."""
+                 rollout_policy: str = "scripted", trust_pickle: bool = False) -> dict[str, Any]:
+    """Validated parameter record of a label family (what ``labels/<family>.json`` stores;
+    ``trust_pickle`` is checked, not stored)."""
     if family not in FAMILIES:
         raise ValueError(f"family: expected one of {list(FAMILIES)}, got {family!r}")
     if family == "subgoal":
@@ -83,7 +84,7 @@ def label_params(family: str, *, k: int = 8, stride: int = 1, gamma: float = 0.9
             raise ValueError(f"{name}: expected an integer >= 1, got {v!r}")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or int(seed) < 0:
         raise ValueError(f"seed: expected an integer >= 0, got {seed!r}")
-    _policy_id(rollout_policy, name="rollout_policy")
+    _policy_id(rollout_policy, name="rollout_policy", trust_pickle=trust_pickle)
     return {"family": family, "k": int(k), "stride": int(stride), "seed": int(seed),
             "rollout_policy": str(rollout_policy)}
 
@@ -96,10 +97,12 @@ class MCLabeler:
         k: continuations per labelled state.
         seed: base seed of the continuations.
         rollout_policy: ``"scripted"`` (the spec's noisy controller), ``"random"``, a prm-critic
-            policy checkpoint (``policy.json``) or a stable-baselines3 model zip.
+            policy checkpoint (``policy.json``) or a stable-baselines3 model zip (needs
+            ``trust_pickle=True``: loading it unpickles, which runs code from the file).
     """
 
-    def __init__(self, meta: dict, *, k: int = 8, seed: int = 0, rollout_policy: str = "scripted"):
+    def __init__(self, meta: dict, *, k: int = 8, seed: int = 0, rollout_policy: str = "scripted",
+                 trust_pickle: bool = False):
         self.spec = load_spec(meta["spec"])
         self.layout = CriticInputLayout.from_dict(meta["layout"])
         self.k = int(k)
@@ -114,7 +117,7 @@ class MCLabeler:
         except Exception:
             self.env.close()
             raise
-        self.ctrl = make_policy(self.spec, self.env, rollout_policy)
+        self.ctrl = make_policy(self.spec, self.env, rollout_policy, trust_pickle=trust_pickle)
         self.evaluator = _evaluator(meta) if self.spec.success.source == "subgoals" else None
         self.steps = 0  # env steps taken in rollouts (for throughput measurements)
 
@@ -168,8 +171,12 @@ class MCLabeler:
 
 
 def label(out_dir: "str | Path", family: str, *, k: int = 8, stride: int = 1, gamma: float = 0.99,
-          seed: int = 0, rollout_policy: str = "scripted", progress: bool = True) -> Path:
+          seed: int = 0, rollout_policy: str = "scripted", progress: bool = True,
+          trust_pickle: bool = False) -> Path:
     """Label every trajectory shard of ``out_dir`` with ``family`` (resumable per shard).
+
+    ``trust_pickle=True`` allows an ``mc`` ``rollout_policy`` that is a stable-baselines3 ``.zip``
+    (loading one unpickles objects stored in the file, which runs arbitrary code from it).
 
     Returns:
         the folder ``out_dir/labels/<family>``.
@@ -178,7 +185,8 @@ def label(out_dir: "str | Path", family: str, *, k: int = 8, stride: int = 1, ga
 
     out = Path(out_dir)
     meta = read_meta(out)
-    params = label_params(family, k=k, stride=stride, gamma=gamma, seed=seed, rollout_policy=rollout_policy)
+    params = label_params(family, k=k, stride=stride, gamma=gamma, seed=seed, rollout_policy=rollout_policy,
+                          trust_pickle=trust_pickle)
     files = _shard_files(out)
     lab_dir = out / "labels" / family
     pjson = out / "labels" / f"{family}.json"
@@ -191,7 +199,8 @@ def label(out_dir: "str | Path", family: str, *, k: int = 8, stride: int = 1, ga
                 f"(stored vs requested: {diff}); delete that folder to relabel, or pass the stored parameters"
             )
     # an env without a snapshot hook is refused here, before anything is written
-    labeler = MCLabeler(meta, k=params["k"], seed=params["seed"], rollout_policy=params["rollout_policy"]) \
+    labeler = MCLabeler(meta, k=params["k"], seed=params["seed"], rollout_policy=params["rollout_policy"],
+                        trust_pickle=trust_pickle) \
         if family == "mc" else None
     evaluator = _evaluator(meta) if family == "subgoal" else None
     try:

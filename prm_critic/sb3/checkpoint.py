@@ -7,11 +7,19 @@ gives the same actions as before saving. This is the *policy* checkpoint (for de
 evaluation); the whole *training* state (optimisers, replay buffer, RNGs: what resuming needs) is
 :mod:`prm_critic.sb3.resume` (``train_policy(..., checkpoint_freq=N, resume=True)``). SB3's own ``model.save`` (a zip that contains pickled objects) still works but is
 not this project's checkpoint format.
+
+Classes in the kwargs (``policy_kwargs={"activation_fn": torch.nn.Tanh}``) are stored by name,
+``{"__object__": "module:qualname"}``. Loading resolves only names on an allowlist (:func:`allowed_objects`:
+the torch activation and optimizer classes, the stable-baselines3 feature extractors, and the SB3 /
+sb3-contrib algorithm, policy and replay-buffer classes of the supported algorithms), without
+importing anything the file names; ``algo`` must be one of :data:`~prm_critic.sb3.ALGOS` and
+``policy_alias`` ``"MlpPolicy"`` or ``"MultiInputPolicy"``. Anything else is refused with a
+:class:`PolicyCheckpointError` naming the file, the field, the value and the allowed names.
 """
 
 from __future__ import annotations
 
-import importlib
+import functools
 import json
 import os
 import warnings
@@ -23,7 +31,7 @@ from prm_critic._optional import require
 from prm_critic.models.checkpoint import CheckpointError, atomic_write_bytes, checkpoint_paths
 from prm_critic.robotics.spec import TaskSpec, load_spec
 
-__all__ = ["save_policy", "load_policy", "PolicyCheckpointError"]
+__all__ = ["save_policy", "load_policy", "PolicyCheckpointError", "allowed_objects"]
 
 FORMAT = "prm-critic/sb3-policy"
 FORMAT_VERSION = 1
@@ -55,17 +63,59 @@ class _Unserialisable(Exception):
         self.where = where
 
 
-def _from_json(value: Any) -> Any:
+_ACTIVATIONS = ("ReLU", "Tanh", "ELU", "SELU", "CELU", "GELU", "SiLU", "Mish", "LeakyReLU", "Sigmoid", "Softplus",
+                "Hardswish", "Hardtanh", "ReLU6", "Identity")
+_OPTIMIZERS = ("Adam", "AdamW", "SGD", "RMSprop", "Adamax", "NAdam", "RAdam", "Adagrad")
+_EXTRACTORS = ("FlattenExtractor", "CombinedExtractor", "NatureCNN")
+_POLICY_ALIASES = ("MlpPolicy", "MultiInputPolicy")
+
+
+@functools.lru_cache(maxsize=None)
+def allowed_objects() -> dict[str, Any]:
+    """Names (``"module:qualname"``) a policy checkpoint may give under ``"__object__"``, and the
+    objects they stand for: torch activation and optimizer classes, stable-baselines3 feature
+    extractors and ``RMSpropTFLike``, and the algorithm, policy and ``HerReplayBuffer`` classes of
+    SAC, PPO and (when sb3-contrib is installed) TQC."""
+    torch = require("torch")
+    sb3 = require("stable_baselines3")
+    layers = require("stable_baselines3.common.torch_layers")
+    objs: list[Any] = [getattr(torch.nn, n) for n in _ACTIVATIONS if hasattr(torch.nn, n)]
+    objs += [getattr(torch.optim, n) for n in _OPTIMIZERS if hasattr(torch.optim, n)]
+    objs += [getattr(layers, n) for n in _EXTRACTORS if hasattr(layers, n)]
+    try:
+        objs.append(require("stable_baselines3.common.sb2_compat.rmsprop_tf_like").RMSpropTFLike)
+    except ImportError:  # pragma: no cover - older stable-baselines3
+        pass
+    objs += [sb3.SAC, sb3.PPO, sb3.HerReplayBuffer]
+    for alias in _POLICY_ALIASES:
+        objs += [sb3.SAC.policy_aliases[alias], sb3.PPO.policy_aliases[alias]]
+    try:
+        import sb3_contrib
+    except ImportError:
+        sb3_contrib = None
+    if sb3_contrib is not None:
+        objs.append(sb3_contrib.TQC)
+        objs += [sb3_contrib.TQC.policy_aliases[alias] for alias in _POLICY_ALIASES]
+    return {f"{o.__module__}:{o.__qualname__}": o for o in objs}
+
+
+def _from_json(value: Any, where: str = "", file: str = "") -> Any:
+    """Inverse of :func:`_to_json`; ``{"__object__": name}`` resolves through :func:`allowed_objects`
+    only (nothing the file names is imported)."""
     if isinstance(value, dict):
         if set(value) == {"__object__"}:
-            mod, qual = value["__object__"].split(":")
-            obj = importlib.import_module(mod)
-            for part in qual.split("."):
-                obj = getattr(obj, part)
-            return obj
-        return {k: _from_json(v) for k, v in value.items()}
+            name = value["__object__"]
+            allowed = allowed_objects()
+            if not isinstance(name, str) or name not in allowed:
+                if isinstance(name, str) and name.startswith("sb3_contrib."):
+                    require("sb3_contrib")  # a missing sb3-contrib is a missing extra, not a bad file
+                raise PolicyCheckpointError(
+                    f"path: {file!r} field {where!r} names {name!r}, which a policy checkpoint may not load; "
+                    f"expected one of {sorted(allowed)}")
+            return allowed[name]
+        return {k: _from_json(v, f"{where}.{k}" if where else k, file) for k, v in value.items()}
     if isinstance(value, list):
-        return [_from_json(v) for v in value]
+        return [_from_json(v, f"{where}[{i}]", file) for i, v in enumerate(value)]
     return value
 
 
@@ -159,6 +209,12 @@ def load_policy(path: str | os.PathLike, env=None, *, device: str = "auto", **al
         The SB3 model; ``model.prm_checkpoint`` holds the JSON metadata. A policy trained with
         ``normalize_obs=True`` comes back inside a ``VecNormalize`` (``training=False``) holding the
         saved statistics: call :func:`prm_critic.sb3.predict` on raw observations.
+
+    Raises:
+        PolicyCheckpointError: missing or corrupt files, another format, or a JSON field outside the
+            allowlist (``algo``, ``policy_alias``, or an ``"__object__"`` name not in
+            :func:`allowed_objects`); the message names the file, the field, the value and the
+            allowed names. Nothing a refused file names is imported.
     """
     load_file = require("safetensors.torch").load_file
     w, j = checkpoint_paths(path)
@@ -169,14 +225,28 @@ def load_policy(path: str | os.PathLike, env=None, *, device: str = "auto", **al
         meta = json.loads(j.read_text())
     except json.JSONDecodeError as exc:
         raise PolicyCheckpointError(f"path: {str(j)!r} is not valid JSON: {exc}") from exc
-    if meta.get("format") != FORMAT:
-        raise PolicyCheckpointError(f"path: {str(j)!r} is not a prm-critic SB3 policy (format {meta.get('format')!r}, "
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        fmt = meta.get("format") if isinstance(meta, dict) else None
+        raise PolicyCheckpointError(f"path: {str(j)!r} is not a prm-critic SB3 policy (format {fmt!r}, "
                                     f"expected {FORMAT!r})")
     if meta.get("format_version", 0) > FORMAT_VERSION:
         raise PolicyCheckpointError(f"path: {str(j)!r} has format_version {meta['format_version']}, this version "
                                     f"reads <= {FORMAT_VERSION}")
-    from prm_critic.sb3.train import build_model
+    from prm_critic.sb3.train import ALGOS, build_model
 
+    for field, value, allowed in (("algo", meta.get("algo"), ALGOS),
+                                  ("policy_alias", meta.get("policy_alias"), _POLICY_ALIASES)):
+        if not isinstance(value, str) or value not in allowed:
+            raise PolicyCheckpointError(f"path: {str(j)!r} field {field!r} is {value!r}; expected one of {list(allowed)}")
+    for field in ("algo_kwargs", "policy_kwargs"):
+        if not isinstance(meta.get(field) or {}, dict):
+            raise PolicyCheckpointError(f"path: {str(j)!r} field {field!r} is {meta.get(field)!r}; expected an object "
+                                        "of constructor arguments")
+    kw = _from_json(meta.get("algo_kwargs") or {}, "algo_kwargs", str(j))
+    kw["policy_kwargs"] = _from_json(meta.get("policy_kwargs") or {}, "policy_kwargs", str(j))
+    kw["policy"] = meta["policy_alias"]
+    if meta.get("her") and meta.get("her_kwargs"):
+        kw["replay_buffer_kwargs"] = _from_json(meta["her_kwargs"], "her_kwargs", str(j))
     spec = load_spec(meta["spec"])
     DummyVecEnv = require("stable_baselines3.common.vec_env").DummyVecEnv
     VecEnv = require("stable_baselines3.common.vec_env").VecEnv
@@ -202,11 +272,6 @@ def load_policy(path: str | os.PathLike, env=None, *, device: str = "auto", **al
             r.mean = state.pop(f"{_NORM}.{key}.mean").numpy()
             r.var = state.pop(f"{_NORM}.{key}.var").numpy()
             r.count = norm["count"][key]
-    kw = _from_json(meta["algo_kwargs"])
-    kw["policy_kwargs"] = _from_json(meta["policy_kwargs"])
-    kw["policy"] = meta["policy_alias"]
-    if meta.get("her") and meta.get("her_kwargs"):
-        kw["replay_buffer_kwargs"] = _from_json(meta["her_kwargs"])
     kw.update(algo_overrides)
     kw["device"] = device
     for k in ("seed",):
