@@ -38,7 +38,8 @@ def test_pruner_truncates_and_counts_steps_saved():
         assert info["prm_shaping"] == pytest.approx(0.98 * info["prm_next_phi"] - info["prm_phi"], abs=1e-12)
     # the shaper below uses the same critic: the pruner reuses its scores (one critic call per step)
     assert pruner.stats == {"episodes": 3, "pruned_episodes": 3, "steps_saved": 3 * (20 - 4),
-                            "prune_rate": 1.0, "critic_calls": 0, "reused_scores": 12}
+                            "prune_rate": 1.0, "critic_calls": 0, "reused_scores": 12, "unknown_scores": 0,
+                            "fallbacks": 0, "timeouts": 0, "errors": 0}
     assert shaped.stats["calls"] == 3 * (1 + 4)
 
 
@@ -71,7 +72,7 @@ def test_pruner_needs_patience_consecutive_low_steps():
     assert pruner.stats["steps_saved"] == 9 - 7
 
 
-def test_pruner_calls_critic_itself_when_shaper_fell_back_or_critic_differs():
+def test_pruner_never_calls_critic_under_shaper_and_calls_it_when_critic_differs():
     from wrappers_helpers import ListEnv, SlowCritic, torch_critic
 
     base = torch_critic(3)
@@ -79,11 +80,15 @@ def test_pruner_calls_critic_itself_when_shaper_fell_back_or_critic_differs():
     critic = SlowCritic(base, fail={2})  # call 0: shaper reset, 1: step 1, 2: step 2 fails
     shaped = PRMRewardShaper(ListEnv(path), critic, gamma=0.9, deadline_s=1.0)
     pruner = DeadEndPruner(shaped, critic, threshold=0.0, patience=1, head="progress")
+    assert pruner.shares_shaper
     n, *_ = _episode(pruner, 0)
     assert n == 5
-    assert shaped.stats["errors"] == 1
-    assert pruner.stats["critic_calls"] == 1 and pruner.stats["reused_scores"] == 4
+    assert shaped.stats["errors"] == 1 and critic.n == 1 + 5  # one critic call per step in all
+    # the step whose shaper call failed has an unknown score: no second call
+    assert pruner.stats["critic_calls"] == 0 and pruner.stats["reused_scores"] == 4
+    assert pruner.stats["unknown_scores"] == 1
     other = DeadEndPruner(PRMRewardShaper(ListEnv(path), base, gamma=0.9), torch_critic(3, seed=5),
                           threshold=0.0, patience=1)
+    assert not other.shares_shaper
     _episode(other, 0)
     assert other.stats["critic_calls"] == 5 and other.stats["reused_scores"] == 0

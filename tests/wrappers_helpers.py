@@ -1,5 +1,5 @@
 """Small real pieces shared by the wrapper tests: a list-driven gymnasium env and counting /
-slow / failing critics (real BaseCritic subclasses wrapping a real critic)."""
+slow / blocking / failing critics (real BaseCritic subclasses wrapping a real critic)."""
 
 from __future__ import annotations
 
@@ -85,4 +85,29 @@ class SlowCritic(BaseCritic):
             self.finished.clear()
             time.sleep(self.delay)
             self.finished.set()
+        return self.inner.score(steps)
+
+
+class BlockingCritic(BaseCritic):
+    """Delegates to ``inner``; the calls whose index is in ``block`` wait until ``release`` is set
+    (at most ``max_wait`` seconds), then set ``finished``: a critic that is late for as long as the
+    test decides, with no timing in the test itself."""
+
+    def __init__(self, inner: BaseCritic, *, block=(), max_wait: float = 60.0):
+        self.inner = inner
+        self.obs_dim = inner.obs_dim
+        self.meta = getattr(inner, "meta", {})
+        self.block, self.max_wait = set(block), max_wait
+        self.n = 0
+        self.release = threading.Event()
+        self.finished = threading.Event()
+
+    def score(self, steps):
+        i = self.n
+        self.n += 1
+        if i in self.block:
+            self.release.wait(self.max_wait)
+            out = self.inner.score(steps)
+            self.finished.set()
+            return out
         return self.inner.score(steps)

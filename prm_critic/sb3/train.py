@@ -119,7 +119,8 @@ def train_policy(task: "str | TaskSpec", *, algo: str = "sac", critic: Any = Non
             ``critic="subgoal"``.
         scale: multiplier of the shaping term.
         head: critic head used as the potential.
-        her: use ``HerReplayBuffer`` (off-policy algorithms, goal-conditioned tasks).
+        her: use ``HerReplayBuffer`` (off-policy algorithms, goal-conditioned tasks; not with
+            ``shaping="subgoal"``, whose once-per-episode bonus cannot be relabelled).
         prune: ``None`` or ``dict(threshold=..., patience=...)`` for :class:`DeadEndPruner`.
         total_steps: env-step budget (> 0).
         seed: seed of the algorithm and the envs.
@@ -166,6 +167,10 @@ def train_policy(task: "str | TaskSpec", *, algo: str = "sac", critic: Any = Non
     if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not scale > 0:
         raise ValueError(f"scale: expected a number > 0, got {scale!r}")
     prune = check_prune(prune)
+    if shaping == "subgoal" and her:
+        raise ValueError("shaping='subgoal' with her=True: the subgoal bonus is paid once per episode and HER's "
+                         "relabelled goals cannot reproduce that from one transition; use shaping='potential' "
+                         "with HER, or her=False")
     if shaping == "subgoal" and critic is None:
         critic = "subgoal"
     if (shaping is not None or prune is not None) and critic is None:

@@ -1,10 +1,12 @@
-"""Private helpers shared by the PRM env wrappers: argument checks, layout resolution, validated
-flattening of observations, and a critic caller with an optional deadline.
+"""Private helpers shared by the PRM env wrappers: argument checks, layout resolution, the
+critic/env match check (task and layout), validated flattening of observations, and a critic caller
+with an optional deadline.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import math
 import threading
 from typing import Any, Mapping
@@ -13,7 +15,7 @@ import numpy as np
 
 from prm_critic.critic import BaseCritic
 from prm_critic.robotics.make import CriticInputLayout
-from prm_critic.robotics.spec import TaskSpec, load_spec
+from prm_critic.robotics.spec import SpecError, TaskSpec, list_builtin_specs, load_spec
 
 __all__: list[str] = []
 
@@ -117,6 +119,131 @@ def check_layout_space(layout: CriticInputLayout, space: Any, where: str = "env"
             )
     else:
         raise TypeError(f"env: expected a Box or Dict observation space, got {type(space).__name__}")
+
+
+def _fields(layout: CriticInputLayout) -> list[tuple[str, int]]:
+    return [(k, layout.sizes[k]) for k in layout.keys]
+
+
+def first_layout_difference(got: CriticInputLayout, expected: CriticInputLayout) -> str | None:
+    """``None`` when both layouts have the same fields (names, order, widths), else a sentence
+    naming the first field that differs."""
+    a, b = _fields(got), _fields(expected)
+    for i in range(max(len(a), len(b))):
+        fa = a[i] if i < len(a) else None
+        fb = b[i] if i < len(b) else None
+        if fa != fb:
+            show = lambda f: "nothing" if f is None else f"{f[0]!r} (width {f[1]})"  # noqa: E731
+            return f"field {i} is {show(fa)} where {show(fb)} was expected"
+    return None
+
+
+@functools.lru_cache(maxsize=None)
+def _builtin_specs_for(env_id: str) -> tuple[TaskSpec, ...]:
+    out = []
+    for name in list_builtin_specs():
+        try:
+            s = load_spec(name)
+        except SpecError:  # pragma: no cover - the built-in specs are tested
+            continue
+        if s.env_id == env_id:
+            out.append(s)
+    return tuple(out)
+
+
+def critic_task(critic: BaseCritic) -> tuple[str | None, str | None, TaskSpec | None]:
+    """``(task name, env id, task spec)`` the critic was made for, each ``None`` when unknown.
+
+    Read from ``critic.spec`` (a :class:`TaskSpec`: ``SubgoalCritic``, ``OnnxCritic``), else
+    ``critic.meta["spec"]`` (state-critic checkpoints), and ``critic.meta["task"]`` /
+    ``critic.meta["env_id"]`` (exported critics). A bare built-in task name gives its env id.
+    """
+    meta = getattr(critic, "meta", None)
+    meta = meta if isinstance(meta, Mapping) else {}
+    spec = getattr(critic, "spec", None)
+    if not isinstance(spec, TaskSpec):
+        spec = None
+        doc = meta.get("spec")
+        if isinstance(doc, Mapping):
+            try:
+                spec = load_spec(dict(doc))
+            except SpecError as exc:
+                raise ValueError(f"critic: meta['spec'] is not a valid task spec ({exc})") from exc
+    task = meta.get("task") if isinstance(meta.get("task"), str) and meta.get("task") else None
+    task = task or (spec.name if spec is not None else None) or (getattr(critic, "task", None) or None)
+    env_id = meta.get("env_id") if isinstance(meta.get("env_id"), str) and meta.get("env_id") else None
+    env_id = env_id or (spec.env_id if spec is not None else None)
+    if env_id is None and isinstance(task, str) and task in list_builtin_specs():
+        spec = load_spec(task)
+        env_id = spec.env_id
+    return task, env_id, spec
+
+
+def env_id_of(env: Any) -> str | None:
+    """The gymnasium id of ``env`` (``env.unwrapped.spec.id``), or ``None`` for an unregistered env."""
+    for e in (getattr(env, "unwrapped", None), env):
+        env_id = getattr(getattr(e, "spec", None), "id", None)
+        if isinstance(env_id, str) and env_id:
+            return env_id
+    return None
+
+
+def check_critic_env(critic: BaseCritic, layout: CriticInputLayout, env_id: str | None, space: Any, *,
+                     allow_task_mismatch: bool, explicit_layout: bool) -> None:
+    """Refuse a critic made for another task than the env's, or a layout that is not the one the
+    critic's task spec gives on this env.
+
+    * Task: the critic's env id (:func:`critic_task`) must equal ``env_id`` unless
+      ``allow_task_mismatch`` (a deliberate transfer). Unknown on either side: not checked.
+    * Layout: the fields (names, order, widths) of ``layout`` must equal
+      ``CriticInputLayout.from_space(critic's spec, space)``; without a critic spec, those of the
+      env's built-in spec when it has the same keys; an explicit ``layout=`` must also equal the
+      critic's own layout (``critic.layout`` / ``critic.meta["layout"]``). The error names the first
+      differing field.
+    """
+    if not isinstance(allow_task_mismatch, bool):
+        raise TypeError(f"allow_task_mismatch: expected a bool, got {allow_task_mismatch!r}")
+    task, critic_env, spec = critic_task(critic)
+    if critic_env is not None and env_id is not None and critic_env != env_id and not allow_task_mismatch:
+        raise ValueError(
+            f"critic: made for task {task!r} (env id {critic_env!r}), but the env is {env_id!r}; its scores "
+            f"do not carry over to another task. Use a critic for {env_id!r}, or pass "
+            "allow_task_mismatch=True for a deliberate transfer"
+        )
+    if explicit_layout:
+        own = resolve_layout(critic, None) if _has_own_layout(critic) else None
+        if own is not None:
+            diff = first_layout_difference(layout, own)
+            if diff is not None:
+                raise ValueError(
+                    f"layout: the layout passed does not match the critic's own layout: {diff} "
+                    f"(passed {_fields(layout)}, critic {_fields(own)})"
+                )
+    source = None
+    if spec is not None:
+        source = f"its task spec {spec.name!r}"
+    elif env_id is not None:
+        same = [s for s in _builtin_specs_for(env_id) if set(s.critic_input) == set(layout.keys)]
+        if len({s.critic_input for s in same}) == 1:
+            spec, source = same[0], f"the built-in spec {same[0].name!r} of {env_id!r}"
+    if spec is None:
+        return
+    try:
+        expected = CriticInputLayout.from_space(spec, space)
+    except SpecError as exc:
+        raise ValueError(f"layout: {source} does not fit this env's observation space ({exc})") from exc
+    diff = first_layout_difference(layout, expected)
+    if diff is not None:
+        raise ValueError(
+            f"layout: the critic's layout is not the one {source} gives on this env: {diff} "
+            f"(critic {_fields(layout)}, expected {_fields(expected)}); the critic would read the wrong "
+            "part of every observation"
+        )
+
+
+def _has_own_layout(critic: BaseCritic) -> bool:
+    meta = getattr(critic, "meta", None)
+    return getattr(critic, "layout", None) is not None or (isinstance(meta, Mapping) and meta.get("layout") is not None)
 
 
 def resolve_spec(critic: BaseCritic, spec: Any) -> TaskSpec | None:

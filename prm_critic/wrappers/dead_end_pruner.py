@@ -10,8 +10,8 @@ from prm_critic._optional import require
 from prm_critic.critic import BaseCritic
 from prm_critic.robotics.make import CriticInputLayout
 from prm_critic.wrappers._common import (
-    HEADS, CriticCaller, check_choice, check_critic_arg, check_layout_space, check_number, find_max_episode_steps,
-    flatten_checked, resolve_layout,
+    HEADS, CriticCaller, check_choice, check_critic_arg, check_critic_env, check_layout_space, check_number,
+    env_id_of, find_max_episode_steps, flatten_checked, resolve_layout,
 )
 
 gym = require("gymnasium")
@@ -23,7 +23,8 @@ class DeadEndPruner(gym.Wrapper, gym.utils.RecordConstructorArgs):
     r"""Truncate an episode when the critic says it cannot succeed any more.
 
     With ``c_t = critic(s_t)[head]`` for the state after step ``t`` and a counter
-    ``k_t = k_{t-1} + 1 if c_t < threshold else 0`` (``k_0 = 0`` at reset)::
+    ``k_t = k_{t-1} + 1 if c_t < threshold else 0`` (``k_0 = 0`` at reset; ``k_t = k_{t-1}`` when
+    ``c_t`` is unknown, see below)::
 
         truncated_t = truncated_t(env) or k_t >= patience
 
@@ -35,12 +36,21 @@ class DeadEndPruner(gym.Wrapper, gym.utils.RecordConstructorArgs):
     ``stats``: ``episodes`` (finished episodes), ``pruned_episodes``, ``steps_saved``
     (``max_episode_steps - elapsed`` summed over pruned episodes; the limit comes from the env's
     ``TimeLimit`` / spec or ``max_episode_steps=``), ``prune_rate`` (= pruned / episodes),
-    ``critic_calls`` and ``reused_scores``.
+    ``critic_calls`` (the pruner's own calls), ``reused_scores``, ``unknown_scores``, and the own
+    caller's ``fallbacks``, ``timeouts``, ``errors``.
 
-    Stacked on a :class:`PRMRewardShaper` with the SAME critic object (``DeadEndPruner(
-    PRMRewardShaper(env, critic, ...), critic, ...)``), the pruner reads the shaper's
-    ``info["prm_next_scores"]`` instead of calling the critic again (one call per step in all); it
-    calls the critic itself when the shaper fell back.
+    One critic call per step, one deadline policy. Stacked on a :class:`PRMRewardShaper` with the
+    SAME critic object and layout (``DeadEndPruner(PRMRewardShaper(env, critic, ...), critic, ...)``),
+    the pruner never calls the critic: it reads the shaper's ``info["prm_next_scores"]``, and when the
+    shaper's call fell back under its ``deadline_s`` (``info["prm_fallback"]``: late, failed or busy)
+    the score of that step is unknown. Alone, the pruner calls the critic itself, with its own
+    ``deadline_s`` (same policy as the shaper's: a late or failing call falls back; without a
+    deadline critic errors propagate). An unknown score leaves ``k`` unchanged and never prunes
+    (``info["prm_prune_score"]`` is NaN, ``stats["unknown_scores"]`` counts it): a slow or failing
+    critic neither stalls the loop nor ends episodes.
+
+    Critic/env match: as for :class:`PRMRewardShaper` (task by env id, layout against the critic's
+    task spec; ``allow_task_mismatch=True`` for a deliberate transfer).
 
     Args:
         env: a gymnasium env.
@@ -50,13 +60,18 @@ class DeadEndPruner(gym.Wrapper, gym.utils.RecordConstructorArgs):
         head: ``"success"`` (default, the critic's promise) or ``"progress"``.
         layout: :class:`CriticInputLayout`; default ``critic.layout`` or ``critic.meta["layout"]``.
         max_episode_steps: the episode limit for ``steps_saved`` (default: found on the env).
+        deadline_s: per-call deadline of the pruner's own critic calls in seconds (``None``: call
+            synchronously); unused when the scores come from a shaper below.
+        allow_task_mismatch: accept a critic made for another task than the env's.
     """
 
     def __init__(self, env, critic: BaseCritic, *, threshold: float, patience: int, head: str = "success",
-                 layout: CriticInputLayout | Mapping | None = None, max_episode_steps: int | None = None):
+                 layout: CriticInputLayout | Mapping | None = None, max_episode_steps: int | None = None,
+                 deadline_s: float | None = None, allow_task_mismatch: bool = False):
         gym.utils.RecordConstructorArgs.__init__(
             self, _disable_deepcopy=True, critic=critic, threshold=threshold, patience=patience, head=head,
-            layout=layout, max_episode_steps=max_episode_steps)
+            layout=layout, max_episode_steps=max_episode_steps, deadline_s=deadline_s,
+            allow_task_mismatch=allow_task_mismatch)
         gym.Wrapper.__init__(self, env)
         self.critic = check_critic_arg(critic)
         self.threshold = check_number("threshold", threshold, low=0.0, high=1.0)
@@ -66,15 +81,20 @@ class DeadEndPruner(gym.Wrapper, gym.utils.RecordConstructorArgs):
         self.head = check_choice("head", head, HEADS)
         self.layout = resolve_layout(critic, layout)
         check_layout_space(self.layout, env.observation_space)
+        check_critic_env(critic, self.layout, env_id_of(env), env.observation_space,
+                         allow_task_mismatch=allow_task_mismatch, explicit_layout=layout is not None)
+        self.allow_task_mismatch = allow_task_mismatch
+        self.deadline_s = None if deadline_s is None else check_number("deadline_s", deadline_s, positive=True)
         if max_episode_steps is None:
             max_episode_steps = find_max_episode_steps(env)
         elif isinstance(max_episode_steps, bool) or not isinstance(max_episode_steps, (int, np.integer)) \
                 or max_episode_steps < 1:
             raise ValueError(f"max_episode_steps: expected a positive int or None, got {max_episode_steps!r}")
         self.max_episode_steps = None if max_episode_steps is None else int(max_episode_steps)
-        self._caller = CriticCaller(self.critic, self.head, None)
+        self._caller = CriticCaller(self.critic, self.head, self.deadline_s)
         self._shares_shaper = self._find_shaper_with_same_critic(env)
         self._reused = 0
+        self._unknown = 0
         self._below = 0
         self._elapsed = 0
         self._active = False
@@ -93,16 +113,49 @@ class DeadEndPruner(gym.Wrapper, gym.utils.RecordConstructorArgs):
         return False
 
     @property
+    def shares_shaper(self) -> bool:
+        """True when the scores come from a :class:`PRMRewardShaper` below (same critic and layout)."""
+        return self._shares_shaper
+
+    @property
     def stats(self) -> dict[str, Any]:
-        """``episodes``, ``pruned_episodes``, ``steps_saved``, ``prune_rate``, ``critic_calls``."""
+        """``episodes``, ``pruned_episodes``, ``steps_saved``, ``prune_rate``, ``critic_calls``,
+        ``reused_scores``, ``unknown_scores``, ``fallbacks``, ``timeouts``, ``errors``."""
+        c = self._caller.stats
         return {
             "episodes": self._episodes,
             "pruned_episodes": self._pruned,
             "steps_saved": self._saved,
             "prune_rate": self._pruned / self._episodes if self._episodes else 0.0,
-            "critic_calls": self._caller.stats["calls"],
+            "critic_calls": c["calls"],
             "reused_scores": self._reused,
+            "unknown_scores": self._unknown,
+            "fallbacks": c["fallbacks"],
+            "timeouts": c["timeouts"],
+            "errors": c["errors"],
         }
+
+    @property
+    def last_error(self) -> BaseException | None:
+        """The last exception raised by the pruner's own critic call under a deadline."""
+        return self._caller.last_error
+
+    def _score(self, obs, info) -> float | None:
+        """This step's score, or ``None`` when unknown (a fallback here or in the shaper below)."""
+        if self._shares_shaper:
+            if info.get("prm_fallback", False):
+                return None  # the shaper's one call of this step fell back: no second call
+            scores = info.get("prm_next_scores")
+            if not isinstance(scores, Mapping) or self.head not in scores:
+                raise RuntimeError(
+                    "info: the PRMRewardShaper below published no 'prm_next_scores' with head "
+                    f"{self.head!r} for this step (got {scores!r}); a wrapper between them drops info keys"
+                )
+            self._reused += 1
+            return float(scores[self.head])
+        x = flatten_checked(self.layout, obs)
+        v = self._caller(x[None, :])
+        return None if v is None else float(v[0])
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         obs, info = self.env.reset(seed=seed, options=options)
@@ -114,18 +167,16 @@ class DeadEndPruner(gym.Wrapper, gym.utils.RecordConstructorArgs):
     def step(self, action):
         obs, reward, terminated, truncated, info = self.env.step(action)
         self._elapsed += 1
-        scores = info.get("prm_next_scores") if self._shares_shaper else None
-        if scores is not None:
-            c = float(scores[self.head])  # the shaper below scored s' with this critic already
-            self._reused += 1
+        c = self._score(obs, info)
+        if c is None:
+            self._unknown += 1  # k unchanged, no pruning on a step the critic did not score
+            pruned = False
         else:
-            x = flatten_checked(self.layout, obs)
-            c = float(self._caller(x[None, :])[0])
-        self._below = self._below + 1 if c < self.threshold else 0
-        pruned = bool(self._below >= self.patience and not terminated and not truncated)
+            self._below = self._below + 1 if c < self.threshold else 0
+            pruned = bool(self._below >= self.patience and not terminated and not truncated)
         info = dict(info)
         info["prm_pruned"] = pruned
-        info["prm_prune_score"] = c
+        info["prm_prune_score"] = float("nan") if c is None else c
         if pruned:
             truncated = True
             self._pruned += 1
@@ -135,6 +186,10 @@ class DeadEndPruner(gym.Wrapper, gym.utils.RecordConstructorArgs):
             self._episodes += 1
             self._active = False
         return obs, reward, terminated, truncated, info
+
+    def close(self):
+        self._caller.close()
+        return super().close()
 
     def compute_reward(self, achieved_goal, desired_goal, info):
         """The wrapped env's ``compute_reward`` (pruning does not change rewards)."""

@@ -10,7 +10,8 @@ from prm_critic._optional import require
 from prm_critic.critic import BaseCritic
 from prm_critic.robotics.make import CriticInputLayout
 from prm_critic.wrappers._common import (
-    CriticCaller, check_layout_space, check_shaper_args, flatten_checked, goal_keys, resolve_spec,
+    CriticCaller, check_critic_env, check_layout_space, check_shaper_args, env_id_of, flatten_checked, goal_keys,
+    resolve_spec,
 )
 
 gym = require("gymnasium")
@@ -48,8 +49,12 @@ class PRMRewardShaper(gym.Wrapper, gym.utils.RecordConstructorArgs):
     slice of ``prm_next_x`` by ``ag``); when ``(ag, g)`` equal the stored ones (as float32, the
     critic's input precision) the cached ``prm_shaping`` is reused, so the step reward and
     ``compute_reward`` agree exactly. With SB3's ``HerReplayBuffer`` pass
-    ``replay_buffer_kwargs=dict(copy_info_dict=True)``. In ``subgoal`` mode a relabelled goal gets
-    the bonus for subgoals that hold in s' and not in s (the per-episode history is not in info).
+    ``replay_buffer_kwargs=dict(copy_info_dict=True)``. ``subgoal`` mode and HER do not mix: the
+    bonus is paid once per episode, the first time a subgoal holds, and whether a subgoal already held
+    earlier in the episode under a relabelled goal depends on every earlier state, which one
+    transition's info does not hold. So in ``subgoal`` mode :meth:`compute_reward` returns the step
+    reward for the stored goals (exact) and raises ``ValueError`` for a relabelled goal; use
+    ``mode="potential"`` with HER.
 
     Deadline (``deadline_s``): the critic runs on one worker thread; a call that is late (or fails,
     or the worker is still busy with a late call) falls back: shaping 0, reward unchanged,
@@ -71,19 +76,33 @@ class PRMRewardShaper(gym.Wrapper, gym.utils.RecordConstructorArgs):
         subgoal_bonus: bonus per newly reached subgoal (``mode="subgoal"``).
         deadline_s: per-call critic deadline in seconds (``None``: call synchronously).
         fallback: what a late or failed call gives; only ``"zero"`` (no shaping) is supported.
+        allow_task_mismatch: accept a critic made for another task than the env's (a deliberate
+            transfer); by default that is an error.
+
+    Critic/env match (checked here, at construction): a critic that records its task
+    (``critic.spec``, ``critic.meta["spec"]``, ``meta["task"]``/``meta["env_id"]``) must be for the
+    env's id (``env.unwrapped.spec.id``) unless ``allow_task_mismatch=True``; and the layout must be
+    the one the critic's task spec gives on this env (same field names, order and widths; without a
+    spec, the env's built-in spec when it has the same keys), else the error names the first field
+    that differs. An explicit ``layout=`` must equal the critic's own layout when it has one.
     """
 
     def __init__(self, env, critic: BaseCritic, *, gamma: float, mode: str = "potential", scale: float = 1.0,
                  head: str = "progress", layout: CriticInputLayout | Mapping | None = None, spec: Any = None,
-                 subgoal_bonus: float = 1.0, deadline_s: float | None = None, fallback: str = "zero"):
+                 subgoal_bonus: float = 1.0, deadline_s: float | None = None, fallback: str = "zero",
+                 allow_task_mismatch: bool = False):
         # recorded (not copied: the critic is shared) so that env.spec.make() can rebuild the stack
         gym.utils.RecordConstructorArgs.__init__(
             self, _disable_deepcopy=True, critic=critic, gamma=gamma, mode=mode, scale=scale, head=head,
-            layout=layout, spec=spec, subgoal_bonus=subgoal_bonus, deadline_s=deadline_s, fallback=fallback)
+            layout=layout, spec=spec, subgoal_bonus=subgoal_bonus, deadline_s=deadline_s, fallback=fallback,
+            allow_task_mismatch=allow_task_mismatch)
         gym.Wrapper.__init__(self, env)
         check_shaper_args(self, critic=critic, gamma=gamma, mode=mode, head=head, scale=scale,
                           subgoal_bonus=subgoal_bonus, deadline_s=deadline_s, fallback=fallback, layout=layout)
         check_layout_space(self.layout, env.observation_space)
+        check_critic_env(critic, self.layout, env_id_of(env), env.observation_space,
+                         allow_task_mismatch=allow_task_mismatch, explicit_layout=layout is not None)
+        self.allow_task_mismatch = allow_task_mismatch
         self.task_spec = resolve_spec(critic, spec)
         self.evaluator = None
         if self.task_spec is not None and self.task_spec.subgoals:
@@ -199,6 +218,10 @@ class PRMRewardShaper(gym.Wrapper, gym.utils.RecordConstructorArgs):
 
         Returns:
             a float for one transition, a float64 array ``(B,)`` for a batch.
+
+        Raises:
+            ValueError: in ``mode="subgoal"``, for a goal that differs from the stored one (the
+                once-per-episode bonus cannot be relabelled from one transition).
         """
         if self.goal_keys is None:
             raise AttributeError(
@@ -257,10 +280,14 @@ class PRMRewardShaper(gym.Wrapper, gym.utils.RecordConstructorArgs):
         term = np.array([bool(infos[i]["prm_terminated"]) for i in todo])
         k = len(todo)
         if self.mode == "subgoal":
-            h = self.evaluator.holds(np.concatenate([x, xn]))
-            new = h[k:] & ~h[:k]
-            shaping[todo] = self.subgoal_bonus * new.sum(axis=1)
-            return shaping
+            i = todo[0]
+            raise ValueError(
+                f"compute_reward: mode='subgoal' cannot relabel goals ({k} of {n} goals differ from the stored "
+                f"ones, first at index {i}: desired goal {dg[i].tolist()}): its bonus is paid once per episode, the "
+                "first time each subgoal holds, and under a new goal that depends on every earlier state of the "
+                "episode, which one transition's info does not hold. With HER (HerReplayBuffer) use "
+                "mode='potential' (relabelled exactly), or train without HER"
+            )
         phi = self._caller.direct(np.concatenate([x, xn]))
         phi_s, phi_n = phi[:k], phi[k:]
         if self.mode == "potential":

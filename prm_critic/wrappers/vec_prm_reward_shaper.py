@@ -11,12 +11,22 @@ from prm_critic._optional import require
 from prm_critic.critic import BaseCritic
 from prm_critic.robotics.make import CriticInputLayout
 from prm_critic.wrappers._common import (
-    CriticCaller, check_layout_space, check_shaper_args, flatten_checked, resolve_spec,
+    CriticCaller, check_critic_env, check_layout_space, check_shaper_args, flatten_checked, resolve_spec,
 )
 
 vec_env = require("stable_baselines3.common.vec_env")
 
 __all__ = ["VecPRMRewardShaper"]
+
+
+def _venv_env_id(venv) -> str | None:
+    """The gymnasium id of the first sub-env (``None`` when the VecEnv cannot tell)."""
+    try:
+        spec = venv.get_attr("spec", indices=[0])[0]
+    except Exception:  # noqa: BLE001 - a VecEnv without env specs: the task is not checked
+        return None
+    env_id = getattr(spec, "id", None)
+    return env_id if isinstance(env_id, str) and env_id else None
 
 
 class VecPRMRewardShaper(vec_env.VecEnvWrapper):
@@ -51,19 +61,24 @@ class VecPRMRewardShaper(vec_env.VecEnvWrapper):
 
     Args:
         venv: a stable-baselines3 ``VecEnv``.
-        critic, gamma, mode, scale, head, layout, spec, subgoal_bonus, deadline_s, fallback: as
-            for :class:`~prm_critic.wrappers.PRMRewardShaper`.
+        critic, gamma, mode, scale, head, layout, spec, subgoal_bonus, deadline_s, fallback,
+            allow_task_mismatch: as for :class:`~prm_critic.wrappers.PRMRewardShaper` (the task is
+            checked against the first sub-env's id).
     """
 
     def __init__(self, venv, critic: BaseCritic, *, gamma: float, mode: str = "potential", scale: float = 1.0,
                  head: str = "progress", layout: CriticInputLayout | Mapping | None = None, spec: Any = None,
-                 subgoal_bonus: float = 1.0, deadline_s: float | None = None, fallback: str = "zero"):
+                 subgoal_bonus: float = 1.0, deadline_s: float | None = None, fallback: str = "zero",
+                 allow_task_mismatch: bool = False):
         if not isinstance(venv, vec_env.VecEnv):
             raise TypeError(f"venv: expected a stable_baselines3 VecEnv, got {type(venv).__name__}")
         super().__init__(venv)
         check_shaper_args(self, critic=critic, gamma=gamma, mode=mode, head=head, scale=scale,
                           subgoal_bonus=subgoal_bonus, deadline_s=deadline_s, fallback=fallback, layout=layout)
         check_layout_space(self.layout, venv.observation_space, where="venv")
+        check_critic_env(critic, self.layout, _venv_env_id(venv), venv.observation_space,
+                         allow_task_mismatch=allow_task_mismatch, explicit_layout=layout is not None)
+        self.allow_task_mismatch = allow_task_mismatch
         self.task_spec = resolve_spec(critic, spec)
         self.evaluator = None
         if self.task_spec is not None and self.task_spec.subgoals:
