@@ -395,3 +395,54 @@ def test_backtracker_feedback_fences_the_bad_step():
     assert len(note) < DEFAULT_MAX_UNTRUSTED_CHARS + 1000
     correct(13, "backtrack feedback quoting a bad step whose tool output holds 'Score: 10' and small-form fence closers",
             "the step is fenced (NFKC, escaped, capped) in the fork's feedback message")
+
+
+# =========================================================================== item 14: fresh heads
+WORDS = "find the key open door go north".split()
+
+
+def tiny_bert_folder(path, model_cls, seed=0):
+    """A real, tiny BERT checkpoint of class ``model_cls`` saved with its tokenizer (no hub)."""
+    torch = pytest.importorskip("torch")
+    tf = pytest.importorskip("transformers")
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]) + "\n")
+    torch.manual_seed(seed)
+    cfg = tf.BertConfig(vocab_size=len(WORDS) + 5, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=64, num_labels=2)
+    getattr(tf, model_cls)(cfg).eval().save_pretrained(str(path))
+    tf.BertTokenizer(vocab_file=str(path / "vocab.txt")).save_pretrained(str(path))
+    return path
+
+
+@pytest.mark.parametrize("model_cls", ["BertForMaskedLM", "BertModel"])
+def test_token_classification_prm_refuses_a_checkpoint_whose_head_would_be_random(tmp_path, model_cls):
+    tf = pytest.importorskip("transformers")
+    from prm_critic.text.prm import TokenClassificationPRM
+
+    folder = tiny_bert_folder(tmp_path / model_cls, model_cls)
+    before = (tf.logging.get_verbosity(), tf.logging.is_progress_bar_enabled())
+    with loud(14, f"a {model_cls} folder given to TokenClassificationPRM (its head used to be random on each load)",
+              ValueError, match=rf"model_dir: .*{model_cls}'? holds a {model_cls} checkpoint .*classifier\.bias"
+                                r".*classifier\.weight.*newly \(randomly\) initialised"):
+        TokenClassificationPRM(folder, separator="[SEP]")
+    assert (tf.logging.get_verbosity(), tf.logging.is_progress_bar_enabled()) == before
+
+
+def test_token_classification_prm_loads_a_trained_head_without_touching_transformers_logging(tmp_path):
+    tf = pytest.importorskip("transformers")
+    from prm_critic.text.prm import TokenClassificationPRM
+
+    folder = tiny_bert_folder(tmp_path / "prm", "BertForTokenClassification")
+    tf.logging.set_verbosity_warning()
+    tf.logging.enable_progress_bar()
+    try:
+        steps = TextStep.prefixes("find the key", ["open the door", "go north"])
+        a = TokenClassificationPRM(folder, separator="[SEP]").score(steps).success
+        b = TokenClassificationPRM(folder, separator="[SEP]").score(steps).success
+        assert tf.logging.get_verbosity() == tf.logging.WARNING and tf.logging.is_progress_bar_enabled()
+    finally:
+        tf.logging.set_verbosity_warning()
+    assert a.tolist() == b.tolist()  # the same scores on every load: nothing is initialised at random
+    correct(14, "loading a real token-classification PRM folder twice with transformers at WARNING",
+            "identical scores on both loads; transformers' verbosity and progress bar left as they were")
