@@ -65,7 +65,9 @@ def test_critic_type_checked_everywhere():
     (lambda: build_beam_search_graph(expand, CRITIC, aggregate="max"), ValueError, r"aggregate: expected one of \['last', 'mean', 'min', 'product'\], got 'max'"),
     (lambda: build_beam_search_graph(expand, CRITIC, is_terminal=True), TypeError, r"is_terminal: expected a callable"),
     (lambda: build_beam_search_graph(expand, CRITIC, dead_end_threshold=-0.1), ValueError, r"dead_end_threshold: expected a float in \[0, 1\], got -0.1"),
-    (lambda: critic_router(min_remaining_steps=0), ValueError, r"min_remaining_steps: expected an int >= 1, got 0"),
+    (lambda: critic_router(min_remaining_steps=1), ValueError, r"min_remaining_steps: expected an int >= 2, got 1"),
+    (lambda: StepCriticNode(CRITIC, min_remaining_steps=1), ValueError, r"min_remaining_steps: expected an int >= 2, got 1"),
+    (lambda: StepCriticNode(CRITIC, max_untrusted_chars=0), ValueError, r"max_untrusted_chars: expected an int >= 1, got 0"),
 ])
 def test_other_settings(make, exc, pattern):
     with pytest.raises(exc, match=pattern):

@@ -125,7 +125,7 @@ def test_router_function_and_prompt_key():
         route_after_critic({"critic_verdict": "maybe"})
     node = StepCriticNode(KeywordCritic(RULES), prompt_key="task")
     state = {"task": "reach the hall", "messages": [HumanMessage("x"), ai_call("go", {"room": "hall"}, call_id="c1")]}
-    assert node(state) == {"critic_verdict": "continue"}  # the call has no result yet: nothing to score
+    assert node(state) == {"critic_verdict": "continue", "critic_stop_reason": ""}  # no result yet: nothing to score
     from langchain_core.messages import ToolMessage
     state["messages"].append(ToolMessage("You are in the hall.", tool_call_id="c1", id="t1"))
     up = node(state)

@@ -1,7 +1,9 @@
 """LangGraph / LangChain integration of step critics.
 
-* :class:`StepCriticNode` + :func:`route_after_critic` / :func:`critic_router`: a critic node for
-  hand-built ``StateGraph`` agents (records, custom stream events, retry / end / backtrack).
+* :class:`StepCriticNode` + :func:`route_after_critic` / :func:`critic_router` (after the critic)
+  and :func:`route_after_agent` / :func:`agent_router` (after the agent): a critic node for
+  hand-built ``StateGraph`` agents (records, custom stream events, retry / end / backtrack, and an
+  end before ``recursion_limit`` instead of ``GraphRecursionError``).
 * :class:`PRMBestOfNMiddleware`, :class:`PRMStepScoringMiddleware`: middleware for langchain v1
   ``create_agent`` (best-of-N tool calls before any tool runs; scoring executed steps).
 * :func:`build_beam_search_graph`: critic-guided beam search over a forkable tool environment.
@@ -30,7 +32,9 @@ from prm_critic.langgraph.node import (  # noqa: E402
     CriticState,
     StepCriticNode,
     add_step_records,
+    agent_router,
     critic_router,
+    route_after_agent,
     route_after_critic,
 )
 
@@ -40,6 +44,8 @@ __all__ = [
     "add_step_records",
     "route_after_critic",
     "critic_router",
+    "route_after_agent",
+    "agent_router",
     "PRMBestOfNMiddleware",
     "PRMStepScoringMiddleware",
     "BestOfNState",

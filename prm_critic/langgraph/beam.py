@@ -20,8 +20,11 @@ Graph::
   the threshold -- the environment, not the critic, says it is solved).
 
 Stops (``stop_reason``, first that applies): ``"solved"``, ``"budget"`` (policy calls used
-``>= budget``), ``"dead_ends"`` (beam empty), ``"max_depth"`` or ``"recursion_limit"``
-(``RemainingSteps``).
+``>= budget``), ``"dead_ends"`` (beam empty), ``"max_depth"`` or ``"recursion_limit"``: one more
+expand -> prune round needs 2 super-steps and LangGraph's last node must still see
+``RemainingSteps >= 1``, so ``init`` and ``prune`` stop when ``RemainingSteps < 3``. The search
+therefore never raises ``GraphRecursionError`` for ``recursion_limit >= 2`` (with 1 LangGraph
+cannot finish any node); with ``recursion_limit`` 2 or 3 it stops at ``init`` (depth 0).
 The final state reports ``policy_calls``, ``pruned_dead_end``, ``pruned_beam``, ``depth``,
 ``solution`` and ``best``. Input: ``{"prompt": str, "root": initial env state}``. Env states are
 stored in the graph state, so with a checkpointer they must be serializable (plain data).
@@ -47,6 +50,14 @@ _managed = lg("langgraph.managed")
 __all__ = ["build_beam_search_graph", "BeamState"]
 
 STOP_REASONS = ("solved", "dead_ends", "max_depth", "budget", "recursion_limit")
+#: super-steps one more expand -> prune round needs (2), plus the one LangGraph needs after it
+MIN_REMAINING_STEPS = 3
+
+
+def _too_few(state) -> bool:
+    """True when another expand -> prune round would exceed ``recursion_limit``."""
+    remaining = state.get("remaining_steps")
+    return remaining is not None and remaining < MIN_REMAINING_STEPS
 
 
 class BeamState(TypedDict, total=False):
@@ -143,7 +154,7 @@ def build_beam_search_graph(
             "pruned_beam": Overwrite(0),
             "solution": None,
             "best": None,
-            "stop_reason": "",
+            "stop_reason": "recursion_limit" if _too_few(state) else "",
         }
 
     def expand_node(inp: ExpandInput) -> dict:
@@ -188,7 +199,6 @@ def build_beam_search_graph(
         if best_prev is not None and best is not None and not solved and best_prev["score"] > best["score"]:
             best = best_prev
         used = int(state.get("policy_calls", 0))
-        remaining = state.get("remaining_steps")
         if solved:
             reason = "solved"
         elif budget is not None and used >= budget:
@@ -197,7 +207,7 @@ def build_beam_search_graph(
             reason = "dead_ends"
         elif depth >= max_depth:
             reason = "max_depth"
-        elif remaining is not None and remaining < 3:
+        elif _too_few(state):
             reason = "recursion_limit"
         else:
             reason = ""

@@ -17,6 +17,7 @@ from prm_critic.text.contract import (
     check_text_steps,
     pad_batch,
 )
+from prm_critic.text.fencing import DEFAULT_MAX_UNTRUSTED_CHARS, fence_untrusted
 from prm_critic.text.steps import TextStep, format_tool_call, format_tool_step, message_text
 from prm_critic.text.trl_format import (
     StepwiseExample,
@@ -41,6 +42,8 @@ __all__ = [
     "format_tool_call",
     "format_tool_step",
     "message_text",
+    "fence_untrusted",
+    "DEFAULT_MAX_UNTRUSTED_CHARS",
     "StepContract",
     "TokenLayout",
     "Encoded",

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -55,10 +56,25 @@ def minilm_model_dir() -> Path:
 
 
 def _quiet_transformers():
-    tf = require("transformers")
+    """The ``transformers`` module. Its global logging settings are left as they are: loading
+    warnings ("newly initialized" weights) stay visible, and :class:`TokenClassificationPRM`
+    refuses such checkpoints outright."""
+    return require("transformers")
+
+
+@contextmanager
+def _hushed_transformers(tf):
+    """Silence transformers' logging and progress bars inside the block only, then restore them."""
+    level = tf.logging.get_verbosity()
+    bar = tf.logging.is_progress_bar_enabled()
     tf.logging.set_verbosity_error()
     tf.logging.disable_progress_bar()
-    return tf
+    try:
+        yield
+    finally:
+        tf.logging.set_verbosity(level)
+        if bar:
+            tf.logging.enable_progress_bar()
 
 
 def _group_steps(contract: StepContract, lay, tokenizer, steps: list[TextStep]):
@@ -153,7 +169,8 @@ class MiniLMStepPRM(BaseCritic):
         p = Path(path) if path is not None else minilm_model_dir()
         if not (p / "config.json").is_file():
             raise FileNotFoundError(f"path: {str(p)!r} has no config.json (expected a transformers encoder folder)")
-        encoder = tf.AutoModel.from_pretrained(str(p), add_pooling_layer=False, local_files_only=True)
+        with _hushed_transformers(tf):  # the checkpoint's pooler weights are dropped on purpose
+            encoder = tf.AutoModel.from_pretrained(str(p), add_pooling_layer=False, local_files_only=True)
         tokenizer = tf.AutoTokenizer.from_pretrained(str(p), local_files_only=True)
         gen = torch.Generator().manual_seed(int(seed))
         net = StepPRMNet(encoder, dropout=dropout)
@@ -314,6 +331,11 @@ class TokenClassificationPRM(BaseCritic):
       which is how TRL trains (all labels of a sequence at once). For a causal (decoder) model the
       two agree; for a bidirectional encoder later steps change earlier scores, so they differ.
 
+    A folder whose checkpoint lacks any weight of the token-classification model -- e.g. a
+    ``BertForMaskedLM`` or a bare encoder, whose classification head transformers would initialise
+    at random -- is refused with a ``ValueError`` naming the folder, the architecture and the
+    missing keys.
+
     Args:
         model_dir: folder with a transformers token-classification model and its tokenizer.
         separator: the step separator the model was trained with (TRL's default is ``"\\n"``).
@@ -332,7 +354,16 @@ class TokenClassificationPRM(BaseCritic):
         d = Path(model_dir)
         if not (d / "config.json").is_file():
             raise FileNotFoundError(f"model_dir: {str(d)!r} has no config.json (expected a token-classification model folder)")
-        self.model = tf.AutoModelForTokenClassification.from_pretrained(str(d), local_files_only=True)
+        self.model, info = tf.AutoModelForTokenClassification.from_pretrained(
+            str(d), local_files_only=True, output_loading_info=True)
+        fresh = sorted(set(info.get("missing_keys") or ()) | {str(k[0]) if isinstance(k, tuple) else str(k)
+                                                                for k in info.get("mismatched_keys") or ()})
+        if fresh:
+            arch = getattr(self.model.config, "architectures", None) or ["unknown"]
+            raise ValueError(
+                f"model_dir: {str(d)!r} holds a {'/'.join(arch)} checkpoint without trained weights for "
+                f"{type(self.model).__name__}: {fresh} would be newly (randomly) initialised, so scores would "
+                f"change on every load; expected a token-classification PRM (e.g. TRL PRMTrainer output)")
         self.tokenizer = tf.AutoTokenizer.from_pretrained(str(d), local_files_only=True)
         n = int(self.model.config.num_labels)
         if isinstance(label, bool) or not isinstance(label, int) or not 0 <= label < n:
