@@ -1,0 +1,146 @@
+"""Packaging and repository hygiene faults: what an installation exposes, Python 3.10's TOML
+reader, and results docs that must be what their scripts wrote."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from faults import correct, loud
+
+pytestmark = pytest.mark.fault
+
+REPO = Path(__file__).resolve().parents[1]
+SPEC_PY = REPO / "prm_critic" / "robotics" / "spec.py"
+
+try:
+    import tomllib
+except ImportError:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+
+# --------------------------------------------------------------------------------------------
+# What an installation puts on sys.path
+# --------------------------------------------------------------------------------------------
+
+#: Run with the installed interpreter from an empty folder: where do these names resolve?
+_PROBE = """
+import importlib.util, json
+out = {}
+for name in ("prm_critic", "agents", "export", "benchmarks", "tests"):
+    spec = importlib.util.find_spec(name)
+    if spec is None:
+        out[name] = None
+    else:
+        out[name] = [spec.origin] + list(spec.submodule_search_locations or [])
+print(json.dumps(out))
+"""
+
+
+def _checkout_of(path: str | None) -> Path | None:
+    """The prm-critic source checkout holding ``path``, if any."""
+    if not path:
+        return None
+    for parent in Path(path).resolve().parents:
+        pyproject = parent / "pyproject.toml"
+        if pyproject.is_file():
+            try:
+                name = tomllib.loads(pyproject.read_text()).get("project", {}).get("name")
+            except (OSError, tomllib.TOMLDecodeError):
+                return None
+            return parent if name == "prm-critic" else None
+    return None
+
+
+def test_installation_exposes_only_prm_critic(tmp_path):
+    """An (editable) install must not make the repository's app folders importable from anywhere:
+    ``import agents`` in another project must not pick up this repository's ``agents/``."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    proc = subprocess.run(
+        [sys.executable, "-c", _PROBE], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr
+    found = json.loads(proc.stdout)
+    installed = found["prm_critic"]
+    home = _checkout_of(installed[0] if installed else None)
+    if home is not None and home != REPO:
+        pytest.skip(f"this interpreter's prm_critic is installed from another checkout ({home})")
+    leaked = {}
+    for name in ("agents", "export", "benchmarks", "tests"):
+        for path in found[name] or []:
+            if _checkout_of(path) is not None:
+                leaked[name] = path
+    assert not leaked, (
+        f"the installed prm-critic exposes the repository's app folders as top-level packages: {leaked}; "
+        "expected only `prm_critic` (reinstall with `pip install -e .` to get the exact editable mapping)"
+    )
+    correct(15, "`import agents` from another folder with prm-critic installed",
+            "the repository's agents/, export/, benchmarks/ and tests/ are not importable; prm_critic is")
+
+
+def test_packaging_config_maps_only_the_package():
+    """The build configuration behind the test above: the wheel holds ``prm_critic`` only, editable
+    installs map that package exactly (no project root on sys.path), and nothing is force-included
+    into ``prm_critic/`` of an editable install (an empty ``prm_critic/_specs`` folder in
+    site-packages would shadow the mapping as a namespace package)."""
+    data = tomllib.loads((REPO / "pyproject.toml").read_text())
+    wheel = data["tool"]["hatch"]["build"]["targets"]["wheel"]
+    assert wheel["packages"] == ["prm_critic"]
+    assert wheel.get("dev-mode-exact") is True, "editable installs would put the project root on sys.path"
+    assert "dev-mode-dirs" not in wheel
+    assert not wheel.get("force-include"), "force-include also lands in editable installs"
+    assert "pythonpath" in data["tool"]["pytest"]["ini_options"], "tests import agents/ and benchmarks/ from the root"
+    deps = data["project"]["dependencies"]
+    assert any(d.replace(" ", "").startswith("tomli>=2;python_version<'3.11'") for d in deps), deps
+    correct(15, "editable install of the project", "maps exactly `prm_critic`; tomli declared for Python 3.10")
+
+
+# --------------------------------------------------------------------------------------------
+# Python 3.10: no tomllib in the standard library
+# --------------------------------------------------------------------------------------------
+
+_NO_TOMLLIB = """
+import sys, types, tomllib as _real
+# SIMULATION of Python 3.10: the standard library has no tomllib; the `tomli` backport (same API)
+# is installed as the declared dependency.
+backport = types.ModuleType("tomli")
+backport.load, backport.loads, backport.TOMLDecodeError = _real.load, _real.loads, _real.TOMLDecodeError
+sys.modules["tomli"] = backport
+sys.modules["tomllib"] = None   # `import tomllib` now raises ImportError
+import prm_critic.robotics as robotics
+spec = robotics.load_spec("FetchReach-v4")
+print(robotics.spec.tomllib.__name__, spec.name, len(robotics.list_builtin_specs()))
+"""
+
+
+def test_robotics_imports_without_tomllib_simulated_py310():
+    """SIMULATION (this interpreter has tomllib): block ``tomllib`` in ``sys.modules`` in a
+    subprocess, provide a ``tomli`` stand-in, and import ``prm_critic.robotics``."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.run(
+        [sys.executable, "-c", _NO_TOMLLIB], cwd=REPO, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    reader, name, count = proc.stdout.split()
+    assert reader == "tomli"
+    assert name == "FetchReach-v4" and int(count) > 1
+    correct(15, "Python 3.10 (simulated: tomllib blocked)", "prm_critic.robotics imports and loads specs via tomli")
+
+
+def test_robotics_without_any_toml_reader_says_what_to_install(monkeypatch):
+    """SIMULATION: neither ``tomllib`` nor ``tomli``: the import fails naming the missing backport.
+    The module is loaded under a private name so the real one is untouched."""
+    monkeypatch.setitem(sys.modules, "tomllib", None)
+    monkeypatch.setitem(sys.modules, "tomli", None)
+    spec = importlib.util.spec_from_file_location("_prm_spec_without_toml", SPEC_PY)
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "_prm_spec_without_toml", module)
+    with loud(15, "Python 3.10 without the tomli backport (simulated)", ImportError, match=r'pip install "tomli>=2"'):
+        spec.loader.exec_module(module)
+
