@@ -144,3 +144,89 @@ def test_robotics_without_any_toml_reader_says_what_to_install(monkeypatch):
     with loud(15, "Python 3.10 without the tomli backport (simulated)", ImportError, match=r'pip install "tomli>=2"'):
         spec.loader.exec_module(module)
 
+
+
+# --------------------------------------------------------------------------------------------
+# One default per setting: the CLI trains what the library trains
+# --------------------------------------------------------------------------------------------
+
+
+def test_train_critic_cli_uses_the_library_defaults(monkeypatch, tmp_path):
+    """``prm-critic train-critic`` with no tuning options must train with ``TrainConfig()`` and
+    the library's holdout, not with values of its own."""
+    import inspect
+
+    from prm_critic.cli import main
+    from prm_critic.commands import train_critic as cmd
+    from prm_critic.models.train import TrainConfig
+
+    seen = {}
+
+    def capture(data, label, out, *, config, holdout=inspect.signature(cmd.train_critic_from_data).parameters["holdout"].default,
+                seed=0, progress_bar=True):
+        seen.update(config=config, holdout=holdout, seed=seed)
+        raise KeyError("stop after the configuration")  # the CLI turns it into exit code 2
+
+    monkeypatch.setattr(cmd, "train_critic_from_data", capture)
+    rc = main(["train-critic", "--data", str(tmp_path), "--label", "mc", "--out", str(tmp_path / "c"), "--no-progress"])
+    assert rc == 2 and seen, "train_critic_from_data was not reached"
+    lib = TrainConfig()
+    assert seen["config"].to_dict() == lib.to_dict(), {
+        k: (v, lib.to_dict()[k]) for k, v in seen["config"].to_dict().items() if v != lib.to_dict()[k]}
+    assert seen["holdout"] == inspect.signature(cmd.train_critic_from_data).parameters["holdout"].default
+    assert seen["seed"] == lib.seed
+    correct(16, "train-critic with default options", "trains with TrainConfig() (pairwise weight "
+            f"{lib.pairwise_weight}) and the library's holdout")
+
+
+def test_train_critic_cli_options_reach_the_config(monkeypatch, tmp_path):
+    from prm_critic.cli import main
+    from prm_critic.commands import train_critic as cmd
+
+    seen = {}
+
+    def capture(data, label, out, *, config, seed=0, progress_bar=True, **kw):
+        seen.update(config=config, seed=seed, **kw)
+        raise KeyError("stop")
+
+    monkeypatch.setattr(cmd, "train_critic_from_data", capture)
+    main(["train-critic", "--data", str(tmp_path), "--label", "mc", "--out", str(tmp_path / "c"), "--epochs", "3",
+          "--pairwise-weight", "0", "--hidden", "8,4", "--holdout", "0.3", "--seed", "5"])
+    cfg = seen["config"]
+    assert (cfg.epochs, cfg.pairwise_weight, cfg.hidden, cfg.seed) == (3, 0.0, (8, 4), 5)
+    assert seen["holdout"] == 0.3 and seen["seed"] == 5
+
+
+@pytest.mark.parametrize("command, module, function", [
+    ("label", "prm_critic.robotics.labels", "label"),
+    ("collect", "prm_critic.robotics.collect", "collect"),
+    ("train-policy", "prm_critic.sb3.train", "train_policy"),
+])
+def test_cli_defaults_equal_library_defaults(command, module, function):
+    """Every option of a command that maps to a parameter of the library function it calls has
+    the library's default (``--n-envs`` -> ``n_envs``, ``--rollout-policy`` -> ``rollout_policy``)."""
+    import ast
+
+    from prm_critic.cli import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command").choices[command]
+    # the library function's defaults, read from its source (no heavy import needed)
+    path = Path(importlib.util.find_spec(module).origin)
+    fn = next(n for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.FunctionDef) and n.name == function)
+    args = fn.args
+    lib = {}
+    pos = args.posonlyargs + args.args
+    for a, d in zip(pos[len(pos) - len(args.defaults):], args.defaults):
+        lib[a.arg] = ast.literal_eval(d)
+    for a, d in zip(args.kwonlyargs, args.kw_defaults):
+        if d is not None:
+            lib[a.arg] = ast.literal_eval(d)
+    checked = {}
+    for action in sub._actions:
+        if action.dest in lib and action.default is not None:
+            checked[action.dest] = (action.default, lib[action.dest])
+    assert checked, f"{command}: no option maps to a parameter of {module}.{function}"
+    drift = {k: v for k, v in checked.items() if v[0] != v[1]}
+    assert not drift, f"{command}: CLI default differs from {module}.{function} (cli, library): {drift}"
+    correct(16, f"`prm-critic {command}` defaults", f"equal the library's for {sorted(checked)}")
