@@ -1,4 +1,4 @@
-"""Which step-label family trains the best success critic? (issue: robotics PRM pipeline)
+"""Which step-label family trains the best success critic?
 
 For each task: collect episodes with the spec's noisy scripted controller, label every step with
 the three families (subgoal progress from the spec, Monte-Carlo rollouts from exact MuJoCo

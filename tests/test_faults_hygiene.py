@@ -230,3 +230,45 @@ def test_cli_defaults_equal_library_defaults(command, module, function):
     drift = {k: v for k, v in checked.items() if v[0] != v[1]}
     assert not drift, f"{command}: CLI default differs from {module}.{function} (cli, library): {drift}"
     correct(16, f"`prm-critic {command}` defaults", f"equal the library's for {sorted(checked)}")
+
+
+# --------------------------------------------------------------------------------------------
+# The repository speaks of the project only
+# --------------------------------------------------------------------------------------------
+
+_TEXT = {".py", ".md", ".toml", ".txt", ".cfg", ".ini", ".yaml", ".yml", ".json", ".csv", ""}
+#: Development-history phrasing: who ran what when and what never completed (split so this file does not match itself).
+_HISTORY = [
+    r"\bsess" r"ion[- _]?\d", r"\bin (this|that|the) sess" r"ion\b", r"\bclos" r"ing note", r"\brehear" r"sal\b",
+    r"\bthis run star" r"ted\b", r"\bdid not fin" r"ish\b", r"\bwas lo" r"st\b", r"\bfor lack of ti" r"me\b",
+    r"\bissue #\d", r"\(dra" r"ft\)",
+]
+
+
+def _tracked_text_files() -> list[Path]:
+    try:
+        out = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True, timeout=60).stdout
+        files = [REPO / line for line in out.splitlines()]
+    except (OSError, subprocess.CalledProcessError):
+        files = [p for p in REPO.rglob("*") if p.is_file() and ".git" not in p.parts]
+    return [p for p in files if p.suffix in _TEXT and p.is_file() and p.stat().st_size < 2_000_000]
+
+
+def test_no_development_history_in_the_repository():
+    import re
+
+    pattern = re.compile("|".join(_HISTORY), re.IGNORECASE)
+    hits = []
+    for path in _tracked_text_files():
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            continue
+        for n, line in enumerate(text.splitlines(), 1):
+            m = pattern.search(line)
+            if m:
+                hits.append(f"{path.relative_to(REPO)}:{n}: {m.group(0)!r} in {line.strip()[:120]!r}")
+    assert not hits, "development-history notes in the repository (keep design notes; history belongs in CHANGELOG.md):\n" + "\n".join(hits[:40])
+    assert not list((REPO / "docs").rglob("*-closing.md"))
+    correct(17, "development-history notes in docs, benchmarks and code",
+            "none in the tracked files; user-facing history lives in CHANGELOG.md")
