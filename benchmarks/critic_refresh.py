@@ -1,4 +1,4 @@
-"""Does refreshing a learned critic on the policy's own episodes fix its staleness? (issue #5, item 4)
+"""Does refreshing a learned critic on the policy's own episodes fix its staleness?
 
 A success critic is trained on the behaviour data it starts from (the spec's noisy scripted
 controller, outcome labels). An RL policy then visits other states. This script measures the

@@ -32,3 +32,39 @@ def test_quickstart_bad_task_is_one_clear_error(tmp_path):
                         "--out", str(tmp_path / "x")], capture_output=True, text=True, timeout=120)
     assert r.returncode == 2
     assert "unknown task 'PointMaz_UMaze-v3'" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_quickstart_next_commands_parse_and_say_their_extra(tmp_path):
+    """Every "Next:" command the quickstart prints is a valid command line of `prm-critic`, and one
+    that needs more than the README's quickstart install (`.[robotics]`) says which extra to add."""
+    import shlex
+
+    from prm_critic.cli import build_parser
+    from prm_critic.commands.quickstart import QUICKSTART_EXTRA, _next_lines, next_commands
+
+    assert QUICKSTART_EXTRA == "robotics"
+    ckpt = tmp_path / "critic_mc.safetensors"
+    pairs = next_commands("PointMaze_UMaze-v3", ckpt, tmp_path)
+    lines = _next_lines("PointMaze_UMaze-v3", ckpt, tmp_path)
+    assert len(pairs) == len(lines) >= 2
+    parser = build_parser()
+    for (extra, cmd), line in zip(pairs, lines):
+        argv = shlex.split(cmd)
+        assert argv[0] == "prm-critic"
+        args = parser.parse_args(argv[1:])  # exits (SystemExit) on an unknown option
+        assert callable(args.func)
+        if extra == QUICKSTART_EXTRA:
+            assert line == cmd
+        else:
+            assert line == f'pip install "prm-critic[{extra}]" && {cmd}'
+    # the extras named are the ones the commands need
+    assert dict((cmd.split()[1], extra) for extra, cmd in pairs)["export"] == "onnx"
+
+
+@pytest.mark.parametrize("command", ["train-policy", "export"])
+def test_next_commands_help_runs(command):
+    """`--help` of each "Next:" command runs with the quickstart's install (no onnx imports at parse time)."""
+    r = subprocess.run([sys.executable, "-m", "prm_critic.cli", command, "--help"], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "usage: prm-critic " + command in r.stdout

@@ -29,12 +29,12 @@ from run import RESULTS, TASKS  # noqa: E402
 
 ORDER = ["sparse", "her", "prm", "prm_her"]
 COMMANDS = """\
-# FetchReach-v4 and PointMaze_UMaze-v3 (session 1), resumable: finished runs are skipped
+# FetchReach-v4 and PointMaze_UMaze-v3, resumable: finished runs are skipped
 OMP_NUM_THREADS=1 python benchmarks/rl/sweep.py --plan core more
-# PointMaze_Medium-v3 and FetchPush-v4 (session 2): two sweeps share two cores (per-run lock)
+# PointMaze_Medium-v3 and FetchPush-v4: two sweeps share two cores (per-run lock)
 OMP_NUM_THREADS=1 python benchmarks/rl/sweep.py --plan push medium lever seeds &
 OMP_NUM_THREADS=1 python benchmarks/rl/sweep.py --plan medium push lever seeds &
-# second seeds at the task budgets (session 5; two sweeps share the two cores, per-run lock)
+# more seeds at the task budgets (two sweeps share the two cores, per-run lock)
 OMP_NUM_THREADS=1 python benchmarks/rl/sweep.py --plan seeds5 &
 OMP_NUM_THREADS=1 python benchmarks/rl/sweep.py --plan seeds5 &
 python benchmarks/rl/report.py                                                   # this file + the plot
@@ -251,12 +251,14 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out-md", type=Path, default=ROOT / "docs" / "rl_benchmark.md")
     p.add_argument("--out-png", type=Path, default=HERE / "results" / "success_vs_steps.png")
+    p.add_argument("--no-plot", action="store_true", help="write the markdown only (it links to --out-png)")
     a = p.parse_args(argv)
     data = load_runs()
     if not data:
         print("no runs found under", RESULTS)
         return 1
-    plot(data, a.out_png)
+    if not a.no_plot:
+        plot(data, a.out_png)
     rel_png = Path("..") / a.out_png.relative_to(ROOT) if a.out_png.is_relative_to(ROOT) else a.out_png
     intro = Path(HERE / "report_intro.md").read_text() if (HERE / "report_intro.md").exists() else ""
     md = "\n".join([
@@ -270,7 +272,7 @@ def main(argv=None) -> int:
     from prm_critic.models.checkpoint import atomic_write_bytes
 
     atomic_write_bytes(a.out_md, md.encode())
-    print(md)
+    print(f"wrote {a.out_md}")
     return 0
 
 

@@ -50,7 +50,7 @@ TASKS = {
         prune=dict(threshold=0.3, patience=100),
     ),
     "PointMaze_Medium-v3": dict(
-        # session 1 ran 40k (HER 0.46): kept as eval.steps-40000.csv beside the 100k runs
+        # a 40k-step run (HER 0.46) is kept as eval.steps-40000.csv beside the 100k runs
         steps=100_000, eval_freq=10_000, eval_episodes=50, normalize_obs=True,
         algo_kwargs=dict(gamma=0.99, learning_rate=1e-3, batch_size=256, learning_starts=1_000,
                          policy_kwargs=dict(net_arch=[64, 64])),

@@ -43,7 +43,7 @@ PLANS = {
         (UM, "her", (1,), 1.0, False), (UM, "prm_her", (1,), 10.0, False),
         (UM, "sparse", (1,), 1.0, False), (UM, "prm", (1,), 10.0, False),
     ],
-    # PointMaze_Medium-v3, 100k steps, seed 0 (session 1 ran 40k: kept beside as eval.steps-40000.csv)
+    # PointMaze_Medium-v3, 100k steps, seed 0 (a 40k-step run is kept beside as eval.steps-40000.csv)
     "medium": [
         ("PointMaze_Medium-v3", "her", (0,), 1.0, False), ("PointMaze_Medium-v3", "prm_her", (0,), 10.0, False),
         ("PointMaze_Medium-v3", "prm", (0,), 10.0, False), ("PointMaze_Medium-v3", "sparse", (0,), 1.0, False),
@@ -53,7 +53,7 @@ PLANS = {
         ("FetchPush-v4", "her", (0,), 1.0, False), ("FetchPush-v4", "prm_her", (0,), 10.0, False),
         ("FetchPush-v4", "prm", (0,), 10.0, False), ("FetchPush-v4", "sparse", (0,), 1.0, False),
     ],
-    # FetchPush's shaped runs under its former "near the object" spec (session 2)
+    # FetchPush's shaped runs under its former "near the object" spec
     "push_near_object": [
         ("FetchPush-v4", "prm_her", (0,), 10.0, False, "specs/near_object.toml"),
         ("FetchPush-v4", "prm", (0,), 10.0, False, "specs/near_object.toml"),
@@ -70,7 +70,7 @@ PLANS = {
         ("PointMaze_Medium-v3", "prm", (1,), 10.0, False), ("PointMaze_Medium-v3", "sparse", (1,), 1.0, False),
         ("FetchPush-v4", "prm", (1,), 10.0, False), ("FetchPush-v4", "sparse", (1,), 1.0, False),
     ],
-    # session 4: second seeds of the goal-deciding configs, with budgets that can decide the goals
+    # second seeds of the goal-deciding configs, with budgets that can decide the goals
     # (HER on FetchPush to 200k as seed 0; Medium to where HER may reach 80%, PRM+HER to 2/3 of it)
     "decide": [
         ("FetchPush-v4", "her", (1,), 1.0, False, 200_000),
@@ -79,8 +79,8 @@ PLANS = {
         ("PointMaze_Medium-v3", "prm_her", (1,), 10.0, False, 200_000),
         ("FetchPush-v4", "prm_her", (0,), 10.0, False, 150_000),  # extends seed 0 (100k) to seed 1's budget
     ],
-    # session 5 (session 4's "decide" runs did not survive it): more seeds at the task budgets (HER on
-    # FetchPush to 200k as seed 0), FetchPush's goal-deciding configs to three seeds first
+    # more seeds at the task budgets (HER on FetchPush to 200k as seed 0), FetchPush's
+    # goal-deciding configs to three seeds first
     "seeds5": [
         ("FetchPush-v4", "her", (1,), 1.0, False, 200_000), ("FetchPush-v4", "prm_her", (1, 2), 10.0, False),
         ("FetchPush-v4", "her", (2,), 1.0, False, 200_000),

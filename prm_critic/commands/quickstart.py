@@ -10,6 +10,28 @@ from __future__ import annotations
 from pathlib import Path
 
 
+#: The extra the README's quickstart install (``pip install ".[robotics]"``) provides.
+QUICKSTART_EXTRA = "robotics"
+
+
+def next_commands(task: str, checkpoint: "str | Path", out: "str | Path") -> list[tuple[str, str]]:
+    """``(extra, command)`` for each "Next:" line the quickstart prints; a command whose extra is
+    not the quickstart's own starts with the ``pip install`` that provides it."""
+    ckpt = Path(checkpoint).with_suffix("")
+    return [
+        ("robotics", f"prm-critic train-policy --task {task} --critic {ckpt}.json --her --steps 20000 "
+                     f"--out {Path(out) / 'policy'}"),
+        ("onnx", f"prm-critic export --checkpoint {ckpt} --out critic.onnx"),
+    ]
+
+
+def _next_lines(task: str, checkpoint: "str | Path", out: "str | Path") -> list[str]:
+    lines = []
+    for extra, cmd in next_commands(task, checkpoint, out):
+        lines.append(cmd if extra == QUICKSTART_EXTRA else f'pip install "prm-critic[{extra}]" && {cmd}')
+    return lines
+
+
 def register(sub) -> None:
     p = sub.add_parser("quickstart", help="run collect -> label -> train-critic -> shaped, pruned env on PointMaze",
                        description=__doc__)
@@ -95,5 +117,7 @@ def run(args) -> int:
     print(f"  critic checkpoint:     {res['checkpoint']} (+ {Path(res['checkpoint']).with_suffix('.json').name})")
     print(f"  held-out metrics:      {res['metrics_path']}")
     print(f"  per-step score plot:   {res['plot_path']}")
-    print("Next: prm-critic export --checkpoint", Path(res["checkpoint"]).with_suffix(""), "--out critic.onnx")
+    print("Next:")
+    for line in _next_lines(spec.name, res["checkpoint"], out):
+        print(f"  {line}")
     return 0

@@ -12,8 +12,38 @@ restarts from its last finished epoch), evaluates on the held-out episodes and w
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
+
+
+#: Options whose default is the library's: ``TrainConfig()`` fields, and ``holdout`` of
+#: :func:`train_critic_from_data`. Left unset on the command line, the library value applies.
+LIBRARY_DEFAULTS = ("epochs", "pairwise_weight", "pairwise_margin", "holdout", "seed", "hidden", "activation", "lr",
+                    "batch_size", "weight_decay", "val_fraction", "patience", "device")
+
+
+def library_defaults() -> dict:
+    """The library's value for every option in :data:`LIBRARY_DEFAULTS` (imports torch)."""
+    import inspect
+
+    from prm_critic.models.train import TrainConfig
+
+    cfg = TrainConfig()
+    d = {name: getattr(cfg, name) for name in LIBRARY_DEFAULTS if name != "holdout"}
+    d["hidden"] = ",".join(str(h) for h in cfg.hidden)
+    d["holdout"] = inspect.signature(train_critic_from_data).parameters["holdout"].default
+    return d
+
+
+class _LibraryDefaultsFormatter(argparse.HelpFormatter):
+    """Shows the library's default in ``--help`` (resolved only when help is printed)."""
+
+    def _expand_help(self, action):
+        text = super()._expand_help(action)
+        if action.dest in LIBRARY_DEFAULTS:
+            text = f"{text} (default {library_defaults()[action.dest]})"
+        return text
 
 
 def register(sub) -> None:
@@ -22,27 +52,27 @@ def register(sub) -> None:
         help="train a state critic (MLP) on collected + labelled steps, evaluate on held-out episodes",
         description="Train a state critic on the steps in --data with the --label family's success labels and "
         "the spec's subgoal progress, evaluate it on held-out episodes, and save a safetensors + JSON checkpoint, "
-        "OUT.metrics.json and OUT.scores.png.",
+        "OUT.metrics.json and OUT.scores.png. Unset options take the library's defaults (TrainConfig).",
+        formatter_class=_LibraryDefaultsFormatter,
     )
     p.add_argument("--data", required=True, help="data folder written by `prm-critic collect` (and `label`)")
     p.add_argument("--label", required=True, choices=["subgoal", "mc", "outcome"], help="success label family")
     p.add_argument("--out", required=True, help="checkpoint path (stem, or .safetensors / .json)")
-    p.add_argument("--epochs", type=int, default=30, help="training epochs (default 30)")
-    p.add_argument("--pairwise-weight", type=float, default=0.1,
-                   help="weight of the pairwise ranking loss on successful episodes; 0 disables (default 0.1: "
+    p.add_argument("--epochs", type=int, help="training epochs")
+    p.add_argument("--pairwise-weight", type=float,
+                   help="weight of the pairwise ranking loss on successful episodes; 0 disables (the default keeps "
                    "most of the rank-correlation gain for little label error, see docs/results/state_critic_pairwise.md)")
-    p.add_argument("--pairwise-margin", type=float, default=0.0, help="logit margin of the ranking loss (default 0)")
-    p.add_argument("--holdout", type=float, default=0.2, help="fraction of episodes held out for evaluation (default 0.2)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the split, init and batches (default 0)")
-    p.add_argument("--hidden", type=str, default="256,256", help="hidden sizes, comma-separated (default 256,256)")
-    p.add_argument("--activation", default="relu", help="relu, tanh, silu or elu (default relu)")
-    p.add_argument("--lr", type=float, default=1e-3, help="learning rate (default 1e-3)")
-    p.add_argument("--batch-size", type=int, default=256, help="batch size (default 256)")
-    p.add_argument("--weight-decay", type=float, default=0.0, help="AdamW weight decay (default 0)")
-    p.add_argument("--val-fraction", type=float, default=0.0,
-                   help="fraction of training episodes used for early stopping (default 0: none)")
-    p.add_argument("--patience", type=int, default=None, help="early-stopping patience in epochs (needs --val-fraction)")
-    p.add_argument("--device", default="cpu", help="torch device (default cpu)")
+    p.add_argument("--pairwise-margin", type=float, help="logit margin of the ranking loss")
+    p.add_argument("--holdout", type=float, help="fraction of episodes held out for evaluation")
+    p.add_argument("--seed", type=int, help="seed of the split, init and batches")
+    p.add_argument("--hidden", type=str, help="hidden sizes, comma-separated")
+    p.add_argument("--activation", help="relu, tanh, silu or elu")
+    p.add_argument("--lr", type=float, help="learning rate")
+    p.add_argument("--batch-size", type=int, help="batch size")
+    p.add_argument("--weight-decay", type=float, help="AdamW weight decay")
+    p.add_argument("--val-fraction", type=float, help="fraction of training episodes used for early stopping (0: none)")
+    p.add_argument("--patience", type=int, help="early-stopping patience in epochs (needs --val-fraction)")
+    p.add_argument("--device", help="torch device")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p.set_defaults(func=run)
 
@@ -131,12 +161,15 @@ def train_critic_from_data(data, label: str, out, *, config, holdout: float = 0.
 def run(args) -> int:
     from prm_critic.models.train import TrainConfig
 
-    config = TrainConfig(hidden=_hidden(args.hidden), activation=args.activation, lr=args.lr,
-                         batch_size=args.batch_size, epochs=args.epochs, weight_decay=args.weight_decay,
-                         pairwise_weight=args.pairwise_weight, pairwise_margin=args.pairwise_margin,
-                         val_fraction=args.val_fraction, patience=args.patience, seed=args.seed, device=args.device)
-    res = train_critic_from_data(args.data, args.label, args.out, config=config, holdout=args.holdout,
-                                 seed=args.seed, progress_bar=not args.no_progress)
+    given = {name: getattr(args, name) for name in LIBRARY_DEFAULTS if getattr(args, name) is not None}
+    if "hidden" in given:
+        given["hidden"] = _hidden(given["hidden"])
+    holdout = given.pop("holdout", None)
+    config = TrainConfig(**given)
+    seed = config.seed
+    extra = {} if holdout is None else {"holdout": holdout}
+    res = train_critic_from_data(args.data, args.label, args.out, config=config, seed=seed,
+                                 progress_bar=not args.no_progress, **extra)
     m = res["metrics"]
 
     def f(v):

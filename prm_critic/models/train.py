@@ -63,7 +63,9 @@ class TrainConfig:
         batch_size: steps per batch.
         epochs: passes over the training steps (the maximum, with early stopping).
         weight_decay: AdamW weight decay.
-        pairwise_weight: weight of the pairwise ranking loss; 0 disables it.
+        pairwise_weight: weight of the pairwise ranking loss; 0 disables it. The default 0.1 keeps
+            most of the rank-correlation gain for little label error
+            (``docs/results/state_critic_pairwise.md``).
         pairwise_margin: margin on the logit difference ``z(later) - z(earlier)``.
         pairwise_loss: ``"logistic"`` (``softplus(margin - d)``) or ``"hinge"`` (``relu(margin - d)``).
         pairwise_heads: heads the ranking loss applies to (``progress`` and/or ``success``).
@@ -92,7 +94,7 @@ class TrainConfig:
     batch_size: int = 256
     epochs: int = 30
     weight_decay: float = 0.0
-    pairwise_weight: float = 0.0
+    pairwise_weight: float = 0.1
     pairwise_margin: float = 0.0
     pairwise_loss: str = "logistic"
     pairwise_heads: tuple[str, ...] = ("progress", "success")

@@ -47,16 +47,21 @@ from __future__ import annotations
 
 import difflib
 import re
-import sys
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any, Mapping
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+try:
+    import tomllib  # Python >= 3.11
+except ImportError:  # pragma: no cover - Python 3.10: the `tomli` backport, a declared dependency there
+    try:
+        import tomli as tomllib
+    except ImportError as exc:
+        raise ImportError(
+            "prm_critic.robotics reads TOML task specs and needs `tomllib` (Python >= 3.11) or the "
+            "`tomli` backport on Python 3.10, which is missing: pip install \"tomli>=2\""
+        ) from exc
 
 __all__ = ["SpecError", "SubgoalSpec", "SuccessSpec", "TaskSpec", "load_spec", "list_builtin_specs", "ObsExpr"]
 
