@@ -4,6 +4,7 @@ loud (spec file, subgoal, field, text, what was expected), and a real Reacher-v5
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -245,3 +246,99 @@ def test_property_parsed_expressions_evaluate_like_numpy(width, data):
     want_b = np.broadcast_to(f_b(x), (7, width))
     np.testing.assert_allclose(ev.point(x, 0, "a"), want_a, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(ev.distances(x)[:, 0], np.linalg.norm(want_a - want_b, axis=1), rtol=1e-12, atol=1e-12)
+
+
+# --- training budgets (train_policy / train-policy) ---------------------------------------------
+
+PPO_SMALL = dict(n_epochs=1, policy_kwargs=dict(net_arch=[8]))
+
+
+def test_ppo_trains_the_budget_it_was_given(tmp_path):
+    """``total_steps=256`` with PPO (default n_steps 2048) used to train 2048 steps: n_steps is now
+    fitted to the budget, and the run's saved metadata records the steps trained."""
+    import warnings
+
+    from prm_critic.sb3 import train_policy
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # no rounding to state
+        model = train_policy("Reacher-v5", algo="ppo", total_steps=256, seed=0, log_dir=tmp_path,
+                             algo_kwargs=PPO_SMALL)
+    assert model.num_timesteps == 256 and model.n_steps == 256 and model.batch_size == 64
+    meta = json.loads((tmp_path / "policy.json").read_text())
+    assert meta["extra"]["trained_steps"] == 256 and meta["extra"]["total_steps"] == 256
+    assert "budget_note" not in meta["extra"]
+    # n_envs > 1: rollouts of 2 * 150 = 300 steps
+    model = train_policy("Reacher-v5", algo="ppo", total_steps=300, n_envs=2, seed=0, algo_kwargs=PPO_SMALL)
+    assert model.num_timesteps == 300 and model.n_steps == 150
+    correct(18, "PPO with total_steps=256 below its default rollout of 2048",
+            "n_steps fitted to 256: 256 env steps trained, recorded as trained_steps in the saved metadata")
+
+
+def test_ppo_budget_it_cannot_meet_is_stated(tmp_path):
+    from prm_critic.sb3 import train_policy
+
+    msg = (r"total_steps=300: PPO trains in whole rollouts of n_steps \* n_envs = 64 \* 1 = 64 env steps, so this "
+           r"run trains 320 env steps \(20 more than asked\); make total_steps a multiple of 64 or set algo_kwargs n_steps")
+    with pytest.warns(UserWarning, match=msg):
+        model = train_policy("Reacher-v5", algo="ppo", total_steps=300, seed=0, log_dir=tmp_path,
+                             algo_kwargs=dict(PPO_SMALL, n_steps=64))
+    assert model.num_timesteps == 320
+    extra = json.loads((tmp_path / "policy.json").read_text())["extra"]
+    assert extra["trained_steps"] == 320 and extra["total_steps"] == 300
+    assert re.search(msg, extra["budget_note"])
+    correct(18, "PPO with n_steps=64 set and total_steps=300 (not a multiple)",
+            "a UserWarning and the saved metadata state that 320 env steps are trained (20 more than asked)")
+
+
+def test_cli_ppo_steps_256_trains_256(tmp_path, capsys):
+    from prm_critic.cli import main
+
+    out = tmp_path / "run"
+    rc = main(["train-policy", "--task", "Reacher-v5", "--algo", "ppo", "--steps", "256", "--seed", "0",
+               "--out", str(out), "--algo-kwargs", json.dumps(PPO_SMALL)])
+    text = capsys.readouterr().out
+    assert rc == 0 and "for 256 steps;" in text, text
+    assert json.loads((out / "policy.json").read_text())["extra"]["trained_steps"] == 256
+    correct(18, "prm-critic train-policy --algo ppo --steps 256", "trains and reports 256 env steps")
+
+
+def test_off_policy_budget_below_learning_starts_is_refused():
+    from prm_critic.sb3 import train_policy
+
+    with loud(18, "SAC with total_steps=50 and the default learning_starts=100", ValueError,
+              match=r"total_steps: 50 env steps do not get past learning_starts=100 of SAC: no gradient step would "
+                    r"run and the saved policy would be the untrained one; expected total_steps > 100"):
+        train_policy("Reacher-v5", algo="sac", total_steps=50, seed=0)
+
+
+def test_off_policy_rounding_with_several_envs_is_stated(tmp_path):
+    from prm_critic.sb3 import train_policy
+
+    with pytest.warns(UserWarning, match=r"total_steps=100: SAC trains in steps of train_freq \* n_envs = 3 env steps, "
+                                         r"so this run trains 102 env steps \(2 more than asked\)"):
+        model = train_policy("Reacher-v5", algo="sac", total_steps=100, n_envs=3, seed=0, log_dir=tmp_path,
+                             algo_kwargs=dict(learning_starts=60, batch_size=16, policy_kwargs=dict(net_arch=[8])))
+    assert model.num_timesteps == 102
+    assert json.loads((tmp_path / "policy.json").read_text())["extra"]["trained_steps"] == 102
+    correct(18, "SAC with n_envs=3 and total_steps=100", "a UserWarning and the saved metadata state 102 env steps")
+
+
+@settings(max_examples=200, deadline=None)
+@given(total=st.integers(2, 200_000), n_envs=st.integers(1, 16))
+def test_property_fitted_rollouts_add_up_to_the_budget(total, n_envs):
+    """Without n_steps, PPO's rollouts add up to the budget exactly, or nothing is fitted (and the run
+    states the rounding, see above); the fitted rollout stays within [512, 2048] per env when it is
+    more than one rollout."""
+    from prm_critic.sb3.train import fit_rollout
+
+    kw: dict = {}
+    fitted = fit_rollout(kw, "ppo", total, n_envs)
+    if fitted:
+        rollout = kw["n_steps"] * n_envs
+        assert total % rollout == 0 and rollout >= 2
+        assert kw["n_steps"] <= 2048 and (total // rollout == 1 or kw["n_steps"] >= 512)
+        assert kw.get("batch_size", 64) <= max(rollout, 2)
+    else:
+        assert kw == {}
+        assert total % n_envs or all((total // n_envs) % d for d in range(512, 2049)) or total // n_envs < 2
