@@ -193,12 +193,6 @@ def train_policy(task: "str | TaskSpec", *, algo: str = "sac", critic: Any = Non
         if her:
             ep = spec.max_episode_steps or _registered_max_steps(spec)
             kw.setdefault("learning_starts", max(int(algo_default(algo, "learning_starts")), (ep or 0) + 1))
-        starts = int(kw.get("learning_starts", algo_default(algo, "learning_starts")))
-        if total_steps <= starts:
-            raise ValueError(
-                f"total_steps: {total_steps} env steps do not get past learning_starts={starts} of "
-                f"{algo_class(algo).__name__}: no gradient step would run and the saved policy would be the "
-                f"untrained one; expected total_steps > {starts} (or algo_kwargs learning_starts < {total_steps})")
     else:
         fitted = fit_rollout(kw, algo, total_steps, n_envs)
     # load a path critic once and share it across the vector envs
@@ -213,6 +207,13 @@ def train_policy(task: "str | TaskSpec", *, algo: str = "sac", critic: Any = Non
     log_path = Path(log_dir) if log_dir is not None else None
     model = build_model(algo, venv, her=her, algo_kwargs=kw, seed=seed, verbose=verbose,
                         tensorboard_log=None)
+    starts = getattr(model, "learning_starts", None)  # off-policy only
+    if starts is not None and total_steps <= starts:
+        venv.close()
+        raise ValueError(
+            f"total_steps: {total_steps} env steps do not get past learning_starts={starts} of "
+            f"{type(model).__name__}: no gradient step would run and the saved policy would be the "
+            f"untrained one; expected total_steps > {starts} (or algo_kwargs learning_starts < {total_steps})")
     if log_path is not None:
         log_path.mkdir(parents=True, exist_ok=True)
         csv_log = log_path / "logs" / "progress.csv"
