@@ -100,3 +100,43 @@ def test_mean_progress_spec_exports_with_parity(tmp_path):
     np.testing.assert_allclose(got.success, ref.success, rtol=0, atol=1e-6)
     assert oc.spec.progress == "mean"
     env.close()
+
+
+def test_expression_spec_exports_with_parity(tmp_path):
+    """Subgoal points with constants and offsets (a real Reacher-v5 spec, ``b = 0`` and affine
+    expressions, an approach point with a constant ``behind``): the ONNX graph computes the same
+    progress and success as the numpy critic on real reaching rollouts and on random inputs."""
+    from prm_critic.robotics.spec import load_spec
+    from test_faults_spec import reacher_ik_action
+
+    spec = load_spec({
+        "task": {"name": "ReacherExpr", "env_id": "Reacher-v5", "critic_input": ["obs"],
+                 "success": {"source": "subgoals"}},
+        "subgoals": [
+            {"name": "near_target", "a": "(obs[8:10] + obs[4:6]) * 2 - [0.1, 0]", "b": "2 * obs[4:6] - [0.1, 0]",
+             "threshold": 0.1, "scale": 0.8},
+            {"name": "beside_target", "a": "obs[8:10] + obs[4:6]", "b": "obs[4:6] / 1", "behind": [0, 0],
+             "offset": 0.005, "threshold": 0.02, "scale": 0.4},
+            {"name": "at_target", "a": "obs[8:10]", "b": 0, "threshold": 0.01, "scale": 0.4},
+        ],
+    })
+    env = make_env(spec)
+    critic = SubgoalCritic(spec, env)
+    xs = []
+    for seed in range(3):
+        obs, _ = env.reset(seed=seed)
+        for _ in range(50):
+            xs.append(critic.layout.flatten(obs))
+            obs, *_ = env.step(reacher_ik_action(obs))
+    x = np.stack(xs).astype(np.float32)
+    ref = critic.score(x)
+    assert set(np.unique(ref.extra["subgoals_reached"])) >= {0.0, 1.0, 3.0}  # every stage visited
+    p = export_subgoal_critic(critic, tmp_path / "reacher_expr.onnx", parity_inputs=x)
+    oc = OnnxCritic(p, provider="cpu", env=env)
+    rnd = np.random.default_rng(2).uniform(-0.3, 0.3, (128, critic.obs_dim)).astype(np.float32)
+    for batch in (x, rnd):
+        want, got = critic.score(batch), oc.score(batch)
+        np.testing.assert_allclose(got.progress, want.progress, rtol=0, atol=1e-6)
+        np.testing.assert_allclose(got.success, want.success, rtol=0, atol=1e-6)
+    assert oc.spec == spec
+    env.close()

@@ -66,7 +66,7 @@ def test_approach_point_fields_are_checked():
         load_spec(_with_subgoal(behind="desired_goal", offset=0))
     with pytest.raises(SpecError, match=r"behind: approach points apply to kind 'distance' subgoals, got kind 'maze_path'"):
         load_spec(_with_subgoal(kind="maze_path", behind="desired_goal", offset=0.1))
-    with pytest.raises(SpecError, match=r"subgoals\[0\]\.behind: key 'goal' is not in critic_input"):
+    with pytest.raises(SpecError, match=r"subgoals\[0\]\.behind \(subgoal 'at_goal'\): in 'goal': key 'goal' is not in critic_input"):
         load_spec(_with_subgoal(behind="goal", offset=0.1))
 
 
@@ -245,8 +245,7 @@ def test_progress_from_precomputed_distances_matches_recomputed(name):
     # put some rows on the subgoals' targets so that every ladder stage is exercised
     for k in range(len(c.spec.subgoals)):
         rows = rng.choice(len(x), 5, replace=False)
-        ia = c.evaluator._idx[k][0]
-        x[rows, ia] = c.evaluator.target(x[rows], k)
+        x[rows] = c.evaluator.place(x[rows], k, c.evaluator.target(x[rows], k))
     x = x.astype(np.float32)  # what the critic scores (score() takes float32 batches)
     ev = c.evaluator
     d = ev.distances(x)

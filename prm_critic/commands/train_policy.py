@@ -24,7 +24,9 @@ def register(sub) -> None:
     p.add_argument("--her", action="store_true", help="HerReplayBuffer (off-policy algos, goal-conditioned tasks)")
     p.add_argument("--prune-threshold", type=float, default=None, help="dead-end pruning threshold (critic success)")
     p.add_argument("--prune-patience", type=int, default=None, help="dead-end pruning patience (steps)")
-    p.add_argument("--steps", type=int, required=True, help="env-step budget")
+    p.add_argument("--steps", type=int, required=True,
+                   help="env-step budget (PPO's n_steps is fitted to it unless given in --algo-kwargs; "
+                        "a budget the algorithm must round up is stated with the number trained)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--n-envs", type=int, default=1)
     p.add_argument("--eval-freq", type=int, default=None, help="evaluate on the unshaped env every N steps")
@@ -75,5 +77,8 @@ def run(args) -> int:
     )
     rows = model.prm_eval.rows if model.prm_eval is not None else []
     last = f", unshaped success {rows[-1]['success_rate']:.2f}" if rows else ""
-    print(f"trained {args.algo} on {args.task} for {model.num_timesteps} steps{last}; policy: {args.out}/policy.json")
+    asked = ""
+    if model.num_timesteps != args.steps:
+        asked = f" (--steps {args.steps}: {model.prm_config.get('budget_note', 'rounded up by the algorithm')})"
+    print(f"trained {args.algo} on {args.task} for {model.num_timesteps} steps{asked}{last}; policy: {args.out}/policy.json")
     return 0

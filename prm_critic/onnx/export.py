@@ -448,8 +448,9 @@ def _write(out: Path, data: bytes) -> Path:
 def _subgoal_module(critic):
     """Torch twin of ``SubgoalCritic.score`` for ``distance`` subgoals, computed in float64 like numpy::
 
-        t_k      = obs[b_k]  (or its approach point b_k + offset_k * unit(obs[b_k] - obs[behind_k]))
-        d_k      = ||obs[a_k] - t_k||,  holds_k = d_k < threshold_k
+        t_k      = b_k(obs)  (or its approach point b_k + offset_k * unit(b_k - behind_k(obs)))
+        d_k      = ||a_k(obs) - t_k||,  holds_k = d_k < threshold_k
+        (a_k, b_k, behind_k: the spec's affine expressions, the same operations as the numpy critic)
         m        = max_k (k + 1) * holds_k                       (0 if none holds)
         inside   = sum_k [m == k] * clip(1 - d_k / scale_k, 0, 1)
         progress = clip((m + inside) / n, 0, 1)
@@ -469,19 +470,22 @@ def _subgoal_module(critic):
         )
     if not subgoals:
         raise OnnxExportError(f"critic: spec {critic.spec.name!r} has no subgoals; nothing to export")
-    idx = [((ia.start, ia.stop), (ib.start, ib.stop)) for ia, ib in ev._idx]
-    behind = [None if ic is None else (ic.start, ic.stop, s.offset) for ic, s in zip(ev._behind, subgoals)]
+    from prm_critic.robotics.subgoals import eval_expr, map_consts
+
+    as_tensor = lambda v: torch.tensor(v, dtype=torch.float64)  # noqa: E731
+    exprs = [tuple(None if n is None else map_consts(n, as_tensor) for n in trio) for trio in ev.exprs]
+    offsets = [s.offset for s in subgoals]
     mean_mode = critic.spec.progress == "mean"
 
     def target(x, k):
-        (b0, b1), c = idx[k][1], behind[k]
-        b = x[:, b0:b1]
-        if c is None:
+        _, b_node, c_node = exprs[k]
+        b = eval_expr(b_node, x)
+        if c_node is None:
             return b
-        away = b - x[:, c[0]:c[1]]
+        away = b - eval_expr(c_node, x)
         norm = torch.sqrt((away ** 2).sum(dim=1, keepdim=True))
         unit = torch.where(norm > 0, away / torch.where(norm > 0, norm, torch.ones_like(norm)), torch.zeros_like(away))
-        return b + c[2] * unit
+        return b + offsets[k] * unit
 
     class SubgoalProgress(torch.nn.Module):
         def __init__(self):
@@ -492,8 +496,8 @@ def _subgoal_module(critic):
 
         def forward(self, obs):
             x = obs.to(torch.float64)
-            d = torch.stack([torch.sqrt(((x[:, a0:a1] - target(x, k)) ** 2).sum(dim=1))
-                             for k, ((a0, a1), _) in enumerate(idx)], dim=1)
+            d = torch.stack([torch.sqrt(((eval_expr(exprs[k][0], x) - target(x, k)) ** 2).sum(dim=1))
+                             for k in range(len(exprs))], dim=1)
             holds = (d < self.thr).to(torch.float64)
             m = (holds * self.rank).amax(dim=1)
             inside_k = torch.clamp(1.0 - d / self.scale, 0.0, 1.0)
@@ -516,14 +520,17 @@ def _subgoal_parity_inputs(critic, realistic: np.ndarray | None, seed: int = 0) 
     d = critic.obs_dim
     base = rng.uniform(-1.0, 1.0, (256, d))
     near = base.copy()
-    for k, (s, (ia, ib)) in enumerate(zip(critic.spec.subgoals, critic.evaluator._idx)):
-        n = ia.stop - ia.start
-        direction = rng.standard_normal((len(near), n))
+    ev = critic.evaluator
+    for k, s in enumerate(critic.spec.subgoals):
+        direction = rng.standard_normal((len(near), ev.widths[k]))
         direction /= np.linalg.norm(direction, axis=1, keepdims=True)
         dist = rng.uniform(0.0, 2.5 * max(s.threshold, s.scale), (len(near), 1))
         keep = rng.random(len(near)) < 0.7  # some rows keep their random (far) pair
         # place a within `dist` of the subgoal's target point (b, or the approach point b*)
-        near[keep, ia] = critic.evaluator.target(near, k)[keep] + (direction * dist)[keep]
+        try:
+            near[keep] = ev.place(near[keep], k, ev.target(near, k)[keep] + (direction * dist)[keep])
+        except ValueError:  # an `a` that cannot be solved for an observation slice: random rows only
+            pass
     sets = {"random_uniform": base, "subgoal_boundaries": near}
     if realistic is not None:
         sets["realistic_given"] = realistic

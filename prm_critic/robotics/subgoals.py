@@ -14,6 +14,10 @@ With ``progress = "mean"`` in the spec's ``[task]`` table, every subgoal counts 
 (no stage to fall back from when an earlier subgoal stops holding; the subgoals' order no longer
 matters).
 
+``a``, ``b`` and ``behind`` are affine expressions over the critic input
+(:class:`~prm_critic.robotics.spec.Expr`: key selections, constants, ``+``, ``-``, ``*`` / ``/`` by a
+constant), e.g. ``a = "obs[8:10]"``, ``b = 0`` for "the fingertip-to-target vector is zero".
+
 A ``distance`` subgoal with an approach point (``behind``, ``offset``) compares ``a`` with
 ``b* = b + offset * (b - behind) / ||b - behind||`` instead of ``b``.
 
@@ -31,9 +35,9 @@ import numpy as np
 
 from prm_critic.critic import BaseCritic, StepScores, as_obs_batch
 from prm_critic.robotics.make import CriticInputLayout
-from prm_critic.robotics.spec import SpecError, TaskSpec, load_spec
+from prm_critic.robotics.spec import SpecError, TaskSpec, expr_width, load_spec
 
-__all__ = ["MazeGeometry", "SubgoalEvaluator", "SubgoalCritic"]
+__all__ = ["MazeGeometry", "SubgoalEvaluator", "SubgoalCritic", "eval_expr", "map_consts"]
 
 
 class MazeGeometry:
@@ -138,6 +142,60 @@ class MazeGeometry:
         return self.scaling * (self.max_cells + 1)
 
 
+def _ref_slice(r, layout: CriticInputLayout, fail) -> tuple[int, int]:
+    """``(start, stop)`` in the flat critic input of the key selection ``r`` (an ``ObsExpr``)."""
+    if r.key not in layout.slices:
+        fail(f"key {r.key!r} is not in critic_input {list(layout.keys)}")
+    n = layout.sizes[r.key]
+    if (r.start is not None and not -n <= r.start < n) or (r.stop is not None and not -n <= r.stop <= n):
+        fail(f"{r} reaches outside {r.key!r}, which has size {n}; expected indices in [{-n}, {n}]")
+    idx = range(layout.slices[r.key].start, layout.slices[r.key].stop)[r.start:r.stop]
+    if len(idx) == 0:
+        fail(f"{r} selects nothing from {r.key!r} of size {n}")
+    return idx.start, idx.stop
+
+
+def _resolve(node: tuple, layout: CriticInputLayout, fail) -> tuple:
+    """``node`` with key selections turned into ``("slice", start, stop)`` of the flat critic input
+    and vector constants into float64 arrays."""
+    kind = node[0]
+    if kind == "const":
+        v = node[1]
+        return ("const", v if isinstance(v, float) else np.asarray(v, dtype=np.float64))
+    if kind == "ref":
+        return ("slice", *_ref_slice(node[1], layout, fail))
+    return (kind, *(_resolve(c, layout, fail) for c in node[1:]))
+
+
+def eval_expr(node: tuple, x):
+    """Value of a resolved expression node on a batch ``x`` ``(B, D)`` (numpy, or torch when the
+    constants were mapped to tensors by :func:`map_consts`): ``(B, w)``, or the constant itself."""
+    kind = node[0]
+    if kind == "const":
+        return node[1]
+    if kind == "slice":
+        return x[:, node[1]:node[2]]
+    if kind == "neg":
+        return -eval_expr(node[1], x)
+    left, right = eval_expr(node[1], x), eval_expr(node[2], x)
+    if kind == "add":
+        return left + right
+    if kind == "sub":
+        return left - right
+    if kind == "mul":
+        return left * right
+    return left / right
+
+
+def map_consts(node: tuple, fn) -> tuple:
+    """Copy of a resolved node with every vector constant passed through ``fn`` (e.g. ``torch.tensor``)."""
+    if node[0] == "const":
+        return node if isinstance(node[1], float) else ("const", fn(node[1]))
+    if node[0] == "slice":
+        return node
+    return (node[0], *(map_consts(c, fn) for c in node[1:]))
+
+
 class SubgoalEvaluator:
     """Batched subgoal states and progress for one spec and critic-input layout.
 
@@ -145,46 +203,109 @@ class SubgoalEvaluator:
         spec: the task spec.
         layout: where the spec's keys live in the critic-input vector.
         maze: geometry for ``maze_path`` subgoals (``MazeGeometry.from_env(env)``).
+
+    Raises:
+        SpecError: an expression reads a key that is not in the layout or reaches outside it, or
+            ``a``, ``b`` and ``behind`` have different widths (the error names the spec file, the
+            subgoal, the field and the text).
     """
 
     def __init__(self, spec: TaskSpec, layout: CriticInputLayout, maze: MazeGeometry | None = None):
         self.spec = spec
         self.layout = layout
         self.maze = maze
-        self._idx = [(layout.expr_index(s.a), layout.expr_index(s.b)) for s in spec.subgoals]
-        self._behind = [None if s.behind is None else layout.expr_index(s.behind) for s in spec.subgoals]
-        for s, (ia, ib), ic in zip(spec.subgoals, self._idx, self._behind):
-            if (ia.stop - ia.start) != (ib.stop - ib.start):
-                raise SpecError(f"subgoal {s.name!r}: a={s.a} and b={s.b} select different sizes")
-            if ic is not None and (ic.stop - ic.start) != (ib.stop - ib.start):
-                raise SpecError(f"subgoal {s.name!r}: behind={s.behind} and b={s.b} select different sizes")
+        #: per subgoal: resolved ``a``, ``b``, ``behind`` (or None) nodes, see :func:`eval_expr`
+        self.exprs: list[tuple[tuple, tuple, tuple | None]] = []
+        #: per subgoal: the width of the compared points
+        self.widths: list[int] = []
+        for s in spec.subgoals:
+            nodes, widths = {}, {}
+            for side in ("a", "b", "behind"):
+                e = getattr(s, side)
+                if e is None:
+                    continue
+
+                def fail(msg, side=side, e=e):
+                    raise SpecError(f"{s.field_where(side)}: in {str(e)!r}: {msg}")
+
+                def ref_width(r, fail=fail) -> int:
+                    i, j = _ref_slice(r, layout, fail)
+                    return j - i
+
+                nodes[side] = _resolve(e.node, layout, fail)
+                widths[side] = expr_width(e.node, ref_width, fail)
+            w = s.check_widths(widths)
             if s.kind == "maze_path":
                 if maze is None:
                     raise SpecError(f"subgoal {s.name!r}: kind 'maze_path' needs the maze (pass env or maze)")
-                if ia.stop - ia.start != 2:
-                    raise SpecError(f"subgoal {s.name!r}: maze_path compares 2-D positions, got size {ia.stop - ia.start}")
+                if w != 2:
+                    raise SpecError(f"{s.field_where('a')}: maze_path compares 2-D positions, got "
+                                    f"a = {str(s.a)!r} of width {w}")
+            self.exprs.append((nodes["a"], nodes["b"], nodes.get("behind")))
+            self.widths.append(int(w))
 
     @property
     def names(self) -> list[str]:
         return [s.name for s in self.spec.subgoals]
 
+    def point(self, x: np.ndarray, k: int, side: str) -> np.ndarray:
+        """Value of subgoal ``k``'s ``side`` (``"a"``, ``"b"`` or ``"behind"``) on ``x``, ``(B, width)``."""
+        x = np.asarray(x, dtype=np.float64)
+        node = self.exprs[k][("a", "b", "behind").index(side)]
+        if node is None:
+            raise ValueError(f"side: subgoal {self.spec.subgoals[k].name!r} has no {side!r}")
+        return np.broadcast_to(eval_expr(node, x), (x.shape[0], self.widths[k]))
+
     def target(self, x: np.ndarray, k: int) -> np.ndarray:
         """The point subgoal ``k`` compares ``a`` with: ``b``, or its approach point ``b*``, ``(B, size)``."""
-        b = x[:, self._idx[k][1]]
-        ic = self._behind[k]
-        if ic is None:
+        b = self.point(x, k, "b")
+        if self.exprs[k][2] is None:
             return b
-        away = b - x[:, ic]
+        away = b - self.point(x, k, "behind")
         norm = np.linalg.norm(away, axis=1, keepdims=True)
         unit = np.divide(away, norm, out=np.zeros_like(away), where=norm > 0)
         return b + self.spec.subgoals[k].offset * unit
 
+    def place(self, x: np.ndarray, k: int, point: np.ndarray) -> np.ndarray:
+        """Copy of ``x`` ``(B, D)`` with the observation part read by subgoal ``k``'s ``a`` moved so that
+        ``a == point`` (``(B, width)``): the first key selection in ``a`` that ``a`` depends on
+        element by element is solved for (``a = c * obs[i:j] + rest`` with ``c != 0``).
+
+        Raises:
+            ValueError: ``a`` is a constant or no key selection in it can be solved for.
+        """
+        x = np.array(x, dtype=np.float64, copy=True)
+        point = np.broadcast_to(np.asarray(point, dtype=np.float64), (x.shape[0], self.widths[k]))
+        slices = []
+
+        def walk(node):
+            if node[0] == "slice":
+                slices.append(node)
+            elif node[0] != "const":
+                for c in node[1:]:
+                    walk(c)
+
+        walk(self.exprs[k][0])
+        for _, i, j in slices:
+            zero, one = x.copy(), x.copy()
+            zero[:, i:j], one[:, i:j] = 0.0, 1.0
+            base = self.point(zero, k, "a")
+            coef = self.point(one, k, "a") - base
+            if np.any(coef == 0):
+                continue
+            trial = x.copy()
+            trial[:, i:j] = (point - base) / coef
+            if np.allclose(self.point(trial, k, "a"), point, rtol=1e-9, atol=1e-9):
+                return trial
+        raise ValueError(f"subgoal {self.spec.subgoals[k].name!r}: cannot solve a = {str(self.spec.subgoals[k].a)!r} "
+                         "for an observation slice")
+
     def distances(self, x: np.ndarray) -> np.ndarray:
         """Per-subgoal straight-line distances ``||a - b||`` (``b*`` for approach points), ``(B, n)``."""
         x = np.asarray(x, dtype=np.float64)
-        out = np.empty((x.shape[0], len(self._idx)))
-        for k, (ia, _) in enumerate(self._idx):
-            out[:, k] = np.linalg.norm(x[:, ia] - self.target(x, k), axis=1)
+        out = np.empty((x.shape[0], len(self.exprs)))
+        for k in range(len(self.exprs)):
+            out[:, k] = np.linalg.norm(self.point(x, k, "a") - self.target(x, k), axis=1)
         return out
 
     def holds(self, x: np.ndarray, distances: np.ndarray | None = None) -> np.ndarray:
@@ -211,30 +332,31 @@ class SubgoalEvaluator:
             h = self.holds(x, distances=distances)
         if self.spec.progress == "mean":
             close = np.empty((x.shape[0], n))
-            for k, (s, (ia, ib)) in enumerate(zip(self.spec.subgoals, self._idx)):
+            for k, s in enumerate(self.spec.subgoals):
                 if s.kind == "maze_path":
-                    geo, _ = self.maze.geodesic(x[:, ia], x[:, ib])
+                    geo, _ = self.maze.geodesic(self.point(x, k, "a"), self.point(x, k, "b"))
                     close[:, k] = 1.0 - geo / self.maze.geo_max
                 else:
-                    d = distances[:, k] if distances is not None else np.linalg.norm(x[:, ia] - self.target(x, k), axis=1)
+                    d = (distances[:, k] if distances is not None
+                         else np.linalg.norm(self.point(x, k, "a") - self.target(x, k), axis=1))
                     close[:, k] = 1.0 - d / s.scale
             close = np.where(h, 1.0, np.clip(close, 0.0, 1.0))
             return close.mean(axis=1)
         # m = 1 + highest index that holds
         m = np.where(h.any(axis=1), n - np.argmax(h[:, ::-1], axis=1), 0)
         inside = np.zeros(x.shape[0])
-        for k, (s, (ia, ib)) in enumerate(zip(self.spec.subgoals, self._idx)):
+        for k, s in enumerate(self.spec.subgoals):
             sel = m == k
             if not sel.any():
                 continue
             if s.kind == "maze_path":
-                geo, _ = self.maze.geodesic(x[sel][:, ia], x[sel][:, ib])
+                geo, _ = self.maze.geodesic(self.point(x[sel], k, "a"), self.point(x[sel], k, "b"))
                 inside[sel] = np.clip(1.0 - geo / self.maze.geo_max, 0.0, 1.0)
             else:
                 if distances is not None:
                     d = distances[sel, k]
                 else:
-                    d = np.linalg.norm(x[sel][:, ia] - self.target(x[sel], k), axis=1)
+                    d = np.linalg.norm(self.point(x[sel], k, "a") - self.target(x[sel], k), axis=1)
                 inside[sel] = np.clip(1.0 - d / s.scale, 0.0, 1.0)
         return np.clip((m + inside) / n, 0.0, 1.0)
 

@@ -14,6 +14,7 @@ import copy
 import inspect
 import json
 import os
+import warnings
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -21,7 +22,8 @@ from prm_critic._optional import require
 from prm_critic.robotics.spec import TaskSpec, load_spec
 from prm_critic.sb3.envs import SHAPING_MODES, check_prune, critic_reference, make_vec_train_env, resolve_critic
 
-__all__ = ["ALGOS", "algo_class", "algo_default", "check_algo_kwargs", "train_policy", "build_model", "predict"]
+__all__ = ["ALGOS", "algo_class", "algo_default", "check_algo_kwargs", "train_policy", "build_model", "predict",
+           "fit_rollout", "planned_steps"]
 
 #: Supported algorithms.
 ALGOS = ("sac", "tqc", "ppo")
@@ -122,7 +124,13 @@ def train_policy(task: "str | TaskSpec", *, algo: str = "sac", critic: Any = Non
         her: use ``HerReplayBuffer`` (off-policy algorithms, goal-conditioned tasks; not with
             ``shaping="subgoal"``, whose once-per-episode bonus cannot be relabelled).
         prune: ``None`` or ``dict(threshold=..., patience=...)`` for :class:`DeadEndPruner`.
-        total_steps: env-step budget (> 0).
+        total_steps: env-step budget (> 0). PPO trains in whole rollouts of ``n_steps * n_envs``
+            steps: without ``n_steps`` in ``algo_kwargs`` it is fitted so that the rollouts add up to
+            ``total_steps`` (:func:`fit_rollout`). Off-policy algorithms step all ``n_envs`` envs
+            ``train_freq`` times between budget checks. When the run cannot stop exactly at
+            ``total_steps``, a ``UserWarning`` states the number of steps it will train, also kept
+            in ``model.prm_config["budget_note"]`` and the saved policy's metadata; an off-policy
+            budget that does not get past ``learning_starts`` (no gradient step) is an error.
         seed: seed of the algorithm and the envs.
         n_envs: number of vector envs.
         eval_freq: evaluate on the unshaped env every ``eval_freq`` env steps (``None``: no eval).
@@ -146,7 +154,8 @@ def train_policy(task: "str | TaskSpec", *, algo: str = "sac", critic: Any = Non
             The run's configuration must match the checkpoint's (``total_steps`` aside).
 
     Returns:
-        The trained SB3 model. ``model.prm_config`` holds the run's JSON-able configuration.
+        The trained SB3 model. ``model.prm_config`` holds the run's JSON-able configuration, with
+        ``trained_steps`` (the env steps trained, ``model.num_timesteps``).
     """
     spec = load_spec(task)
     algo_class(algo)  # validates algo
@@ -182,12 +191,15 @@ def train_policy(task: "str | TaskSpec", *, algo: str = "sac", critic: Any = Non
     kw = copy.deepcopy(check_algo_kwargs(algo, algo_kwargs))  # SB3 mutates policy_kwargs in place
     gamma = float(kw.get("gamma", algo_default(algo, "gamma")))
     kw["gamma"] = gamma
+    fitted: list[str] = []  # arguments chosen here to fit the budget (not part of the resume config)
     if algo in OFF_POLICY:
         # the replay buffer never needs to hold more than the whole run
         kw.setdefault("buffer_size", int(min(max(total_steps, 1000), 1_000_000)))
         if her:
             ep = spec.max_episode_steps or _registered_max_steps(spec)
             kw.setdefault("learning_starts", max(int(algo_default(algo, "learning_starts")), (ep or 0) + 1))
+    else:
+        fitted = fit_rollout(kw, algo, total_steps, n_envs)
     # load a path critic once and share it across the vector envs
     is_subgoal = isinstance(critic, str) and critic == "subgoal"
     critic_obj = critic if (critic is None or is_subgoal) else resolve_critic(critic, spec)
@@ -200,6 +212,13 @@ def train_policy(task: "str | TaskSpec", *, algo: str = "sac", critic: Any = Non
     log_path = Path(log_dir) if log_dir is not None else None
     model = build_model(algo, venv, her=her, algo_kwargs=kw, seed=seed, verbose=verbose,
                         tensorboard_log=None)
+    starts = getattr(model, "learning_starts", None)  # off-policy only
+    if starts is not None and total_steps <= starts:
+        venv.close()
+        raise ValueError(
+            f"total_steps: {total_steps} env steps do not get past learning_starts={starts} of "
+            f"{type(model).__name__}: no gradient step would run and the saved policy would be the "
+            f"untrained one; expected total_steps > {starts} (or algo_kwargs learning_starts < {total_steps})")
     if log_path is not None:
         log_path.mkdir(parents=True, exist_ok=True)
         csv_log = log_path / "logs" / "progress.csv"
@@ -235,7 +254,8 @@ def train_policy(task: "str | TaskSpec", *, algo: str = "sac", critic: Any = Non
 
         state_dir = log_path / "resume"
         run_config = {**{k: v for k, v in model.prm_config.items() if k != "total_steps"},
-                      "algo_kwargs": _json_kwargs({k: v for k, v in kw.items() if k != "buffer_size"})[0]}
+                      "algo_kwargs": _json_kwargs({k: v for k, v in kw.items()
+                                                   if k != "buffer_size" and k not in fitted})[0]}
         run_config = json.loads(json.dumps(run_config))
         state = latest_training_state(state_dir) if resume else None
         if state is not None:
@@ -256,7 +276,13 @@ def train_policy(task: "str | TaskSpec", *, algo: str = "sac", critic: Any = Non
             cbs.append(TrainingStateCheckpoint(state_dir, save_freq=checkpoint_freq, extra_fn=extra))
     remaining = total_steps - int(model.num_timesteps)
     if remaining > 0:
+        planned = int(model.num_timesteps) + planned_steps(model, remaining)
+        if planned != total_steps:
+            note = budget_note(model, total_steps, planned)
+            model.prm_config["budget_note"] = note
+            warnings.warn(note, UserWarning, stacklevel=2)
         model.learn(total_timesteps=remaining, callback=cbs, reset_num_timesteps=not model.prm_resumed_from)
+    model.prm_config["trained_steps"] = int(model.num_timesteps)
     model.prm_stats = stats
     model.prm_eval = evaluator
     if log_path is not None:
@@ -265,6 +291,69 @@ def train_policy(task: "str | TaskSpec", *, algo: str = "sac", critic: Any = Non
         save_policy(log_path / "policy", model, spec=spec, algo=algo, her=her, algo_kwargs=kw,
                     extra=model.prm_config)
     return model
+
+
+def fit_rollout(kw: dict[str, Any], algo: str, total_steps: int, n_envs: int) -> list[str]:
+    """Fit an on-policy algorithm's rollout to the budget, in place; return the arguments set here.
+
+    PPO trains in whole rollouts of ``n_steps * n_envs`` env steps, so ``learn(total_steps)`` runs
+    ``ceil(total_steps / (n_steps * n_envs))`` of them. When ``n_steps`` is not given it is set so
+    that the rollouts add up to ``total_steps`` exactly: ``total_steps / n_envs`` when that is at most
+    the default (2048), else the largest divisor of it between 512 and 2048. ``batch_size`` (not
+    given) becomes ``min(default, n_steps * n_envs)``. When no such ``n_steps`` exists (``total_steps``
+    not a multiple of ``n_envs``, or no divisor in range) nothing is changed and :func:`train_policy`
+    states the number of steps that will be trained."""
+    fitted: list[str] = []
+    if "n_steps" in kw or total_steps % n_envs:
+        return fitted
+    default = int(algo_default(algo, "n_steps"))
+    per_env = total_steps // n_envs
+    if per_env <= default:
+        n_steps = per_env
+    else:
+        n_steps = next((d for d in range(default, default // 4 - 1, -1) if per_env % d == 0), None)
+    if n_steps is None or n_steps * n_envs < 2:  # SB3 needs a rollout of 2 steps or more
+        return fitted
+    kw["n_steps"] = n_steps
+    fitted.append("n_steps")
+    if "batch_size" not in kw and n_steps * n_envs < int(algo_default(algo, "batch_size")):
+        kw["batch_size"] = n_steps * n_envs
+        fitted.append("batch_size")
+    return fitted
+
+
+def _chunk(model) -> int | None:
+    """Env steps the algorithm collects between two checks of the budget (``None``: per episode)."""
+    n_envs = int(model.n_envs)
+    if hasattr(model, "n_steps") and hasattr(model, "rollout_buffer"):  # on-policy
+        return int(model.n_steps) * n_envs
+    tf = getattr(model, "train_freq", None)
+    if tf is None:
+        return n_envs
+    unit = getattr(getattr(tf, "unit", None), "value", "step")
+    return int(tf.frequency) * n_envs if unit == "step" else None
+
+
+def planned_steps(model, remaining: int) -> int:
+    """Env steps ``model.learn(remaining)`` will run: ``remaining`` rounded up to whole rollouts
+    (on-policy: ``n_steps * n_envs``; off-policy: ``train_freq * n_envs``)."""
+    chunk = _chunk(model)
+    if chunk is None:  # train_freq in episodes: rounded up to whole episodes, not known in advance
+        return remaining
+    return -(-remaining // chunk) * chunk
+
+
+def budget_note(model, total_steps: int, planned: int) -> str:
+    name = type(model).__name__
+    chunk = _chunk(model)
+    if hasattr(model, "rollout_buffer"):
+        how = f"whole rollouts of n_steps * n_envs = {model.n_steps} * {model.n_envs} = {chunk} env steps"
+        fix = f"make total_steps a multiple of {chunk} or set algo_kwargs n_steps"
+    else:
+        how = f"steps of train_freq * n_envs = {chunk} env steps"
+        fix = f"make total_steps a multiple of {chunk}"
+    return (f"total_steps={total_steps}: {name} trains in {how}, so this run trains {planned} env steps "
+            f"({planned - total_steps} more than asked); {fix}")
 
 
 def _check_resume_config(saved: Mapping[str, Any], now: Mapping[str, Any], where: Path) -> None:
