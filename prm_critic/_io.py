@@ -54,7 +54,7 @@ def resolve_inside(folder: "str | os.PathLike", name: object, *, what: str) -> P
         raise UnsafePathError(f"{what}: {name!r} contains a NUL byte or a backslash; {expected}")
     posix, win = PurePosixPath(name), PureWindowsPath(name)
     if posix.is_absolute() or win.is_absolute() or win.drive:
-        raise UnsafePathError(f"{what}: {name!r} is an absolute path; {expected}")
+        raise UnsafePathError(f"{what}: {name!r} is an absolute path (or names a drive); {expected}")
     if any(part == ".." for part in posix.parts):
         raise UnsafePathError(f"{what}: {name!r} leaves its folder (a '..' component); {expected}")
     return Path(folder) / posix
