@@ -15,12 +15,12 @@ actually running the graph is ``.provider``. onnxruntime falls back to CPU when 
 cannot load; prm-critic then warns with onnxruntime's reason (usually missing CUDA / cuDNN
 libraries), and ``strict=True`` turns that into an error: the strict chain is the GPU provider(s)
 alone with ``session.disable_cpu_ep_fallback``, and the error says whether the provider failed to
-load (and why) or loaded but cannot run every node.
+load (and why) or loaded but cannot run every node. A tiny MLP is launch-bound on a GPU: for
+batch-1 control loops the CPU provider is usually the fastest.
 
 Before any session is built the file's bytes are checked: a well-formed model, no tensor in
 external data files, the prm-critic format, and the content hash written at export (metadata
-``prm_critic.sha256``); the session is then built from those same bytes. A tiny MLP is launch-bound on a GPU: for batch-1 control
-loops the CPU provider is usually the fastest.
+``prm_critic.sha256``); the session is then built from those same bytes.
 
 An instance is not meant to be shared between threads that call it at the same time (the batch-1
 buffers are shared); calls are serialised with a lock.
