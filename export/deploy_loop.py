@@ -35,9 +35,17 @@ DEMO = HERE / "demo_fetchpush.b1.onnx"
 
 
 def demo_critic(path: Path) -> Path:
-    """Export an untrained FetchPush-sized critic (normaliser fitted on real observations) once."""
+    """Export an untrained FetchPush-sized critic (normaliser fitted on real observations) once; again
+    when the file on disk does not pass the load checks (e.g. exported by an older version, no hash)."""
     if path.is_file():
-        return path
+        from prm_critic.onnx._meta import FORMAT, check_model_bytes
+        from prm_critic.onnx.runtime import OnnxModelError
+
+        try:
+            check_model_bytes(path.read_bytes(), str(path), fmt=FORMAT, error=OnnxModelError)
+            return path
+        except OnnxModelError as exc:
+            print(f"re-exporting the demo critic: {exc}")
     import torch
 
     from prm_critic.models.state_critic import StateCriticNet

@@ -1,12 +1,13 @@
-"""Atomic file writes: a kill never leaves a half-written file behind."""
+"""File helpers: atomic writes (a kill never leaves a half-written file behind) and file names
+read from JSON kept inside their folder."""
 
 from __future__ import annotations
 
 import os
 import tempfile
-from pathlib import Path
+from pathlib import Path, PurePosixPath, PureWindowsPath
 
-__all__ = ["atomic_write_bytes"]
+__all__ = ["atomic_write_bytes", "resolve_inside", "UnsafePathError"]
 
 # the process umask, read once at import (os.umask can only be read by setting it)
 _UMASK = os.umask(0o022)
@@ -29,3 +30,31 @@ def atomic_write_bytes(path: "str | os.PathLike", data: bytes) -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+class UnsafePathError(ValueError):
+    """A file name read from a document points outside the folder it must stay in."""
+
+
+def resolve_inside(folder: "str | os.PathLike", name: object, *, what: str) -> Path:
+    """``folder / name`` for a relative file name read from a document (a checkpoint JSON, a manifest).
+
+    ``name`` must be a non-empty relative path that stays inside ``folder``: absolute paths, drive
+    letters, ``..`` components, backslashes and NUL bytes are refused. ``what`` names the document
+    and the field (``"'weights' in /runs/critic.json"``) for the error message. Symbolic links are not
+    followed: a link inside ``folder`` is the user's choice, a ``../`` in a document is not.
+
+    Raises:
+        UnsafePathError: naming ``what``, the value and what was expected.
+    """
+    expected = f"expected a relative file name inside {str(folder)!r}"
+    if not isinstance(name, str) or not name.strip():
+        raise UnsafePathError(f"{what}: got {name!r}; {expected}")
+    if "\x00" in name or "\\" in name:
+        raise UnsafePathError(f"{what}: {name!r} contains a NUL byte or a backslash; {expected}")
+    posix, win = PurePosixPath(name), PureWindowsPath(name)
+    if posix.is_absolute() or win.is_absolute() or win.drive:
+        raise UnsafePathError(f"{what}: {name!r} is an absolute path (or names a drive); {expected}")
+    if any(part == ".." for part in posix.parts):
+        raise UnsafePathError(f"{what}: {name!r} leaves its folder (a '..' component); {expected}")
+    return Path(folder) / posix

@@ -2,10 +2,16 @@
 and metadata). No pickle anywhere.
 
 A checkpoint path may name the ``.safetensors`` file, the ``.json`` file, or the common stem.
+
+Integrity: the JSON records ``weights_sha256``, the SHA-256 of the ``.safetensors`` file's bytes, and
+:func:`load_state_critic` checks it before reading the weights, so one changed byte in the weights
+file is an error naming the file, never a critic with different scores. A checkpoint written by an
+older version (no hash) is refused unless ``allow_unverified=True``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -15,17 +21,19 @@ try:
     from safetensors import SafetensorError as _SafetensorsError
 except ImportError:  # pragma: no cover - older safetensors
     _SafetensorsError = Exception
-from safetensors.torch import load_file
+from safetensors.torch import load
 from safetensors.torch import save as save_bytes
 
 from prm_critic import __version__
 from prm_critic._io import atomic_write_bytes
 from prm_critic.models.state_critic import StateCriticNet, TorchStateCritic
 
-__all__ = ["CheckpointError", "save_state_critic", "load_state_critic", "checkpoint_paths", "atomic_write_bytes"]
+__all__ = ["CheckpointError", "save_state_critic", "load_state_critic", "checkpoint_paths", "atomic_write_bytes",
+           "sha256_bytes", "check_sha256"]
 
 FORMAT = "prm-critic/state-critic"
-FORMAT_VERSION = 1
+#: 2: the JSON records ``weights_sha256`` (1: no hash)
+FORMAT_VERSION = 2
 
 
 class CheckpointError(ValueError):
@@ -40,24 +48,63 @@ def checkpoint_paths(path: str | os.PathLike) -> tuple[Path, Path]:
     return p.with_suffix(".safetensors"), p.with_suffix(".json")
 
 
+def sha256_bytes(data: bytes) -> str:
+    """Hex SHA-256 of ``data``."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def check_sha256(data: bytes, expected: Any, *, file: Path, doc: Path, field: str, allow_unverified: bool) -> None:
+    """Check ``data`` (the bytes of ``file``) against the hash ``expected`` read from ``doc[field]``.
+
+    ``expected=None``: a checkpoint from an older version; refused unless ``allow_unverified``.
+
+    Raises:
+        CheckpointError: no hash (and not ``allow_unverified``), a malformed hash, or a mismatch.
+    """
+    if expected is None:
+        if allow_unverified:
+            return
+        raise CheckpointError(
+            f"checkpoint: {str(doc)!r} records no {field!r} for {file.name} (written by an older prm-critic), so a "
+            "damaged weights file cannot be detected; load it once with allow_unverified=True and save it again "
+            "with this version (or pass allow_unverified=True to accept it unchecked)"
+        )
+    if not isinstance(expected, str) or len(expected) != 64 or any(c not in "0123456789abcdef" for c in expected):
+        raise CheckpointError(f"checkpoint: {str(doc)!r} field {field!r} is {expected!r}; expected a 64-digit hex SHA-256")
+    actual = sha256_bytes(data)
+    if actual != expected:
+        raise CheckpointError(
+            f"checkpoint: {str(file)!r} is corrupt or was modified after saving: its SHA-256 is {actual}, but "
+            f"{doc.name} field {field!r} records {expected}"
+        )
+
+
 def save_state_critic(path: str | os.PathLike, net: StateCriticNet, meta: dict[str, Any] | None = None) -> Path:
     """Save ``net`` and ``meta`` (JSON-serialisable) as a checkpoint; returns the weights path."""
     w, j = checkpoint_paths(path)
     tensors = {k: v.detach().contiguous().cpu() for k, v in net.state_dict().items()}
-    atomic_write_bytes(w, save_bytes(tensors, metadata={"format": FORMAT}))
+    data = save_bytes(tensors, metadata={"format": FORMAT})
+    atomic_write_bytes(w, data)
     doc = {"format": FORMAT, "format_version": FORMAT_VERSION, "prm_critic_version": __version__,
-           "net": net.config(), "meta": meta or {}}
+           "weights_sha256": sha256_bytes(data), "net": net.config(), "meta": meta or {}}
     atomic_write_bytes(j, json.dumps(doc, indent=2, sort_keys=True).encode())
     return w
 
 
-def load_state_critic(path: str | os.PathLike) -> TorchStateCritic:
+def load_state_critic(path: str | os.PathLike, *, allow_unverified: bool = False) -> TorchStateCritic:
     """Load a checkpoint written by :func:`save_state_critic`.
+
+    The weights file's SHA-256 is checked against ``weights_sha256`` in the JSON before the weights
+    are read. ``allow_unverified=True`` accepts a checkpoint without a hash (written by an older
+    version); a hash that does not match is refused regardless.
 
     Raises:
         FileNotFoundError: a file of the pair is missing (the message names it).
-        CheckpointError: the JSON or the weights are corrupt or belong to something else.
+        CheckpointError: the JSON or the weights are corrupt (hash mismatch), were written by a newer
+            version, have no hash (unless ``allow_unverified``), or belong to something else.
     """
+    if not isinstance(allow_unverified, bool):
+        raise TypeError(f"allow_unverified: expected a bool, got {allow_unverified!r}")
     w, j = checkpoint_paths(path)
     for f in (j, w):
         if not f.is_file():
@@ -68,12 +115,20 @@ def load_state_critic(path: str | os.PathLike) -> TorchStateCritic:
         raise CheckpointError(f"checkpoint: {str(j)!r} is not valid JSON ({exc})") from exc
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise CheckpointError(f"checkpoint: {str(j)!r} is not a prm-critic state critic (format {doc.get('format') if isinstance(doc, dict) else None!r}, expected {FORMAT!r})")
+    version = doc.get("format_version")
+    if isinstance(version, bool) or not isinstance(version, int) or not 1 <= version <= FORMAT_VERSION:
+        raise CheckpointError(
+            f"checkpoint: {str(j)!r} has format_version {version!r}; this prm-critic reads 1 to {FORMAT_VERSION} "
+            "(a newer checkpoint needs a newer prm-critic)"
+        )
     try:
         net = StateCriticNet(**doc["net"])
     except (KeyError, TypeError, ValueError) as exc:
         raise CheckpointError(f"checkpoint: {str(j)!r} has an invalid 'net' config: {exc}") from exc
+    data = w.read_bytes()
+    check_sha256(data, doc.get("weights_sha256"), file=w, doc=j, field="weights_sha256", allow_unverified=allow_unverified)
     try:
-        tensors = load_file(str(w))
+        tensors = load(data)
     except (_SafetensorsError, OSError, ValueError) as exc:
         raise CheckpointError(f"checkpoint: {str(w)!r} is corrupt or not a safetensors file ({exc})") from exc
     try:

@@ -6,7 +6,8 @@ import json
 from typing import Any, Mapping
 
 __all__ = ["FORMAT", "FORMAT_VERSION", "INPUT_NAME", "OUTPUT_NAME", "DEFAULT_OPSET", "RTOL", "ATOL",
-           "LABEL_SEMANTICS", "JSON_KEYS", "INT_KEYS", "OnnxExportError", "decode_metadata"]
+           "LABEL_SEMANTICS", "JSON_KEYS", "INT_KEYS", "OnnxExportError", "decode_metadata",
+           "HASH_KEY", "scan_onnx", "seal", "check_model_bytes"]
 
 FORMAT = "prm-critic/state-critic-onnx"
 FORMAT_VERSION = 1
@@ -52,3 +53,199 @@ def decode_metadata(raw: Mapping[str, str]) -> dict[str, Any]:
         if out.get(k) == "":
             out[k] = None
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Integrity and single-file checks, without the ``onnx`` package (deploy boxes have onnxruntime only)
+# ---------------------------------------------------------------------------------------------
+
+#: metadata key of the content hash every exported critic carries
+HASH_KEY = "prm_critic.sha256"
+_HASH_LEN = 64
+_PLACEHOLDER = "0" * _HASH_LEN
+
+# protobuf field numbers of the ONNX messages walked below (onnx.proto)
+_MODEL, _GRAPH, _NODE, _ATTR, _TENSOR, _SPARSE, _FUNCTION, _TRAINING = range(8)
+_CHILDREN = {
+    _MODEL: {7: _GRAPH, 20: _TRAINING, 25: _FUNCTION},
+    _GRAPH: {1: _NODE, 5: _TENSOR, 15: _SPARSE},
+    _NODE: {5: _ATTR},
+    _ATTR: {5: _TENSOR, 6: _GRAPH, 10: _TENSOR, 11: _GRAPH, 22: _SPARSE, 23: _SPARSE},
+    _SPARSE: {1: _TENSOR, 2: _TENSOR},
+    _FUNCTION: {7: _NODE},
+    _TRAINING: {1: _GRAPH, 2: _GRAPH},
+    _TENSOR: {},
+}
+_MODEL_METADATA, _TENSOR_NAME, _TENSOR_EXTERNAL_DATA, _TENSOR_DATA_LOCATION = 14, 8, 13, 14
+
+
+class _Malformed(ValueError):
+    pass
+
+
+def _varint(buf: memoryview, i: int, end: int) -> tuple[int, int]:
+    out = shift = 0
+    while True:
+        if i >= end or shift > 63:
+            raise _Malformed(f"truncated or overlong varint at byte {i}")
+        b = buf[i]
+        i += 1
+        out |= (b & 0x7F) << shift
+        if b < 0x80:
+            return out, i
+        shift += 7
+
+
+def _fields(buf: memoryview, start: int, end: int):
+    """``(field, wire_type, value_or_start, end_or_None)`` for each field of one protobuf message."""
+    i = start
+    while i < end:
+        key, i = _varint(buf, i, end)
+        field, wire = key >> 3, key & 7
+        if field == 0:
+            raise _Malformed(f"field number 0 at byte {i}")
+        if wire == 0:
+            val, i = _varint(buf, i, end)
+            yield field, wire, val, None
+        elif wire == 2:
+            n, i = _varint(buf, i, end)
+            if i + n > end:
+                raise _Malformed(f"field {field} runs past its message ({i + n} > {end})")
+            yield field, wire, i, i + n
+            i += n
+        elif wire in (1, 5):
+            i += 8 if wire == 1 else 4
+        else:
+            raise _Malformed(f"unsupported wire type {wire} at byte {i}")
+    if i != end:
+        raise _Malformed(f"message overruns its end ({i} > {end})")
+
+
+class OnnxScan:
+    """What :func:`scan_onnx` read from a serialized model: metadata, its byte spans, external tensors."""
+
+    def __init__(self) -> None:
+        self.props: dict[str, str] = {}
+        self.spans: dict[str, tuple[int, int]] = {}
+        self.duplicates: list[str] = []
+        self.external: list[str] = []
+
+
+def scan_onnx(data: bytes) -> OnnxScan:
+    """Walk a serialized ``ModelProto`` without the ``onnx`` package.
+
+    Collects the metadata map (``metadata_props``) with the byte span of every value, and the names
+    of tensors stored as external data (initializers, sparse initializers, ``Constant`` values,
+    nested graphs, functions, training graphs).
+
+    Raises:
+        ValueError: the bytes are not a well-formed protobuf message.
+    """
+    buf = memoryview(data)
+    scan = OnnxScan()
+
+    def walk(kind: int, start: int, end: int, depth: int) -> None:
+        if depth > 64:
+            raise _Malformed("messages nested deeper than 64 levels")
+        children = _CHILDREN[kind]
+        name = None
+        external = False
+        for field, wire, a, b in _fields(buf, start, end):
+            if kind == _TENSOR:
+                if field == _TENSOR_NAME and wire == 2:
+                    name = bytes(buf[a:b]).decode("utf-8", "replace")
+                elif field == _TENSOR_EXTERNAL_DATA and wire == 2:
+                    external = True
+                elif field == _TENSOR_DATA_LOCATION and wire == 0 and a == 1:  # TensorProto.EXTERNAL
+                    external = True
+            elif kind == _MODEL and field == _MODEL_METADATA and wire == 2:
+                key = value = None
+                span = (a, a)
+                for f2, w2, c, d in _fields(buf, a, b):
+                    if f2 == 1 and w2 == 2:
+                        key = bytes(buf[c:d]).decode("utf-8")
+                    elif f2 == 2 and w2 == 2:
+                        value, span = bytes(buf[c:d]).decode("utf-8"), (c, d)
+                if key is not None:
+                    if key in scan.props:
+                        scan.duplicates.append(key)
+                    scan.props[key] = "" if value is None else value
+                    scan.spans[key] = span
+            elif field in children and wire == 2:
+                walk(children[field], a, b, depth + 1)
+        if external:
+            scan.external.append(name or "<unnamed tensor>")
+
+    try:
+        walk(_MODEL, 0, len(buf), 0)
+    except UnicodeDecodeError as exc:
+        raise _Malformed(f"metadata is not UTF-8 ({exc})") from exc
+    return scan
+
+
+def _digest(data: bytes, span: tuple[int, int]) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    h.update(memoryview(data)[: span[0]])
+    h.update(_PLACEHOLDER.encode())
+    h.update(memoryview(data)[span[1]:])
+    return h.hexdigest()
+
+
+def seal(data: bytes) -> bytes:
+    """Write the content hash into a serialized model whose metadata holds ``HASH_KEY = "0" * 64``.
+
+    The hash is the SHA-256 of the file with the 64 hex characters of that value set to ``"0"``,
+    so it covers every byte of the graph, its weights and the rest of its metadata.
+    """
+    scan = scan_onnx(data)
+    span = scan.spans.get(HASH_KEY)
+    if span is None or scan.props[HASH_KEY] != _PLACEHOLDER or HASH_KEY in scan.duplicates:
+        raise OnnxExportError(f"export: metadata {HASH_KEY!r} must hold one {_HASH_LEN}-zero placeholder before sealing")
+    return bytes(data[: span[0]]) + _digest(data, span).encode() + bytes(data[span[1]:])
+
+
+def check_model_bytes(data: bytes, where: str, *, fmt: str, error: type[Exception], allow_unverified: bool = False) -> dict[str, str]:
+    """Check a serialized exported critic before any inference session is built; its raw metadata.
+
+    In order: a well-formed model, no tensor stored as external data, the prm-critic ``fmt``, and the
+    content hash (``HASH_KEY``; see :func:`seal`). ``allow_unverified=True`` accepts a file without
+    a hash (exported by an older prm-critic); a hash that does not match is always an error.
+
+    Raises:
+        ``error``: naming ``where``, what was found and what was expected.
+    """
+    try:
+        scan = scan_onnx(data)
+    except ValueError as exc:
+        raise error(f"path: {where!r} is corrupt or not an ONNX model ({exc})") from exc
+    if scan.external:
+        raise error(
+            f"path: {where!r} keeps tensors {scan.external[:5]} in external data files; expected one self-contained "
+            "file (prm-critic exports never use external data, and it refuses to read files named inside a model)"
+        )
+    got_fmt = scan.props.get("prm_critic.format")
+    if got_fmt != fmt:
+        raise error(
+            f"path: {where!r} is an ONNX model but not an exported prm-critic critic "
+            f"(metadata 'prm_critic.format' is {got_fmt!r}, expected {fmt!r})"
+        )
+    if HASH_KEY in scan.duplicates:
+        raise error(f"path: {where!r} has metadata {HASH_KEY!r} more than once; the file was altered, re-export it")
+    stored = scan.props.get(HASH_KEY)
+    if stored is None:
+        if not allow_unverified:
+            raise error(
+                f"path: {where!r} has no content hash (metadata {HASH_KEY!r}): it was exported by an older prm-critic "
+                "(or the entry was removed), so a damaged file cannot be detected. Re-export it with this version, "
+                "or pass allow_unverified=True to load it unchecked"
+            )
+        return scan.props
+    actual = _digest(data, scan.spans[HASH_KEY])
+    if stored != actual:
+        raise error(
+            f"path: {where!r} is corrupt or was modified after export: its content hash is {actual}, but its "
+            f"metadata {HASH_KEY!r} records {stored!r}; re-export it"
+        )
+    return scan.props

@@ -17,6 +17,10 @@ Every export runs ``onnx.checker.check_model`` and compares onnxruntime against 
 realistic inputs (``rtol=1e-4, atol=1e-5``); a mismatch raises :class:`OnnxExportError` and leaves no
 file behind. The file is written atomically (temp file + ``os.replace``) and never has a ``.data``
 sidecar (weights are stored inline; an export that would need external data is an error).
+
+Every file carries its content hash in the metadata (``prm_critic.sha256``: the SHA-256 of the file
+with those 64 hex characters set to ``"0"``), so a single changed byte anywhere in the weights, the
+graph or the metadata is refused by :class:`~prm_critic.onnx.OnnxCritic` before a session is built.
 """
 
 from __future__ import annotations
@@ -41,12 +45,14 @@ from prm_critic.onnx._meta import (
     DEFAULT_OPSET,
     FORMAT,
     FORMAT_VERSION,
+    HASH_KEY,
     INPUT_NAME,
     LABEL_SEMANTICS,
     OUTPUT_NAME,
     RTOL,
     OnnxExportError,
     decode_metadata,
+    seal,
 )
 
 __all__ = [
@@ -415,7 +421,8 @@ def strip_stack_traces(proto) -> int:
 
 
 def _finalize(proto, props: Mapping[str, str], opset: int) -> bytes:
-    """Check single-file + opset, strip stack traces, set the metadata, run the checker; the serialized model."""
+    """Check single-file + opset, strip stack traces, set the metadata, run the checker; the serialized
+    model, sealed with its content hash (metadata ``prm_critic.sha256``, checked by every load)."""
     onnx = require("onnx")
     from onnx.external_data_helper import uses_external_data
 
@@ -427,14 +434,14 @@ def _finalize(proto, props: Mapping[str, str], opset: int) -> bytes:
     opsets = {o.domain: o.version for o in proto.opset_import}
     if opsets.get("", opsets.get("ai.onnx")) != opset:
         raise OnnxExportError(f"export: the graph has opset {opsets}, expected default-domain opset {opset}")
-    onnx.helper.set_model_props(proto, dict(props))
+    onnx.helper.set_model_props(proto, {**props, HASH_KEY: "0" * 64})
     proto.producer_name = "prm-critic"
     proto.producer_version = __version__
     try:
         onnx.checker.check_model(proto, full_check=True)
     except onnx.checker.ValidationError as exc:
         raise OnnxExportError(f"export: onnx.checker rejected the exported graph: {exc}") from exc
-    return proto.SerializeToString()
+    return seal(proto.SerializeToString())
 
 
 def _write(out: Path, data: bytes) -> Path:

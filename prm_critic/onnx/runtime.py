@@ -11,10 +11,16 @@ shared with other processes (at some cost in latency).
 
 Providers: ``"cpu"``, ``"cuda"``, ``"tensorrt"`` or ``"auto"`` (CUDA when onnxruntime offers it,
 else CPU; TensorRT only when asked for, because it builds an engine at load time). The provider
-actually running the graph is ``.provider``. onnxruntime silently falls back to CPU when a GPU
-provider cannot load; ``strict=True`` turns that into an error (``session.disable_cpu_ep_fallback``
-and a check of ``get_providers()[0]``). A tiny MLP is launch-bound on a GPU: for batch-1 control
-loops the CPU provider is usually the fastest.
+actually running the graph is ``.provider``. onnxruntime falls back to CPU when a GPU provider
+cannot load; prm-critic then warns with onnxruntime's reason (usually missing CUDA / cuDNN
+libraries), and ``strict=True`` turns that into an error: the strict chain is the GPU provider(s)
+alone with ``session.disable_cpu_ep_fallback``, and the error says whether the provider failed to
+load (and why) or loaded but cannot run every node. A tiny MLP is launch-bound on a GPU: for
+batch-1 control loops the CPU provider is usually the fastest.
+
+Before any session is built the file's bytes are checked: a well-formed model, no tensor in
+external data files, the prm-critic format, and the content hash written at export (metadata
+``prm_critic.sha256``); the session is then built from those same bytes.
 
 An instance is not meant to be shared between threads that call it at the same time (the batch-1
 buffers are shared); calls are serialised with a lock.
@@ -22,8 +28,12 @@ buffers are shared); calls are serialised with a lock.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
+import re
+import sys
+import tempfile
 import threading
 import warnings
 from pathlib import Path
@@ -33,7 +43,7 @@ import numpy as np
 
 from prm_critic._optional import require
 from prm_critic.critic import BaseCritic, StepScores, as_obs_batch
-from prm_critic.onnx._meta import FORMAT, INPUT_NAME, OUTPUT_NAME, decode_metadata
+from prm_critic.onnx._meta import FORMAT, INPUT_NAME, OUTPUT_NAME, check_model_bytes, decode_metadata
 
 __all__ = ["OnnxCritic", "OnnxModelError", "installed_runtimes", "PROVIDERS"]
 
@@ -83,6 +93,64 @@ def _warn_double_install() -> None:
         )
 
 
+class _NativeLog:
+    """Capture onnxruntime's native log (written to file descriptor 2) and Python warnings while a
+    GPU session is built, so that a provider that fails to load can be reported with its reason."""
+
+    _ANSI = re.compile(r"\x1b\[[0-9;]*m")
+    _PREFIX = re.compile(r"^\S+ \S+ \[([A-Z]):onnxruntime:[^\]]*\]\s*")  # "<date> <time> [W:onnxruntime:..., file:line fn]"
+
+    def __init__(self) -> None:
+        self.text = ""
+        self.warned: list[warnings.WarningMessage] = []
+        self._extra: list[str] = []
+
+    def __enter__(self) -> "_NativeLog":
+        self._warn_ctx = warnings.catch_warnings(record=True)
+        self.warned = self._warn_ctx.__enter__()
+        warnings.simplefilter("always")
+        self._tmp = None
+        try:
+            sys.stderr.flush()
+            self._saved = os.dup(2)
+            self._tmp = tempfile.TemporaryFile()
+            os.dup2(self._tmp.fileno(), 2)
+        except OSError:  # pragma: no cover - no file descriptor 2
+            self._tmp = None
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._tmp is not None:
+            os.dup2(self._saved, 2)
+            os.close(self._saved)
+            self._tmp.seek(0)
+            self.text = self._ANSI.sub("", self._tmp.read().decode("utf-8", "replace"))
+            self._tmp.close()
+        self._warn_ctx.__exit__(*exc)
+
+    def extra(self, line: str) -> None:
+        self._extra.append(line)
+
+    def parts(self) -> list[str]:
+        """The captured log lines (without timestamps) and warnings."""
+        parts = [self._PREFIX.sub(r"[\1] ", " ".join(ln.split())) for ln in self.text.splitlines() if ln.strip()]
+        return parts + [f"{w.category.__name__}: {w.message}" for w in self.warned] + self._extra
+
+    def cause(self, limit: int = 1500, *more: "_NativeLog") -> str:
+        """The captured lines and warnings (with those of ``more``), deduplicated, one line, at most
+        ``limit`` characters."""
+        parts = self.parts() + [p for log in more for p in log.parts()]
+        out = " | ".join(dict.fromkeys(parts)) or "no details"
+        return out if len(out) <= limit else "..." + out[-limit:]
+
+    def replay(self) -> None:
+        """Pass what was captured on to the real stderr and warnings (the session was built)."""
+        if self.text:
+            sys.stderr.write(self.text)
+        for w in self.warned:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+
+
 def _is_int(v: Any, lo: int) -> bool:
     return not isinstance(v, bool) and isinstance(v, (int, np.integer)) and int(v) >= lo
 
@@ -103,6 +171,8 @@ class OnnxCritic(BaseCritic):
         cuda_graph: CUDA provider only: capture the graph once and replay it (``enable_cuda_graph``);
             needs a batch-1 model and ``io_binding=True``.
         device_id: GPU index for the CUDA / TensorRT providers.
+        allow_unverified: accept a file without a content hash (exported by an older prm-critic);
+            a hash that does not match is refused regardless.
 
     Attributes:
         provider: the execution provider that runs the graph (``get_providers()[0]``).
@@ -112,8 +182,10 @@ class OnnxCritic(BaseCritic):
 
     Raises:
         FileNotFoundError: ``path`` does not exist.
-        OnnxModelError: the file is corrupt / not a prm-critic critic; strict GPU request not met;
-            ``env`` does not match the critic.
+        OnnxModelError: the file is corrupt or was modified after export (content hash), keeps
+            tensors in external data files, has no content hash (unless ``allow_unverified``), or is
+            not a prm-critic critic (all checked before a session is built); a strict GPU request
+            not met (the message carries onnxruntime's reason); ``env`` does not match the critic.
     """
 
     def __init__(
@@ -129,11 +201,12 @@ class OnnxCritic(BaseCritic):
         env: Any = None,
         cuda_graph: bool = False,
         device_id: int = 0,
+        allow_unverified: bool = False,
     ):
         if provider not in ("auto", *PROVIDERS):
             raise ValueError(f"provider: expected one of 'auto', 'cpu', 'cuda', 'tensorrt', got {provider!r}")
         for name, val in (("strict", strict), ("allow_spinning", allow_spinning), ("io_binding", io_binding),
-                          ("cuda_graph", cuda_graph)):
+                          ("cuda_graph", cuda_graph), ("allow_unverified", allow_unverified)):
             if not isinstance(val, bool):
                 raise TypeError(f"{name}: expected a bool, got {val!r}")
         for name, val in (("intra_op_threads", intra_op_threads), ("inter_op_threads", inter_op_threads)):
@@ -162,32 +235,34 @@ class OnnxCritic(BaseCritic):
         so.add_session_config_entry("session.intra_op.allow_spinning", "1" if allow_spinning else "0")
         so.add_session_config_entry("session.inter_op.allow_spinning", "1" if allow_spinning else "0")
         if strict and requested in _GPU:
+            # the CPU EP is not in a strict chain (onnxruntime rejects an explicit CPU EP together with
+            # this option as a conflicting configuration)
             so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
+        # format, single file and content hash are checked on the bytes, before any session is built
+        data = p.read_bytes()
+        raw = check_model_bytes(data, str(p), fmt=FORMAT, error=OnnxModelError, allow_unverified=allow_unverified)
+        log = _NativeLog() if requested in _GPU else None
         try:
-            self.session = ort.InferenceSession(str(p), so, providers=providers)
+            with log if log is not None else contextlib.nullcontext():
+                self.session = ort.InferenceSession(data, so, providers=providers)
         except Exception as exc:
             kind = type(exc).__name__
             if kind in _CORRUPT_ERRORS or "Protobuf parsing failed" in str(exc) or "INVALID_PROTOBUF" in str(exc):
                 raise OnnxModelError(f"path: {str(p)!r} is corrupt or not an ONNX model ({kind}: {exc})") from exc
             if requested in _GPU:
-                raise OnnxModelError(
-                    f"provider={provider!r}: onnxruntime could not run {str(p)!r} on {requested} ({kind}: {exc})"
-                ) from exc
+                raise self._gpu_error(provider, requested, data, providers, exc, log) from exc
             raise OnnxModelError(f"path: onnxruntime could not load {str(p)!r} ({kind}: {exc})") from exc
+        if log is not None:
+            log.replay()
         self.providers = list(self.session.get_providers())
         self.provider = self.providers[0]
-        if strict and requested in _GPU and self.provider != requested:
-            raise OnnxModelError(
-                f"provider={provider!r} with strict=True: the session runs on {self.provider}, not {requested} "
-                f"(session providers {self.providers})"
-            )
+        if requested in _GPU and self.provider != requested:
+            msg = (f"provider={provider!r}: {requested} failed to load, the session runs on {self.provider} "
+                   f"(session providers {self.providers}); onnxruntime reported: {log.cause() if log is not None else 'nothing'}")
+            if strict:
+                raise OnnxModelError(msg + " (strict=True: not falling back to CPU)")
+            warnings.warn(msg + "; falling back to CPUExecutionProvider", RuntimeWarning, stacklevel=2)
 
-        raw = self.session.get_modelmeta().custom_metadata_map
-        if raw.get("prm_critic.format") != FORMAT:
-            raise OnnxModelError(
-                f"path: {str(p)!r} is an ONNX model but not an exported prm-critic critic "
-                f"(metadata 'prm_critic.format' is {raw.get('prm_critic.format')!r}, expected {FORMAT!r})"
-            )
         try:
             self.meta = decode_metadata(raw)
         except ValueError as exc:
@@ -253,8 +328,35 @@ class OnnxCritic(BaseCritic):
                 chain.append(("CUDAExecutionProvider", cuda_opts))
         elif requested == "CUDAExecutionProvider":
             chain.append(("CUDAExecutionProvider", cuda_opts))
-        chain.append("CPUExecutionProvider")
+        if not (strict and requested in _GPU):
+            chain.append("CPUExecutionProvider")
         return chain, requested
+
+    def _gpu_error(self, provider: str, requested: str, data: bytes, chain: list, exc: Exception,
+                   log: "_NativeLog | None") -> "OnnxModelError":
+        """The error for a GPU session that could not be built: did the provider load, and if not, why."""
+        ort = self._ort
+        probe_log = _NativeLog()
+        loaded = None
+        try:  # the same chain without the strict option: does the provider itself load?
+            with probe_log:
+                probe = ort.InferenceSession(data, providers=[*chain, "CPUExecutionProvider"]
+                                             if "CPUExecutionProvider" not in chain else chain)
+            loaded = requested in probe.get_providers()
+        except Exception as probe_exc:  # pragma: no cover - depends on the GPU stack
+            probe_log.extra(f"{type(probe_exc).__name__}: {probe_exc}")
+        cause = probe_log.cause(1500, log) if log is not None else probe_log.cause()
+        if loaded is False:
+            return OnnxModelError(
+                f"provider={provider!r}: {requested} is listed by onnxruntime.get_available_providers() but failed "
+                f"to load, so {str(self.path)!r} cannot run on it; onnxruntime reported: {cause.rstrip('.')}. Usually the CUDA / "
+                "cuDNN libraries that this onnxruntime build needs are missing or of another version: "
+                'pip install "prm-critic[gpu]" (onnxruntime-gpu[cuda,cudnn]) or see onnxruntime\'s CUDA requirements'
+            )
+        return OnnxModelError(
+            f"provider={provider!r}: onnxruntime could not run {str(self.path)!r} on {requested} "
+            f"({type(exc).__name__}: {exc}); onnxruntime reported: {cause}"
+        )
 
     def _check_signature(self) -> None:
         ins, outs = self.session.get_inputs(), self.session.get_outputs()

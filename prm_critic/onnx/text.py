@@ -10,8 +10,9 @@ step mask is built inside the graph from ``segment_ids``)::
 
 The tokenizer is not part of the graph: :class:`OnnxTextCritic` takes the PRM's saved folder (or a
 tokenizer) and the step contract stored in the metadata, so it encodes exactly as the torch PRM.
-One self-contained file (opset 18, weights inline); export is parity-checked against torch at every
-non-padding token (``rtol=1e-4``, ``atol=1e-5`` by default).
+One self-contained file (opset 18, weights inline, content hash in the metadata key
+``prm_critic.sha256``, verified by :class:`OnnxTextCritic` before a session is built); export is
+parity-checked against torch at every non-padding token (``rtol=1e-4``, ``atol=1e-5`` by default).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import numpy as np
 from prm_critic import __version__
 from prm_critic._optional import require
 from prm_critic.critic import BaseCritic, StepScores
-from prm_critic.onnx._meta import ATOL, DEFAULT_OPSET, RTOL, OnnxExportError
+from prm_critic.onnx._meta import ATOL, DEFAULT_OPSET, HASH_KEY, RTOL, OnnxExportError, check_model_bytes, seal
 
 __all__ = ["export_text_prm", "OnnxTextCritic", "TEXT_FORMAT", "TEXT_INPUTS"]
 
@@ -149,6 +150,7 @@ def export_text_prm(
         "opset": str(opset),
         "exporter": "dynamo",
         "extra": json.dumps(dict(extra_meta or {}), sort_keys=True),
+        HASH_KEY: "0" * 64,  # placeholder; seal() writes the content hash
     }
     onnx.helper.set_model_props(proto, props)
     proto.producer_name = "prm-critic"
@@ -157,7 +159,7 @@ def export_text_prm(
         onnx.checker.check_model(proto)
     except onnx.checker.ValidationError as exc:
         raise OnnxExportError(f"export: onnx.checker rejected the exported graph: {exc}") from exc
-    data = proto.SerializeToString()
+    data = seal(proto.SerializeToString())
     so = ort.SessionOptions()
     so.intra_op_num_threads = 1
     sess = ort.InferenceSession(data, so, providers=["CPUExecutionProvider"])
@@ -179,10 +181,17 @@ class OnnxTextCritic(BaseCritic):
         provider: ``"cpu"``, ``"cuda"`` or ``"auto"``.
         intra_op_threads: onnxruntime intra-op threads (``0`` = all cores; a transformer benefits).
         max_batch_tokens: rows are grouped so a forward pass holds at most this many padded tokens.
+        allow_unverified: accept a file without a content hash (exported by an older prm-critic).
+
+    Raises:
+        FileNotFoundError: ``path`` does not exist.
+        OnnxModelError: the file is corrupt, was modified after export (its content hash does not
+            match), keeps tensors in external data files, has no content hash (unless
+            ``allow_unverified``), or is not an exported text PRM. All checked before a session is built.
     """
 
     def __init__(self, path: "str | os.PathLike", tokenizer: Any, *, provider: str = "cpu",
-                 intra_op_threads: int = 0, max_batch_tokens: int = 8192):
+                 intra_op_threads: int = 0, max_batch_tokens: int = 8192, allow_unverified: bool = False):
         from prm_critic.text.contract import StepContract
 
         ort = require("onnxruntime")
@@ -193,24 +202,23 @@ class OnnxTextCritic(BaseCritic):
             raise ValueError(f"provider: expected one of 'cpu', 'cuda', 'auto', got {provider!r}")
         if isinstance(intra_op_threads, bool) or not isinstance(intra_op_threads, int) or intra_op_threads < 0:
             raise ValueError(f"intra_op_threads: expected an int >= 0, got {intra_op_threads!r}")
+        if not isinstance(allow_unverified, bool):
+            raise TypeError(f"allow_unverified: expected a bool, got {allow_unverified!r}")
         avail = ort.get_available_providers()
         use_cuda = provider in ("cuda", "auto") and "CUDAExecutionProvider" in avail
         providers = (["CUDAExecutionProvider"] if use_cuda else []) + ["CPUExecutionProvider"]
         so = ort.SessionOptions()
         so.intra_op_num_threads = intra_op_threads
         so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        from prm_critic.onnx.runtime import OnnxModelError
+
+        # every check runs on the bytes, before a session is built
+        data = p.read_bytes()
+        raw = check_model_bytes(data, str(p), fmt=TEXT_FORMAT, error=OnnxModelError, allow_unverified=allow_unverified)
         try:
-            self.session = ort.InferenceSession(str(p), so, providers=providers)
+            self.session = ort.InferenceSession(data, so, providers=providers)
         except Exception as exc:
-            from prm_critic.onnx.runtime import OnnxModelError
-
             raise OnnxModelError(f"path: {str(p)!r} is corrupt or not an ONNX model ({type(exc).__name__}: {exc})") from exc
-        raw = self.session.get_modelmeta().custom_metadata_map
-        if raw.get("prm_critic.format") != TEXT_FORMAT:
-            from prm_critic.onnx.runtime import OnnxModelError
-
-            raise OnnxModelError(f"path: {str(p)!r} is not an exported prm-critic text PRM (format "
-                                 f"{raw.get('prm_critic.format')!r}, expected {TEXT_FORMAT!r})")
         self.path = p
         self.provider = self.session.get_providers()[0]
         self.meta = {k: (json.loads(v) if k in ("contract", "inputs", "heads", "encoder", "meta", "extra") else v)

@@ -36,7 +36,7 @@ snapshotted with a guessed default. Built-in hooks (gymnasium-robotics 1.4):
   the robot env's ``np_random`` (observation noise is drawn from it on every step) and the robot's
   ``_last_robot_qpos`` (the last *noisy* observed joint positions: the next action is a velocity added
   to them, a D4RL quirk that makes the kitchen non-Markov in the MuJoCo state alone);
-* ``mujoco`` (``Pusher-*``): a gymnasium MuJoCo env whose only Python state is ``np_random``. Register
+* ``mujoco`` (``Pusher-*``, ``Reacher-*``): a gymnasium MuJoCo env whose only Python state is ``np_random``. Register
   :data:`MUJOCO_RNG_HOOK` for another env of that kind (``register_snapshot_hook("Hopper-v5",
   MUJOCO_RNG_HOOK)``) once you have checked that nothing else in it changes between steps;
 
@@ -378,6 +378,7 @@ def _rng_restore(b, py: dict) -> None:
 #: hook for a MuJoCo env whose only Python-side state is ``np_random`` (register it per env id)
 MUJOCO_RNG_HOOK = SnapshotHook("mujoco", _rng_capture, _rng_restore)
 register_snapshot_hook("Pusher*", MUJOCO_RNG_HOOK)
+register_snapshot_hook("Reacher*", MUJOCO_RNG_HOOK)  # the target is in qpos; self.goal is used only at reset
 
 
 # ----------------------------------------------------------------------------------- snapshotter

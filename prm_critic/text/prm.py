@@ -15,7 +15,8 @@
 
 Both are :class:`~prm_critic.critic.BaseCritic`: ``score(list[TextStep]) -> StepScores (B,)``.
 Checkpoints are folders: ``model.safetensors`` + ``prm.json`` + tokenizer files
-(``save_pretrained``: JSON / text). No pickle.
+(``save_pretrained``: JSON / text). No pickle. ``prm.json`` records the SHA-256 of every other file
+of the folder (``files_sha256``); :meth:`MiniLMStepPRM.load` checks them before reading anything.
 """
 
 from __future__ import annotations
@@ -40,7 +41,9 @@ from prm_critic.text.steps import TextStep
 __all__ = ["MiniLMStepPRM", "TokenClassificationPRM", "StepPRMNet", "minilm_model_dir", "check_text_steps"]
 
 FORMAT = "prm-critic/minilm-step-prm"
-FORMAT_VERSION = 1
+#: 2: ``prm.json`` records ``files_sha256`` (1: no hashes)
+FORMAT_VERSION = 2
+HASHES = "files_sha256"
 WEIGHTS = "model.safetensors"
 CONFIG = "prm.json"
 
@@ -254,34 +257,52 @@ class MiniLMStepPRM(BaseCritic):
         cfg = d / CONFIG
         if cfg.exists():
             cfg.unlink()  # mark incomplete while rewriting
+        from prm_critic.models.checkpoint import sha256_bytes
+
+        hashes: dict[str, str] = {}
         tok_dir = Path(tempfile.mkdtemp(dir=d, prefix=".tok."))
         try:
             self.tokenizer.save_pretrained(str(tok_dir))
             for f in tok_dir.iterdir():
+                if f.is_file():
+                    hashes[f.name] = sha256_bytes(f.read_bytes())
                 os.replace(f, d / f.name)
         finally:
             for f in tok_dir.iterdir():
                 f.unlink()
             tok_dir.rmdir()
         tensors = {k: v.detach().contiguous().cpu() for k, v in self.net.state_dict().items()}
-        atomic_write_bytes(d / WEIGHTS, require("safetensors.torch").save(tensors, metadata={"format": FORMAT}))
+        data = require("safetensors.torch").save(tensors, metadata={"format": FORMAT})
+        atomic_write_bytes(d / WEIGHTS, data)
+        hashes[WEIGHTS] = sha256_bytes(data)
         doc = self.config()
         doc["prm_critic_version"] = __version__
+        doc[HASHES] = dict(sorted(hashes.items()))
         atomic_write_bytes(cfg, json.dumps(doc, indent=2, sort_keys=True).encode())
         return d
 
     @classmethod
-    def load(cls, path: str | os.PathLike, *, device: str = "cpu") -> "MiniLMStepPRM":
+    def load(cls, path: str | os.PathLike, *, device: str = "cpu", allow_unverified: bool = False) -> "MiniLMStepPRM":
         """Load a folder written by :meth:`save`.
+
+        Every file named in ``prm.json``'s ``files_sha256`` (the weights and the tokenizer files) is
+        checked against its SHA-256 before anything is read; the names must stay inside the folder.
+        ``allow_unverified=True`` accepts a folder saved by an older version (no hashes); a hash that
+        does not match is refused regardless.
 
         Raises:
             FileNotFoundError: the folder or one of its files is missing (named).
-            CheckpointError: corrupt JSON / weights, or a folder of something else.
+            CheckpointError: corrupt JSON / weights / tokenizer files (hash mismatch), no hashes
+                (unless ``allow_unverified``), a file name leaving the folder, a newer format, or a
+                folder of something else.
         """
-        from safetensors.torch import load_file
+        from safetensors.torch import load as load_bytes
 
-        from prm_critic.models.checkpoint import CheckpointError
+        from prm_critic._io import UnsafePathError, resolve_inside
+        from prm_critic.models.checkpoint import CheckpointError, check_sha256
 
+        if not isinstance(allow_unverified, bool):
+            raise TypeError(f"allow_unverified: expected a bool, got {allow_unverified!r}")
         tf = _quiet_transformers()
         d = Path(path)
         for f in (d / CONFIG, d / WEIGHTS):
@@ -294,6 +315,31 @@ class MiniLMStepPRM(BaseCritic):
         if not isinstance(doc, dict) or doc.get("format") != FORMAT:
             got = doc.get("format") if isinstance(doc, dict) else None
             raise CheckpointError(f"checkpoint: {str(d / CONFIG)!r} is not a MiniLMStepPRM (format {got!r}, expected {FORMAT!r})")
+        version = doc.get("format_version")
+        if isinstance(version, bool) or not isinstance(version, int) or not 1 <= version <= FORMAT_VERSION:
+            raise CheckpointError(f"checkpoint: {str(d / CONFIG)!r} has format_version {version!r}; this prm-critic reads "
+                                  f"1 to {FORMAT_VERSION} (a newer checkpoint needs a newer prm-critic)")
+        hashes = doc.get(HASHES)
+        if hashes is None:
+            check_sha256(b"", None, file=d / WEIGHTS, doc=d / CONFIG, field=HASHES, allow_unverified=allow_unverified)
+            hashes = {}
+        elif not isinstance(hashes, dict) or WEIGHTS not in hashes:
+            raise CheckpointError(f"checkpoint: {str(d / CONFIG)!r} field {HASHES!r} is {hashes!r}; expected a mapping "
+                                  f"of file names (including {WEIGHTS!r}) to SHA-256 hex digests")
+        weights = None
+        for name, digest in hashes.items():
+            try:
+                f = resolve_inside(d, name, what=f"checkpoint: {str(d / CONFIG)!r} field {HASHES!r}")
+            except UnsafePathError as exc:
+                raise CheckpointError(str(exc)) from exc
+            if not f.is_file():
+                raise FileNotFoundError(f"path: {str(f)!r} does not exist ({CONFIG} records it in {HASHES!r})")
+            data = f.read_bytes()
+            check_sha256(data, digest, file=f, doc=d / CONFIG, field=f"{HASHES}[{name!r}]", allow_unverified=False)
+            if name == WEIGHTS:
+                weights = data
+        if weights is None:
+            weights = (d / WEIGHTS).read_bytes()
         try:
             contract = StepContract.from_dict(doc["contract"])
             enc_cfg = dict(doc["encoder_config"])
@@ -303,7 +349,7 @@ class MiniLMStepPRM(BaseCritic):
         except (KeyError, TypeError, ValueError) as exc:
             raise CheckpointError(f"checkpoint: {str(d / CONFIG)!r} has an invalid config: {exc}") from exc
         try:
-            tensors = load_file(str(d / WEIGHTS))
+            tensors = load_bytes(weights)
         except Exception as exc:  # safetensors raises its own error type
             raise CheckpointError(f"checkpoint: {str(d / WEIGHTS)!r} is corrupt or not a safetensors file ({exc})") from exc
         try:

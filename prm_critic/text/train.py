@@ -174,7 +174,10 @@ def train_text_prm(examples: Sequence[StepwiseExample], *, config: TextTrainConf
     start_epoch = 0
     resume = _read_state(ckpt, fingerprint) if ckpt is not None else None
     if resume is not None:
-        model = MiniLMStepPRM.load(ckpt / resume["model"], device=config.device)
+        from prm_critic._io import resolve_inside
+
+        model = MiniLMStepPRM.load(resolve_inside(ckpt, resume["model"], what=f"checkpoint_dir: {str(ckpt / _STATE)!r} field 'model'"),
+                                   device=config.device)
         history = list(resume["history"])
         start_epoch = int(resume["epochs_done"])
     net = model.net.to(device)
@@ -311,7 +314,18 @@ def _read_state(ckpt: Path, fingerprint: str) -> dict | None:
 
 
 def _load_optimizer(opt, ckpt: Path, st: dict, device) -> None:
-    t = _load_tensors(ckpt / st["state"])
+    from prm_critic._io import resolve_inside
+    from prm_critic.models.checkpoint import check_sha256
+
+    f = resolve_inside(ckpt, st["state"], what=f"checkpoint_dir: {str(ckpt / _STATE)!r} field 'state'")
+    if st.get("state_sha256") is None:
+        from prm_critic.models.checkpoint import CheckpointError
+
+        raise CheckpointError(f"checkpoint_dir: {str(ckpt / _STATE)!r} records no 'state_sha256' (a training state "
+                              "from an older version); use a new checkpoint_dir (or delete it) to start over")
+    check_sha256(f.read_bytes() if f.is_file() else b"", st["state_sha256"], file=f, doc=ckpt / _STATE,
+                 field="state_sha256", allow_unverified=False)
+    t = _load_tensors(f)
     state = {}
     for k, v in t.items():
         if k.startswith("opt."):
@@ -339,8 +353,12 @@ def _write_state(ckpt: Path, model, opt, rng, history, epochs_done: int, fingerp
         for k, v in st.items():
             tensors[f"opt.{idx}.{k}"] = (v if torch.is_tensor(v) else torch.tensor(v)).detach().cpu().contiguous()
     state_file = f"{name}.state.safetensors"
-    atomic_write_bytes(ckpt / state_file, save_bytes(tensors))
-    doc = {"epochs_done": epochs_done, "model": name, "state": state_file, "history": history,
+    data = save_bytes(tensors)
+    atomic_write_bytes(ckpt / state_file, data)
+    from prm_critic.models.checkpoint import sha256_bytes
+
+    doc = {"epochs_done": epochs_done, "model": name, "state": state_file, "state_sha256": sha256_bytes(data),
+           "history": history,
            "python_rng": _rng_to_json(rng.getstate()), "param_groups": sd["param_groups"],
            "fingerprint": fingerprint, "config": asdict(config)}
     atomic_write_bytes(ckpt / _STATE, json.dumps(doc).encode())
