@@ -300,7 +300,8 @@ def fit_rollout(kw: dict[str, Any], algo: str, total_steps: int, n_envs: int) ->
     ``ceil(total_steps / (n_steps * n_envs))`` of them. When ``n_steps`` is not given it is set so
     that the rollouts add up to ``total_steps`` exactly: ``total_steps / n_envs`` when that is at most
     the default (2048), else the largest divisor of it between 512 and 2048. ``batch_size`` (not
-    given) becomes ``min(default, n_steps * n_envs)``. When no such ``n_steps`` exists (``total_steps``
+    given) becomes the largest divisor of ``n_steps * n_envs`` up to the default (64), so that no
+    mini-batch is truncated. When no such ``n_steps`` exists (``total_steps``
     not a multiple of ``n_envs``, or no divisor in range) nothing is changed and :func:`train_policy`
     states the number of steps that will be trained."""
     fitted: list[str] = []
@@ -316,8 +317,10 @@ def fit_rollout(kw: dict[str, Any], algo: str, total_steps: int, n_envs: int) ->
         return fitted
     kw["n_steps"] = n_steps
     fitted.append("n_steps")
-    if "batch_size" not in kw and n_steps * n_envs < int(algo_default(algo, "batch_size")):
-        kw["batch_size"] = n_steps * n_envs
+    rollout, batch = n_steps * n_envs, int(algo_default(algo, "batch_size"))
+    if "batch_size" not in kw and rollout % batch:
+        # the largest divisor of the rollout up to the default: no truncated last mini-batch
+        kw["batch_size"] = next(d for d in range(min(batch, rollout), 0, -1) if rollout % d == 0)
         fitted.append("batch_size")
     return fitted
 
