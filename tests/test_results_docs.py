@@ -19,6 +19,7 @@ RENDERED = {
     "docs/rl_benchmark.md": ("benchmarks/rl/report.py", "benchmarks/rl/results/runs", ["--no-plot", "--out-md", "{out}"]),
     "docs/critic_refresh.md": ("benchmarks/critic_refresh.py", "benchmarks/results/critic_refresh.json",
                                ["--render", "--md", "{out}"]),
+    "docs/latency.md": ("benchmarks/latency.py", "benchmarks/results/latency.json", ["--render", "--md", "{out}"]),
 }
 
 
