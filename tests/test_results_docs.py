@@ -22,6 +22,8 @@ RENDERED = {
     "docs/latency.md": ("benchmarks/latency.py", "benchmarks/results/latency.json", ["--render", "--md", "{out}"]),
     "docs/mc_throughput.md": ("benchmarks/mc_throughput.py", "benchmarks/results/mc_throughput.json",
                               ["--render", "--out", "{out}"]),
+    "docs/potential_monotonicity.md": ("benchmarks/potential_monotonicity.py",
+                                       "benchmarks/results/potential_monotonicity.json", ["--render", "--out", "{out}"]),
 }
 
 
