@@ -24,6 +24,8 @@ RENDERED = {
                               ["--render", "--out", "{out}"]),
     "docs/potential_monotonicity.md": ("benchmarks/potential_monotonicity.py",
                                        "benchmarks/results/potential_monotonicity.json", ["--render", "--out", "{out}"]),
+    "docs/results/state_critic_pairwise.md": ("benchmarks/critic_pairwise.py", "benchmarks/results/state_critic_pairwise.json",
+                                              ["--render", "--md", "{out}"]),
 }
 
 
