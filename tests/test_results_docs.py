@@ -26,6 +26,8 @@ RENDERED = {
                                        "benchmarks/results/potential_monotonicity.json", ["--render", "--out", "{out}"]),
     "docs/results/state_critic_pairwise.md": ("benchmarks/critic_pairwise.py", "benchmarks/results/state_critic_pairwise.json",
                                               ["--render", "--md", "{out}"]),
+    "docs/text_one_pass.md": ("benchmarks/text_one_pass.py", "benchmarks/results/text_one_pass.json",
+                              ["--render", "--md", "{out}"]),
 }
 
 
