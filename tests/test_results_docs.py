@@ -28,6 +28,8 @@ RENDERED = {
                                               ["--render", "--md", "{out}"]),
     "docs/text_one_pass.md": ("benchmarks/text_one_pass.py", "benchmarks/results/text_one_pass.json",
                               ["--render", "--md", "{out}"]),
+    "docs/rl_failure_diagnosis.md": ("benchmarks/rl/diagnose_failures.py", "benchmarks/results/rl_failure_diagnosis.json",
+                                     ["--render", "--md", "{out}"]),
 }
 
 
