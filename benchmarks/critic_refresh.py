@@ -223,7 +223,7 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--raw", type=Path, default=RAW, help="raw-data JSON the measurement is written to")
     ap.add_argument("--render", action="store_true", help="only write --md from --raw (no measurement)")
-    ap.add_argument("--md", type=Path, default=DOC, help="markdown written from the raw data")
+    ap.add_argument("--md", "--table", type=Path, default=DOC, help="markdown written from the raw data")
     ap.add_argument("--plot", default=str(DOC.with_suffix(".png")), help="PNG drawn from the raw data ('' for none)")
     a = ap.parse_args(argv)
     if a.render:
