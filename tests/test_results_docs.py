@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from faults import correct
+
 REPO = Path(__file__).resolve().parents[1]
 
 #: doc -> (script, raw data it renders from, arguments that render the doc into {out} only)
@@ -17,17 +19,39 @@ RENDERED = {
     "docs/critic_label_families.md": ("benchmarks/critic_label_families.py", "benchmarks/results/critic_label_families.json",
                                       ["--render", "--md", "{out}"]),
     "docs/rl_benchmark.md": ("benchmarks/rl/report.py", "benchmarks/rl/results/runs", ["--no-plot", "--out-md", "{out}"]),
+    "docs/critic_refresh.md": ("benchmarks/critic_refresh.py", "benchmarks/results/critic_refresh.json",
+                               ["--render", "--md", "{out}"]),
+    "docs/latency.md": ("benchmarks/latency.py", "benchmarks/results/latency.json", ["--render", "--md", "{out}"]),
+    "docs/mc_throughput.md": ("benchmarks/mc_throughput.py", "benchmarks/results/mc_throughput.json",
+                              ["--render", "--out", "{out}"]),
+    "docs/potential_monotonicity.md": ("benchmarks/potential_monotonicity.py",
+                                       "benchmarks/results/potential_monotonicity.json", ["--render", "--out", "{out}"]),
+    "docs/results/state_critic_pairwise.md": ("benchmarks/critic_pairwise.py", "benchmarks/results/state_critic_pairwise.json",
+                                              ["--render", "--md", "{out}"]),
+    "docs/text_one_pass.md": ("benchmarks/text_one_pass.py", "benchmarks/results/text_one_pass.json",
+                              ["--render", "--md", "{out}"]),
+    "docs/rl_failure_diagnosis.md": ("benchmarks/rl/diagnose_failures.py", "benchmarks/results/rl_failure_diagnosis.json",
+                                     ["--render", "--md", "{out}"]),
+    "docs/agents_benchmark.md": ("benchmarks/agents/report.py", "benchmarks/agents/results",
+                                 ["--render", "--md", "{out}"]),
+    "benchmarks/agents/results/table.md": ("benchmarks/agents/report.py", "benchmarks/agents/results",
+                                           ["--render", "--table", "{out}"]),
 }
 
 
+def _render(script: str, args: list[str], out: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "MPLBACKEND": "Agg"}
+    return subprocess.run([sys.executable, str(REPO / script), *[a.format(out=out) for a in args]],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.fault
 @pytest.mark.parametrize("doc", sorted(RENDERED))
 def test_results_doc_matches_its_raw_data(doc, tmp_path):
     script, raw, args = RENDERED[doc]
     assert (REPO / raw).exists(), f"{doc}: raw data {raw} is not in the repository"
     out = tmp_path / Path(doc).name
-    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "MPLBACKEND": "Agg"}
-    proc = subprocess.run([sys.executable, str(REPO / script), *[a.format(out=out) for a in args]],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    proc = _render(script, args, out)
     assert proc.returncode == 0, proc.stderr[-2000:]
     committed = (REPO / doc).read_text()
     fresh = out.read_text()
@@ -35,11 +59,81 @@ def test_results_doc_matches_its_raw_data(doc, tmp_path):
         import difflib
 
         diff = "".join(difflib.unified_diff(committed.splitlines(True), fresh.splitlines(True), doc, "regenerated", n=1))
-        pytest.fail(f"{doc} differs from what `{script}` renders from {raw}:\n{diff[:4000]}")
+        rewrite = f"python {script} {' '.join(args)}".replace("{out}", doc)
+        pytest.fail(f"{doc} differs from what `{script}` renders from {raw}; rewrite it with `{rewrite}`:\n{diff[:4000]}")
+    correct(16, f"{doc} regenerated from {raw}", "byte-identical to the committed doc")
+
+
+#: docs whose renderer takes the raw-data file as ``--raw``
+RAW_ARG = [doc for doc, (_, raw, _) in RENDERED.items() if raw.endswith(".json")]
+
+
+def _first_number(node, path=(), kind=float):
+    """Path to the first float (else int) among the measurements (``rows`` / ``runs`` / ``tasks``) of a raw-data file."""
+    if isinstance(node, kind) and not isinstance(node, bool) and any(p in ("rows", "runs", "tasks") for p in path):
+        return path
+    items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+    for k, v in items:
+        found = _first_number(v, (*path, k), kind)
+        if found:
+            return found
+    return _first_number(node, path, int) if kind is float and not path else None
+
+
+@pytest.mark.fault
+@pytest.mark.parametrize("doc", sorted(RAW_ARG))
+def test_changed_measurement_changes_the_rendered_doc(doc, tmp_path):
+    """The doc is rendered from the raw data, not written by hand: one measurement changed in a copy of
+    the raw data changes the rendered doc, so a doc edited without its data drifts from it."""
+    import json
+
+    script, raw, args = RENDERED[doc]
+    data = json.loads((REPO / raw).read_text())
+    path = _first_number(data)
+    assert path, f"{raw}: no measured number found"
+    node = data
+    for k in path[:-1]:
+        node = node[k]
+    node[path[-1]] = node[path[-1]] * 1.5 + 0.123
+    changed = tmp_path / Path(raw).name
+    changed.write_text(json.dumps(data))
+    out = tmp_path / Path(doc).name
+    proc = _render(script, [*args, "--raw", str(changed)], out)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert out.read_text() != (REPO / doc).read_text(), f"{doc} did not change when {raw} {list(path)} changed"
+    correct(16, f"one measurement in a copy of {raw} changed ({'/'.join(map(str, path))})",
+            f"{doc} rendered from it differs from the committed doc (drift detected)")
+
+
+def test_reliability_doc_matches_its_raw_data():
+    """``benchmarks/reliability.py`` (without ``--run``) renders docs/reliability.md from
+    benchmarks/results/reliability.json; compare byte for byte."""
+    import importlib.util
+    import json
+
+    raw = REPO / "benchmarks" / "results" / "reliability.json"
+    doc = REPO / "docs" / "reliability.md"
+    if not raw.exists():
+        pytest.skip("benchmarks/results/reliability.json is not in the repository yet "
+                    "(written by `python benchmarks/reliability.py --run`)")
+    assert doc.exists(), "docs/reliability.md is missing: write it with `python benchmarks/reliability.py`"
+    spec = importlib.util.spec_from_file_location("reliability_report", REPO / "benchmarks" / "reliability.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    fresh = mod.render(json.loads(raw.read_text()))
+    if fresh != doc.read_text():
+        import difflib
+
+        diff = "".join(difflib.unified_diff(doc.read_text().splitlines(True), fresh.splitlines(True),
+                                            "docs/reliability.md", "regenerated", n=1))
+        pytest.fail("docs/reliability.md differs from what benchmarks/reliability.py renders from "
+                    f"benchmarks/results/reliability.json; rewrite it with `python benchmarks/reliability.py`:\n{diff[:4000]}")
 
 
 def test_rendered_docs_name_their_generator():
     for doc, (script, raw, _) in RENDERED.items():
+        if not doc.startswith("docs/"):
+            continue  # a table fragment, not a doc
         text = (REPO / doc).read_text()
         assert script in text and raw.split("/")[-1] in text, f"{doc} must say it is generated by {script} from {raw}"
 

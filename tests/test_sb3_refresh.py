@@ -83,6 +83,7 @@ def test_refresh_benchmark_script_runs_end_to_end(tmp_path):
     """benchmarks/critic_refresh.py on a tiny budget: scripted data -> critic -> policy episodes ->
     refreshes; the table has a row per refresh round and the plot is written."""
     import importlib.util
+    import json
     from pathlib import Path
 
     pol = tmp_path / "pol"
@@ -95,8 +96,10 @@ def test_refresh_benchmark_script_runs_end_to_end(tmp_path):
     table, plot = tmp_path / "t.md", tmp_path / "p.png"
     assert mod.main(["--task", "FetchReach-v4", "--policy", str(pol / "policy.json"), "--out", str(tmp_path / "out"),
                      "--scripted-episodes", "8", "--refresh-episodes", "3", "--heldout-episodes", "3", "--epochs", "1",
-                     "--rounds", "1", "3", "--table", str(table), "--plot", str(plot)]) == 0
+                     "--rounds", "1", "3", "--table", str(table), "--plot", str(plot),
+                     "--raw", str(tmp_path / "raw.json")]) == 0
     text = table.read_text()
     assert "| outcome critic (scripted data) | 0 |" in text
     assert "| outcome critic, refreshed | 1 |" in text and "| outcome critic, refreshed | 3 |" in text
     assert plot.stat().st_size > 0
+    assert table.read_text() == mod.render(json.loads((tmp_path / "raw.json").read_text()))  # the doc is its raw data

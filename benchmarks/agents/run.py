@@ -10,7 +10,8 @@ Methods (see agents/textworld_agent/search.py for the cost accounting):
   oracle_bon3   ORACLE best-of-3 at every step on privileged intermediate_reward (upper reference)
 
 Resumable: one JSON per (method, game seed, rep) under --out, written atomically; existing ones
-are skipped. ``--report`` rebuilds the markdown table and the PNG from what is there.
+are skipped. ``--report`` rebuilds the markdown table and the PNG from what is there;
+``benchmarks/agents/report.py --render`` writes ``docs/agents_benchmark.md`` from the same files.
 
     python benchmarks/agents/run.py --methods base,outcome_bon4,oracle_bon3 --seeds 1000-1007
     python benchmarks/agents/run.py --methods prm_bon3,prm_beam --seeds 1000-1007 --prm .cache/textworld/prm
@@ -38,14 +39,8 @@ from agents.textworld_agent.labels import parse_seeds  # noqa: E402
 from agents.textworld_agent.search import (  # noqa: E402
     oracle_score_fn, prm_score_fn, run_base, run_beam, run_outcome_bon, run_step_bon)
 
-METHODS = ("base", "outcome_bon4", "prm_bon3", "prm_beam", "oracle_bon3")
-LABELS = {
-    "base": "base policy",
-    "outcome_bon4": "outcome-only best-of-4 (episodes)",
-    "prm_bon3": "PRM best-of-3 at every step",
-    "prm_beam": "PRM beam search (w=2, b=2, dead-end pruning)",
-    "oracle_bon3": "ORACLE best-of-3 at every step (intermediate_reward)",
-}
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from report import METHODS, plot, summary, table as summary_table  # noqa: E402
 
 
 def _atomic_json(path: Path, obj) -> None:
@@ -75,65 +70,12 @@ def run_one(method: str, path: Path, rng: np.random.Generator, max_steps: int, c
 
 
 def report(out: Path, seeds, md: Path, png: Path, command: str) -> str:
-    rows = []
-    allres: dict[str, list] = {}
-    for f in sorted(out.glob("*__seed*.json")):
-        r = json.loads(f.read_text())
-        if r["seed"] in seeds:
-            allres.setdefault(r["method"], []).append(r)
-    order = {m: i for i, m in enumerate(METHODS)}
-    for m in sorted(allres, key=lambda k: (order.get(k.split("+")[0], 99), k)):
-        res = allres[m]
-        games = sorted({r["seed"] for r in res})
-        rows.append({
-            "method": m, "episodes": len(res), "games": len(games),
-            "success": float(np.mean([r["won"] for r in res])),
-            "lost": float(np.mean([r["lost"] for r in res])),
-            "calls": float(np.mean([r["policy_calls"] for r in res])),
-            "calls_won": float(np.mean([r["policy_calls"] for r in res if r["won"]])) if any(r["won"] for r in res) else float("nan"),
-            "tools": float(np.mean([r["tool_calls"] for r in res])),
-            "critic": float(np.mean([r["critic_calls"] for r in res])),
-            "dead": float(np.mean([r["dead_ends_avoided"] for r in res])),
-            "wall": float(np.mean([r["wall_s"] for r in res])),
-        })
-    base = next((r for r in rows if r["method"] == "base"), None)
-    lines = [
-        "| method | games | episodes | success | lost | policy calls / episode | x base calls | tool calls / episode | critic calls / episode | dead ends avoided or pruned / episode | wall s / episode |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for r in rows:
-        ratio = f"{r['calls'] / base['calls']:.1f}" if base else "unmeasured"
-        name, _, tag = r["method"].partition("+")
-        label = LABELS[name] + (f" [{tag}]" if tag else "")
-        lines.append(f"| {label} | {r['games']} | {r['episodes']} | {r['success']:.2f} | {r['lost']:.2f} | "
-                     f"{r['calls']:.1f} | {ratio} | {r['tools']:.1f} | {r['critic']:.1f} | {r['dead']:.2f} | {r['wall']:.1f} |")
-    table = "\n".join(lines)
+    from report import load_results
+
+    rows = summary(load_results(out, seeds))
     if rows:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
-        fig, ax = plt.subplots(figsize=(7, 4.5))
-        for i, r in enumerate(rows):
-            ax.scatter(r["calls"], r["success"], s=60)
-            ax.annotate(r["method"], (r["calls"], r["success"]), textcoords="offset points",
-                        xytext=(6, 5 if i % 2 == 0 else -13), fontsize=9)
-        if base:
-            ax.axvline(10 * base["calls"], ls="--", c="gray", lw=1)
-            ax.text(10 * base["calls"], 0.02, " 10x base calls", color="gray", fontsize=8)
-        ax.axhline(0.6, ls=":", c="gray", lw=1)
-        ax.set_xlabel("policy calls per episode (mean)")
-        ax.set_ylabel("success rate (held-out games)")
-        ax.set_ylim(-0.02, 1.02)
-        ax.set_title(f"TextWorld cooking ({DEFAULT_DIFFICULTY.tag}), {len(seeds)} held-out games")
-        fig.tight_layout()
-        png.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=png.parent, suffix=".png")
-        os.close(fd)
-        fig.savefig(tmp, dpi=110)
-        os.replace(tmp, png)
-    return table
+        plot(rows, seeds, png, DEFAULT_DIFFICULTY.tag)
+    return summary_table(rows)
 
 
 def main(argv=None) -> int:
