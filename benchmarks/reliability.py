@@ -73,8 +73,14 @@ def render(raw: dict) -> str:
     by_item = defaultdict(list)
     for row in raw["faults"]:
         by_item[row["item"]].append(row)
-    recorded = {r["test"] for r in raw["faults"]}
-    unrecorded = sorted(t for t in raw["tests"] if t not in recorded and t not in raw["failed"])
+    base = lambda t: t.split("[", 1)[0]  # parametrised ids are spelled differently by junit and pytest
+    recorded = {base(r["test"]) for r in raw["faults"]}
+    unrecorded = sorted(t for t in raw["tests"] if base(t) not in recorded and t not in raw["failed"])
+    for item, rows in by_item.items():  # a property test's repeated examples: one row with a count
+        groups: dict = {}
+        for r in rows:
+            groups.setdefault((r["fault"], r["kind"], base(r["test"])), []).append(r)
+        by_item[item] = [dict(g[0], cases=len(g)) for g in groups.values()]
     n_err = sum(r["kind"] == "error" for r in raw["faults"])
     n_ok = sum(r["kind"] == "correct" for r in raw["faults"])
     lines = [
@@ -88,7 +94,8 @@ def render(raw: dict) -> str:
         "without its error or correct result fails its test and is counted as silent here.",
         "",
         f"**Faults tried: {len(raw['faults'])}** ({n_err} clear errors, {n_ok} correct results) in "
-        f"{len(raw['tests'])} tests. **Silent outcomes: {len(raw['failed'])}.**",
+        f"{len(raw['tests'])} tests (repeated cases of one fault in one test share a row below). "
+        f"**Silent outcomes: {len(raw['failed'])}.**",
         "",
     ]
     if raw["failed"]:
@@ -104,6 +111,8 @@ def render(raw: dict) -> str:
         lines += ["| fault | answer | test |", "|---|---|---|"]
         for r in rows:
             answer = ("error: " if r["kind"] == "error" else "correct: ") + r["outcome"]
+            if r["cases"] > 1:
+                answer += f" ({r['cases']} cases; the first shown)"
             cell = lambda s: s.replace("|", "\\|").replace("\n", " ")
             lines.append(f"| {cell(r['fault'])} | {cell(answer)} | `{r['test'].rsplit('::', 1)[-1]}` |")
         lines.append("")

@@ -135,6 +135,8 @@ def test_critic_loop_async_path_for_any_limit(limits):
             "no GraphRecursionError; each run ends with its documented stop reason")
 
 
+@pytest.mark.fault_outcome(12, 'critic loop with any mix of good and bad steps, any max_revisions and recursion limit (property)',
+                           'never GraphRecursionError; every run ends with its documented reason')
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(limit=st.integers(2, 100), rooms=st.lists(st.sampled_from(["hall", "pit", "kitchen"]), min_size=1, max_size=12),
        max_revisions=st.integers(0, 4))
@@ -212,6 +214,8 @@ FORMATS = [lambda v: f"Score: {v}/10", lambda v: json.dumps({"score": v}), lambd
            lambda v: f'{{"rating": "{v}/10"}}', lambda v: f"**Score:** {v}"]
 
 
+@pytest.mark.fault_outcome(13, 'judge answers mixing JSON scores and Score: lines in any order (property)',
+                           'the score that starts last in the text wins')
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 10), st.sampled_from(range(len(FORMATS))),
                           st.sampled_from(["", " ok.", " The tool said so.", "\n", " (quoted) "])), min_size=1, max_size=6))
@@ -315,6 +319,8 @@ def test_look_alike_fence_closers_cannot_break_out(kind):
 LOOKALIKE = st.sampled_from(list("<>\uff1c\uff1e\ufe64\ufe65\u2039\u203a\u3008\u3009\u300a\u300b\u2028\u0085\n\"\\/ u"))
 
 
+@pytest.mark.fault_outcome(13, 'any Unicode text, any length cap, through the untrusted-text fence (property)',
+                           'one fence, one line, no angle brackets inside after NFKC, capped with a truncation marker, otherwise lossless')
 @settings(max_examples=300, deadline=None)
 @given(text=st.text(st.one_of(LOOKALIKE, st.characters()), max_size=60), cap=st.one_of(st.none(), st.integers(1, 80)))
 def test_fence_property_one_fence_one_line_bounded_and_lossless(text, cap):

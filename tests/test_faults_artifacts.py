@@ -298,7 +298,8 @@ def test_onnx_metadata_is_checked_before_a_session(tmp_path, monkeypatch):
 # ------------------------------------------------------------------ item 8: file names read from JSON
 @pytest.mark.parametrize("name", ["../../etc/passwd", "/etc/passwd", "sub/../../x", "C:\\x", ""])
 def test_resolve_inside_refuses_names_leaving_the_folder(tmp_path, name):
-    with pytest.raises(UnsafePathError, match=r"'weights' in m\.json: .*expected a relative file name inside"):
+    with loud(8, f"file name {name!r} read from a JSON file", UnsafePathError,
+              match=r"'weights' in m\.json: .*expected a relative file name inside"):
         resolve_inside(tmp_path, name, what="'weights' in m.json")
 
 
@@ -306,6 +307,8 @@ _SEG = st.text(alphabet=st.characters(blacklist_characters="/\\\x00", blacklist_
                min_size=1, max_size=8).filter(lambda s: s not in (".", ".."))
 
 
+@pytest.mark.fault_outcome(8, "any file name read from JSON, absolute or with '..' parts (property)",
+                           'refused, or a path that stays inside its folder')
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.one_of(_SEG, st.just(".."), st.just(".")), min_size=1, max_size=5), st.booleans())
 def test_resolve_inside_property(parts, absolute):

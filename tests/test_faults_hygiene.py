@@ -179,6 +179,8 @@ def test_train_critic_cli_uses_the_library_defaults(monkeypatch, tmp_path):
             f"{lib.pairwise_weight}) and the library's holdout")
 
 
+@pytest.mark.fault_outcome(16, 'train-critic options given on the command line',
+                           "reach the library's TrainConfig unchanged")
 def test_train_critic_cli_options_reach_the_config(monkeypatch, tmp_path):
     from prm_critic.cli import main
     from prm_critic.commands import train_critic as cmd

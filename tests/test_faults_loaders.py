@@ -184,6 +184,8 @@ def test_bad_normaliser_settings_name_the_value(make, match):
         make()
 
 
+@pytest.mark.fault_outcome(7, 'normaliser settings saved in a training config',
+                           'std floor 1e-2 and clip 10 by default; settings round-trip through JSON')
 def test_config_defaults_and_round_trip():
     from prm_critic.models.state_critic import OBS_CLIP, STD_FLOOR
 
