@@ -4,7 +4,7 @@ side by side (held-out episodes, several split/init seeds).
 Collects ``--episodes`` episodes of PointMaze_UMaze-v3 with the spec's scripted (noisy) controller,
 labels them (``subgoal``, ``outcome``, and ``mc`` with ``--mc-k`` rollouts every ``--mc-stride``
 steps), then for each family, pairwise weight and seed trains a critic with
-``prm_critic.commands.train_critic.train_critic_from_data`` (the ``train-critic`` CLI's code path)
+``prm_critic.models.pipeline.train_critic_from_data`` (the ``train-critic`` CLI's code path)
 and reports held-out metrics as mean ± std over seeds. Data collection and labelling are resumable
 (re-run with the same ``--work`` folder).
 
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from prm_critic.commands.train_critic import train_critic_from_data
+from prm_critic.models.pipeline import train_critic_from_data
 from prm_critic.models.train import TrainConfig
 from prm_critic.robotics.collect import collect
 from prm_critic.robotics.labels import label

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from prm_critic.commands.train_critic import train_critic_from_data
+from prm_critic.models.pipeline import train_critic_from_data
 from prm_critic.models import load_state_critic
 from prm_critic.models.evaluate import evaluate_state_critic, score_in_batches
 from prm_critic.models.train import TrainConfig
@@ -36,6 +36,7 @@ from prm_critic.robotics.dataset import load_steps, split_episodes
 from prm_critic.robotics.labels import label
 from prm_critic.robotics.make import CriticInputLayout
 from prm_critic.robotics.subgoals import SubgoalCritic
+from prm_critic.sb3 import load_policy
 
 
 def episodes_of(table, ids) -> list[tuple[np.ndarray, bool]]:
@@ -100,7 +101,8 @@ def main(argv=None) -> int:
     pol_meta = json.loads((pol_dir / "policy.json").read_text())
     polic = out / "policy_episodes"
     n_pol = a.refresh_episodes + a.heldout_episodes
-    collect(a.task, polic, episodes=n_pol, policy=str(pol_dir / "policy.json"), seed=100_000 + a.seed)
+    collect(a.task, polic, episodes=n_pol, policy=str(pol_dir / "policy.json"), seed=100_000 + a.seed,
+            policy_loader=load_policy)
     label(polic, "outcome")
     t_data = time.perf_counter() - t0
 

@@ -34,7 +34,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from prm_critic.critic import BaseCritic, StepScores, as_obs_batch
-from prm_critic.robotics.make import CriticInputLayout
+from prm_critic.robotics.layout import CriticInputLayout
 from prm_critic.robotics.spec import SpecError, TaskSpec, expr_width, load_spec
 
 __all__ = ["MazeGeometry", "SubgoalEvaluator", "SubgoalCritic", "eval_expr", "map_consts"]
