@@ -11,7 +11,6 @@ older version (no hash) is refused unless ``allow_unverified=True``.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from pathlib import Path

@@ -63,7 +63,9 @@ class StepTable:
 
     def select(self, rows: np.ndarray) -> "StepTable":
         """Sub-table of ``rows`` (bool mask or index array)."""
-        take = (lambda a: a[rows])
+        def take(a: np.ndarray) -> np.ndarray:
+            return a[rows]
+
         return StepTable(
             x=take(self.x), next_x=take(self.next_x), episode=take(self.episode), t=take(self.t),
             ep_len=take(self.ep_len), ep_success=take(self.ep_success), progress=take(self.progress),

@@ -225,7 +225,7 @@ class SubgoalEvaluator:
                 if e is None:
                     continue
 
-                def fail(msg, side=side, e=e):
+                def fail(msg, side=side, e=e, s=s):
                     raise SpecError(f"{s.field_where(side)}: in {str(e)!r}: {msg}")
 
                 def ref_width(r, fail=fail) -> int:
