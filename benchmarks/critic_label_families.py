@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from prm_critic.commands.train_critic import train_critic_from_data
+from prm_critic.models.pipeline import train_critic_from_data
 from prm_critic.models.evaluate import evaluate_state_critic
 from prm_critic.models.train import TrainConfig
 from prm_critic.robotics.collect import collect

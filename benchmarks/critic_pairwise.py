@@ -4,7 +4,7 @@ side by side (held-out episodes, several split/init seeds).
 Collects ``--episodes`` episodes of PointMaze_UMaze-v3 with the spec's scripted (noisy) controller,
 labels them (``subgoal``, ``outcome``, and ``mc`` with ``--mc-k`` rollouts every ``--mc-stride``
 steps), then for each family, pairwise weight and seed trains a critic with
-``prm_critic.commands.train_critic.train_critic_from_data`` (the ``train-critic`` CLI's code path)
+``prm_critic.models.pipeline.train_critic_from_data`` (the ``train-critic`` CLI's code path)
 and reports held-out metrics as mean ± std over seeds. Data collection and labelling are resumable
 (re-run with the same ``--work`` folder). The per-seed metrics and their mean ± std go to
 ``benchmarks/results/state_critic_pairwise.json`` (``--raw``); the markdown (``--md``) is rendered
@@ -98,7 +98,7 @@ def main(argv=None) -> int:
         print(f"wrote {render_file(args.raw, args.md or DOC)}")
         return 0
     from prm_critic._io import atomic_write_bytes
-    from prm_critic.commands.train_critic import train_critic_from_data
+    from prm_critic.models.pipeline import train_critic_from_data
     from prm_critic.models.train import TrainConfig
     from prm_critic.robotics.collect import collect
     from prm_critic.robotics.labels import label

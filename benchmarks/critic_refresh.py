@@ -127,7 +127,7 @@ def plot(raw: dict, path: Path) -> None:
 
 def measure(a) -> dict:
     """Run the benchmark; returns the raw data that :func:`render` writes the doc from."""
-    from prm_critic.commands.train_critic import train_critic_from_data
+    from prm_critic.models.pipeline import train_critic_from_data
     from prm_critic.models import load_state_critic
     from prm_critic.models.train import TrainConfig
     from prm_critic.robotics.collect import collect
@@ -135,7 +135,7 @@ def measure(a) -> dict:
     from prm_critic.robotics.labels import label
     from prm_critic.robotics.make import CriticInputLayout
     from prm_critic.robotics.subgoals import SubgoalCritic
-    from prm_critic.sb3 import CriticRefreshCallback
+    from prm_critic.sb3 import CriticRefreshCallback, load_policy
 
     out = Path(a.out) / a.task
     t0 = time.perf_counter()
@@ -156,7 +156,8 @@ def measure(a) -> dict:
     pol_meta = json.loads((pol_dir / "policy.json").read_text())
     polic = out / "policy_episodes"
     n_pol = a.refresh_episodes + a.heldout_episodes
-    collect(a.task, polic, episodes=n_pol, policy=str(pol_dir / "policy.json"), seed=100_000 + a.seed)
+    collect(a.task, polic, episodes=n_pol, policy=str(pol_dir / "policy.json"), seed=100_000 + a.seed,
+            policy_loader=load_policy)
     label(polic, "outcome")
     t_data = time.perf_counter() - t0
 

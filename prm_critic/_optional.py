@@ -27,7 +27,14 @@ _EXTRA_OF = {
 
 
 def require(module: str, extra: str | None = None) -> ModuleType:
-    """Import ``module`` or raise ImportError naming the ``pip install "prm-critic[extra]"`` to run."""
+    """Import ``module`` or raise ImportError naming the ``pip install "prm-critic[extra]"`` to run.
+
+    Only for third-party optional dependencies: an ImportError inside prm-critic itself is a bug,
+    not a missing extra, so ``prm_critic`` modules are refused here (import them directly).
+    """
+    if module.split(".")[0] == "prm_critic":
+        raise ValueError(f"module: require() is for third-party optional dependencies, got {module!r}; "
+                         "import prm-critic's own modules directly")
     try:
         return importlib.import_module(module)
     except ImportError as exc:  # pragma: no cover - exercised by tests with a blocked import

@@ -234,14 +234,22 @@ def test_collect_and_mc_label_with_a_trained_policy_checkpoint(tmp_path):
     np.testing.assert_array_equal(ctrl.act(obs), predict(loaded, obs)[0])
     assert not np.allclose(ctrl.act(obs), loaded.predict(obs, deterministic=True)[0])
     # collect with it (the path is recorded resolved), then MC labels rolled out with it
-    out = collect(task, tmp_path / "data", episodes=2, policy=str(pol), progress=False)
+    out = collect(task, tmp_path / "data", episodes=2, policy=str(pol), progress=False, policy_loader=load_policy)
     meta = json.loads((out / "meta.json").read_text())
     assert meta["policy"] == str(pol.resolve())
     assert sum(len(s["ep_len"]) for s in _shards(out)) == 2
-    lab = label(out, "mc", k=1, stride=25, rollout_policy=str(pol), progress=False)
+    lab = label(out, "mc", k=1, stride=25, rollout_policy=str(pol), progress=False, policy_loader=load_policy)
     assert list(Path(lab).glob("shard_*.npz"))
     # the stem works too; a critic checkpoint, another task's policy and a missing file are refused
-    assert collect(task, tmp_path / "data_stem", episodes=1, policy=str(tmp_path / "pol" / "policy"), progress=False)
+    assert collect(task, tmp_path / "data_stem", episodes=1, policy=str(tmp_path / "pol" / "policy"), progress=False,
+                   policy_loader=load_policy)
+    # the data layer does not import the SB3 integration: a policy checkpoint needs its loader
+    with pytest.raises(ValueError, match=r"policy: .*policy.json' is a prm-critic policy checkpoint; loading it needs "
+                                         r"the SB3 integration: pass policy_loader=prm_critic.sb3.load_policy"):
+        collect(task, tmp_path / "d0", episodes=1, policy=str(pol), progress=False)
+    assert not (tmp_path / "d0").exists()
+    with pytest.raises(ValueError, match=r"rollout_policy: .*policy.json' is a prm-critic policy checkpoint"):
+        label(out, "mc", k=1, stride=25, rollout_policy=str(pol), seed=1, progress=False)
     bad = tmp_path / "critic.json"
     bad.write_text(json.dumps({"format": "prm-critic/state-critic"}))
     (tmp_path / "critic.safetensors").write_bytes(b"")

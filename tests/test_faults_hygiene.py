@@ -157,7 +157,7 @@ def test_train_critic_cli_uses_the_library_defaults(monkeypatch, tmp_path):
     import inspect
 
     from prm_critic.cli import main
-    from prm_critic.commands import train_critic as cmd
+    from prm_critic.models import pipeline as cmd
     from prm_critic.models.train import TrainConfig
 
     seen = {}
@@ -183,7 +183,7 @@ def test_train_critic_cli_uses_the_library_defaults(monkeypatch, tmp_path):
                            "reach the library's TrainConfig unchanged")
 def test_train_critic_cli_options_reach_the_config(monkeypatch, tmp_path):
     from prm_critic.cli import main
-    from prm_critic.commands import train_critic as cmd
+    from prm_critic.models import pipeline as cmd
 
     seen = {}
 

@@ -282,7 +282,7 @@ def test_policy_checkpoint_fields_outside_the_allowlist_are_refused(sac_files, t
 
 def test_collect_refuses_a_policy_checkpoint_naming_arbitrary_code(sac_files, tmp_path):
     from prm_critic.robotics.collect import collect
-    from prm_critic.sb3 import PolicyCheckpointError
+    from prm_critic.sb3 import PolicyCheckpointError, load_policy
 
     def edit(doc):
         doc["algo_kwargs"]["learning_rate"] = {"__object__": "os:system"}
@@ -291,7 +291,8 @@ def test_collect_refuses_a_policy_checkpoint_naming_arbitrary_code(sac_files, tm
     path = _tampered(sac_files, tmp_path / "pol", edit)
     with loud(8, "collect with a behaviour policy.json naming 'os:system'", PolicyCheckpointError,
               match=r"field 'algo_kwargs\.learning_rate' names 'os:system'"):
-        collect(TASK, tmp_path / "data", episodes=1, policy=str(path), max_episode_steps=3, progress=False)
+        collect(TASK, tmp_path / "data", episodes=1, policy=str(path), max_episode_steps=3, progress=False,
+                policy_loader=load_policy)
 
 
 def test_sb3_zip_needs_trust_pickle(sac_files):

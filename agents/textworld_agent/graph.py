@@ -20,7 +20,6 @@ Graph::
 
 
 import itertools
-import operator
 from pathlib import Path
 from typing import Annotated, Any, Sequence
 

@@ -19,6 +19,13 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
+def load_policy_on_cpu(path):
+    """Load a prm-critic policy checkpoint on the CPU (collection and MC rollouts step one env)."""
+    from prm_critic.sb3 import load_policy
+
+    return load_policy(path, device="cpu")
+
+
 def run(args) -> int:
     import numpy as np
 
@@ -26,7 +33,7 @@ def run(args) -> int:
 
     out = collect(args.task, args.out, episodes=args.episodes, policy=args.policy, seed=args.seed,
                   shard_size=args.shard_size, max_episode_steps=args.max_episode_steps,
-                  progress=not args.no_progress, trust_pickle=args.trust_pickle)
+                  progress=not args.no_progress, trust_pickle=args.trust_pickle, policy_loader=load_policy_on_cpu)
     ok = [load_shard(f, ("ep_success",))["ep_success"] for f in sorted((out / "shards").glob("shard_*.npz"))]
     ok = np.concatenate(ok) if ok else np.zeros(0, bool)
     print(f"{out}: {len(ok)} episodes, success rate {ok.mean() if len(ok) else float('nan'):.3f}")

@@ -20,11 +20,13 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
+    from prm_critic.commands.collect import load_policy_on_cpu
     from prm_critic.robotics.dataset import load_steps
     from prm_critic.robotics.labels import label
 
     out = label(args.data, args.family, k=args.k, stride=args.stride, gamma=args.gamma, seed=args.seed,
-                rollout_policy=args.rollout_policy, progress=not args.no_progress, trust_pickle=args.trust_pickle)
+                rollout_policy=args.rollout_policy, progress=not args.no_progress, trust_pickle=args.trust_pickle,
+                policy_loader=load_policy_on_cpu)
     tab = load_steps(args.data, args.family)
     lab = tab.success[tab.mask]
     print(f"{out}: {int(tab.mask.sum())} of {len(tab)} steps labelled, mean label {lab.mean():.3f}")

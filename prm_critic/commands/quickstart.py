@@ -50,7 +50,7 @@ def register(sub) -> None:
 def run(args) -> int:
     import numpy as np
 
-    from prm_critic.commands.train_critic import train_critic_from_data
+    from prm_critic.models.pipeline import train_critic_from_data
     from prm_critic.models.checkpoint import load_state_critic
     from prm_critic.models.train import TrainConfig
     from prm_critic.robotics.collect import collect

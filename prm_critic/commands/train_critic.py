@@ -8,17 +8,19 @@ restarts from its last finished epoch), evaluates on the held-out episodes and w
   exported to ONNX;
 * ``OUT.metrics.json``: held-out metrics and the training history;
 * ``OUT.scores.png``: progress and success along a few held-out episodes.
+
+The library form is :func:`prm_critic.models.pipeline.train_critic_from_data`.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import math
+import warnings
+from typing import Any
 
 
 #: Options whose default is the library's: ``TrainConfig()`` fields, and ``holdout`` of
-#: :func:`train_critic_from_data`. Left unset on the command line, the library value applies.
+#: :func:`prm_critic.models.pipeline.train_critic_from_data`. Left unset on the command line, the library value applies.
 LIBRARY_DEFAULTS = ("epochs", "pairwise_weight", "pairwise_margin", "holdout", "seed", "hidden", "activation", "lr",
                     "batch_size", "weight_decay", "val_fraction", "patience", "device")
 
@@ -27,6 +29,7 @@ def library_defaults() -> dict:
     """The library's value for every option in :data:`LIBRARY_DEFAULTS` (imports torch)."""
     import inspect
 
+    from prm_critic.models.pipeline import train_critic_from_data
     from prm_critic.models.train import TrainConfig
 
     cfg = TrainConfig()
@@ -87,78 +90,8 @@ def _hidden(text: str) -> tuple[int, ...]:
     return sizes
 
 
-def _json_safe(v):
-    """NaN / inf -> None (strict JSON), recursively."""
-    if isinstance(v, float) and not math.isfinite(v):
-        return None
-    if isinstance(v, dict):
-        return {k: _json_safe(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [_json_safe(x) for x in v]
-    return v
-
-
-def train_critic_from_data(data, label: str, out, *, config, holdout: float = 0.2, seed: int = 0,
-                           progress_bar: bool = True) -> dict:
-    """Library form of the command; returns ``{"checkpoint", "metrics_path", "plot_path", "metrics", "meta"}``."""
-    from pathlib import Path
-
-    import numpy as np
-
-    from prm_critic.models.checkpoint import atomic_write_bytes, checkpoint_paths, save_state_critic
-    from prm_critic.models.evaluate import _mean_episode_spearman, evaluate_state_critic, plot_episode_scores
-    from prm_critic.models.state_critic import TorchStateCritic
-    from prm_critic.models.train import train_state_critic
-    from prm_critic.robotics.dataset import load_steps, split_episodes
-
-    table = load_steps(data, label)
-    if not np.all(np.isfinite(table.progress)):
-        raise ValueError(f"data: spec {table.spec.name!r} has no subgoals, so there is no progress label to train on; "
-                         "add [[subgoals]] to the spec")
-    if not table.mask.any():
-        raise ValueError(f"label: the {label!r} labels of {str(data)!r} mark no step as labelled (mask all False)")
-    train, test = split_episodes(table, holdout=holdout, seed=seed)
-    w_path, j_path = checkpoint_paths(out)
-    stem = w_path.with_suffix("")
-    net, history = train_state_critic(
-        train.x, train.progress, train.success, episode=train.episode, t=train.t, ep_success=train.ep_success,
-        mask=train.mask, config=config, progress_bar=progress_bar, state_path=stem,
-    )
-    critic = TorchStateCritic(net)
-    metrics = evaluate_state_critic(critic, test.x, episode=test.episode, t=test.t, ep_success=test.ep_success)
-    # agreement with the held-out labels themselves
-    sc = critic.score(test.x)
-    metrics["progress_mae"] = float(np.mean(np.abs(sc.progress - test.progress)))
-    metrics["success_label_mae"] = float(np.mean(np.abs(sc.success - test.success)[test.mask])) if test.mask.any() else float("nan")
-    # reference: how monotone the progress *label* itself is along held-out successful episodes
-    metrics["label_spearman_progress_time"] = _mean_episode_spearman(test.progress, test.episode, test.t, test.ep_success)[0]
-    metrics["n_train_steps"] = int(len(train))
-    metrics["n_train_episodes"] = int(len(train.episodes))
-    metrics = _json_safe(metrics)
-    meta = {
-        "task": table.spec.name,
-        "spec": table.spec.to_dict(),
-        "layout": table.layout.to_dict(),
-        "label_family": label,
-        "maze": table.meta.get("maze"),
-        "train_config": config.to_dict(),
-        "metrics": metrics,
-        "data": {"path": Path(data).name, "policy": table.meta.get("policy"), "seed": table.meta.get("seed"),
-                 "holdout": holdout, "split_seed": seed, "test_episodes": [int(e) for e in test.episodes]},
-    }
-    save_state_critic(stem, net, meta)
-    metrics_path = stem.with_name(stem.name + ".metrics.json")
-    doc = {"metrics": metrics, "history": _json_safe(history), "label_family": label, "task": table.spec.name,
-           "train_config": config.to_dict()}
-    atomic_write_bytes(metrics_path, json.dumps(doc, indent=2, sort_keys=True).encode())
-    plot_path = stem.with_name(stem.name + ".scores.png")
-    plot_episode_scores(critic, test.x, test.episode, test.t, test.ep_success, plot_path, n=6,
-                        progress_label=test.progress, seed=seed,
-                        title=f"{table.spec.name}: held-out episodes ({label} labels)")
-    return {"checkpoint": w_path, "metrics_path": metrics_path, "plot_path": plot_path, "metrics": metrics, "meta": meta}
-
-
 def run(args) -> int:
+    from prm_critic.models.pipeline import train_critic_from_data
     from prm_critic.models.train import TrainConfig
 
     given = {name: getattr(args, name) for name in LIBRARY_DEFAULTS if getattr(args, name) is not None}
@@ -181,3 +114,15 @@ def run(args) -> int:
           f"progress MAE {f(m['progress_mae'])}")
     print(f"wrote {res['checkpoint']} (+ .json), {res['metrics_path']}, {res['plot_path']}")
     return 0
+
+
+def __getattr__(name: str) -> Any:
+    # Deprecated location of the library function (it moved to prm_critic.models.pipeline).
+    if name == "train_critic_from_data":
+        warnings.warn("prm_critic.commands.train_critic.train_critic_from_data is deprecated; import it from "
+                      "prm_critic.models (prm_critic.models.pipeline.train_critic_from_data)",
+                      DeprecationWarning, stacklevel=2)
+        from prm_critic.models.pipeline import train_critic_from_data
+
+        return train_critic_from_data
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

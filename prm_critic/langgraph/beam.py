@@ -40,7 +40,7 @@ from typing_extensions import TypedDict
 from prm_critic.aggregate import AGGREGATES, aggregate as _aggregate
 from prm_critic.critic import BaseCritic
 from prm_critic.langgraph._common import check_critic, check_head, check_int, check_prob, lg, score_text_steps
-from prm_critic.langgraph.node import _emit
+from prm_critic.langgraph.node import emit_event
 from prm_critic.text.steps import TextStep
 
 _graph = lg("langgraph.graph")
@@ -222,7 +222,7 @@ def build_beam_search_graph(
         }
         if solved:
             out["solution"] = max(solved, key=lambda c: c["score"])
-        _emit({"type": "prm_beam_prune", "depth": depth, "candidates": len(scored), "kept": len(beam),
+        emit_event({"type": "prm_beam_prune", "depth": depth, "candidates": len(scored), "kept": len(beam),
                "pruned_dead_end": n_dead, "pruned_beam": len(alive) - len(beam), "policy_calls": used,
                "stop_reason": reason})
         return out

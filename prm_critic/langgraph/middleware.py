@@ -42,7 +42,7 @@ from prm_critic.langgraph._common import (
     render_steps,
     score_text_steps,
 )
-from prm_critic.langgraph.node import _emit, add_step_records
+from prm_critic.langgraph.node import emit_event, add_step_records
 from prm_critic.text.steps import TextStep, format_tool_step
 
 _mw = lg("langchain.agents.middleware")
@@ -112,7 +112,7 @@ class PRMBestOfNMiddleware(_mw.AgentMiddleware):
     def _finish(self, candidates: list, texts: list[str], scores: list[float]):
         chosen = max(range(len(scores)), key=lambda i: (scores[i], -i))
         record = {"n": len(candidates), "scores": scores, "texts": texts, "chosen": chosen, "head": self.head}
-        _emit({"type": "prm_best_of_n", **record})
+        emit_event({"type": "prm_best_of_n", **record})
         best = candidates[chosen]
         if isinstance(best, _msgs.AIMessage):
             best = _types.ModelResponse(result=[best])
@@ -208,7 +208,7 @@ class PRMStepScoringMiddleware(_mw.AgentMiddleware):
         if float(sc.get(self.head)[0]) >= self.block_below:
             return call, prompt, history, None
         record = self._record(call, text, history, sc, "blocked")
-        _emit({"type": "prm_step_score", "node": self.name, **record})
+        emit_event({"type": "prm_step_score", "node": self.name, **record})
         msg = _msgs.ToolMessage(
             content=f"Not executed: a step critic scored this call {record['score']:.2f} "
                     f"(< {self.block_below:.2f}). Try a different step.",
@@ -225,7 +225,7 @@ class PRMStepScoringMiddleware(_mw.AgentMiddleware):
         low = value < self.threshold
         verdict = "continue" if not low else {"record": "low", "flag": "flagged", "end": "end"}[self.on_low]
         record = self._record(call, text, history, sc, verdict)
-        _emit({"type": "prm_step_score", "node": self.name, **record})
+        emit_event({"type": "prm_step_score", "node": self.name, **record})
         if low and self.on_low in ("flag", "end"):
             note = self.flag.format(head=self.head, score=value, threshold=self.threshold)
             result = result.model_copy(update={"content": f"{message_text(result)}\n{note}"})

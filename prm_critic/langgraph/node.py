@@ -283,7 +283,7 @@ class StepCriticNode:
             "text": step["text"],
             "tool_call_ids": list(step["tool_call_ids"]),
         }
-        _emit({"type": "prm_step_score", "node": self.name, **record})
+        emit_event({"type": "prm_step_score", "node": self.name, **record})
 
         update: dict[str, Any] = {
             self.scores_key: [record],
@@ -315,7 +315,7 @@ class StepCriticNode:
         return update
 
 
-def _emit(event: dict) -> None:
+def emit_event(event: dict) -> None:
     """Send ``event`` on ``stream_mode="custom"``; a no-op outside a running graph."""
     config = lg("langgraph.config")
     try:

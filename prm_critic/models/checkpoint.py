@@ -11,7 +11,6 @@ older version (no hash) is refused unless ``allow_unverified=True``.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from pathlib import Path
@@ -26,6 +25,7 @@ from safetensors.torch import save as save_bytes
 
 from prm_critic import __version__
 from prm_critic._io import atomic_write_bytes
+from prm_critic.integrity import CheckpointError, check_sha256, sha256_bytes
 from prm_critic.models.state_critic import StateCriticNet, TorchStateCritic
 
 __all__ = ["CheckpointError", "save_state_critic", "load_state_critic", "checkpoint_paths", "atomic_write_bytes",
@@ -36,47 +36,12 @@ FORMAT = "prm-critic/state-critic"
 FORMAT_VERSION = 2
 
 
-class CheckpointError(ValueError):
-    """A checkpoint is missing, corrupt, or not a prm-critic state critic."""
-
-
 def checkpoint_paths(path: str | os.PathLike) -> tuple[Path, Path]:
     """``(weights.safetensors, config.json)`` for a checkpoint path or stem."""
     p = Path(path)
     if p.suffix in (".safetensors", ".json"):
         p = p.with_suffix("")
     return p.with_suffix(".safetensors"), p.with_suffix(".json")
-
-
-def sha256_bytes(data: bytes) -> str:
-    """Hex SHA-256 of ``data``."""
-    return hashlib.sha256(data).hexdigest()
-
-
-def check_sha256(data: bytes, expected: Any, *, file: Path, doc: Path, field: str, allow_unverified: bool) -> None:
-    """Check ``data`` (the bytes of ``file``) against the hash ``expected`` read from ``doc[field]``.
-
-    ``expected=None``: a checkpoint from an older version; refused unless ``allow_unverified``.
-
-    Raises:
-        CheckpointError: no hash (and not ``allow_unverified``), a malformed hash, or a mismatch.
-    """
-    if expected is None:
-        if allow_unverified:
-            return
-        raise CheckpointError(
-            f"checkpoint: {str(doc)!r} records no {field!r} for {file.name} (written by an older prm-critic), so a "
-            "damaged weights file cannot be detected; load it once with allow_unverified=True and save it again "
-            "with this version (or pass allow_unverified=True to accept it unchecked)"
-        )
-    if not isinstance(expected, str) or len(expected) != 64 or any(c not in "0123456789abcdef" for c in expected):
-        raise CheckpointError(f"checkpoint: {str(doc)!r} field {field!r} is {expected!r}; expected a 64-digit hex SHA-256")
-    actual = sha256_bytes(data)
-    if actual != expected:
-        raise CheckpointError(
-            f"checkpoint: {str(file)!r} is corrupt or was modified after saving: its SHA-256 is {actual}, but "
-            f"{doc.name} field {field!r} records {expected}"
-        )
 
 
 def save_state_critic(path: str | os.PathLike, net: StateCriticNet, meta: dict[str, Any] | None = None) -> Path:

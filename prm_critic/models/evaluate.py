@@ -120,7 +120,7 @@ def _early_mask(episode: np.ndarray, t: np.ndarray, frac: float) -> np.ndarray:
     return m
 
 
-def _mean_episode_spearman(score, episode, t, y) -> tuple[float, int]:
+def mean_episode_spearman(score, episode, t, y) -> tuple[float, int]:
     vals = []
     for e in np.unique(episode[y]):
         sel = episode == e
@@ -151,8 +151,8 @@ def evaluate_state_critic(critic: BaseCritic, x, *, episode, t, ep_success, earl
     x, e, tt, y = _episode_arrays(x, episode, t, ep_success, getattr(critic, "obs_dim", None))
     p, s = score_in_batches(critic, x)
     early = _early_mask(e, tt, early_fraction)
-    sp_p, n_sp = _mean_episode_spearman(p, e, tt, y)
-    sp_s, _ = _mean_episode_spearman(s, e, tt, y)
+    sp_p, n_sp = mean_episode_spearman(p, e, tt, y)
+    sp_s, _ = mean_episode_spearman(s, e, tt, y)
     eps = np.unique(e)
     return {
         "auroc_success": auroc(s, y),
@@ -176,7 +176,7 @@ def plot_episode_scores(critic: BaseCritic, x, episode, t, ep_success, path: str
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    from prm_critic.models.checkpoint import atomic_write_bytes
+    from prm_critic._io import atomic_write_bytes
 
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"n: expected a positive int (episodes to plot), got {n!r}")

@@ -53,7 +53,7 @@ def check_obs_clip(obs_clip) -> float:
         raise ValueError(f"obs_clip: expected a number > 0 or None (no clipping), got {obs_clip!r}")
     return float(obs_clip)
 
-_ACTS = {"relu": nn.ReLU, "tanh": nn.Tanh, "silu": nn.SiLU, "elu": nn.ELU}
+ACTIVATIONS = {"relu": nn.ReLU, "tanh": nn.Tanh, "silu": nn.SiLU, "elu": nn.ELU}
 
 
 class StateCriticNet(nn.Module):
@@ -72,8 +72,8 @@ class StateCriticNet(nn.Module):
         super().__init__()
         if isinstance(obs_dim, bool) or not isinstance(obs_dim, int) or obs_dim <= 0:
             raise ValueError(f"obs_dim: expected a positive int, got {obs_dim!r}")
-        if activation not in _ACTS:
-            raise ValueError(f"activation: expected one of {sorted(_ACTS)}, got {activation!r}")
+        if activation not in ACTIVATIONS:
+            raise ValueError(f"activation: expected one of {sorted(ACTIVATIONS)}, got {activation!r}")
         hidden = tuple(int(h) for h in hidden)
         if not hidden or any(h <= 0 for h in hidden):
             raise ValueError(f"hidden: expected a non-empty list of positive sizes, got {hidden!r}")
@@ -86,7 +86,7 @@ class StateCriticNet(nn.Module):
         layers: list[nn.Module] = []
         d = obs_dim
         for h in hidden:
-            layers += [nn.Linear(d, h), _ACTS[activation]()]
+            layers += [nn.Linear(d, h), ACTIVATIONS[activation]()]
             d = h
         self.body = nn.Sequential(*layers)
         self.head = nn.Linear(d, len(HEADS))

@@ -37,9 +37,9 @@ import torch
 import torch.nn.functional as F
 
 from prm_critic.critic import as_obs_batch
-from prm_critic.models.checkpoint import atomic_write_bytes
+from prm_critic._io import atomic_write_bytes
 from prm_critic.models.state_critic import (
-    _ACTS,
+    ACTIVATIONS,
     OBS_CLIP,
     STD_FLOOR,
     StateCriticNet,
@@ -129,8 +129,8 @@ class TrainConfig:
         if isinstance(self.hidden, (str, bytes)) or not isinstance(self.hidden, Sequence) or not self.hidden:
             raise ValueError(f"hidden: expected a non-empty list of positive layer sizes, got {self.hidden!r}")
         self.hidden = tuple(_int("hidden", h, 1) for h in self.hidden)
-        if self.activation not in _ACTS:
-            raise ValueError(f"activation: expected one of {sorted(_ACTS)}, got {self.activation!r}")
+        if self.activation not in ACTIVATIONS:
+            raise ValueError(f"activation: expected one of {sorted(ACTIVATIONS)}, got {self.activation!r}")
         self.lr = _float("lr", self.lr, lo=0.0, lo_open=True)
         self.batch_size = _int("batch_size", self.batch_size, 1)
         self.epochs = _int("epochs", self.epochs, 1)

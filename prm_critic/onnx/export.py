@@ -38,7 +38,8 @@ import numpy as np
 
 from prm_critic import __version__
 from prm_critic._optional import require
-from prm_critic.models.checkpoint import atomic_write_bytes, load_state_critic
+from prm_critic._io import atomic_write_bytes
+from prm_critic.models.checkpoint import load_state_critic
 from prm_critic.models.state_critic import HEADS, StateCriticNet, TorchStateCritic
 from prm_critic.onnx._meta import (
     ATOL,
@@ -102,7 +103,7 @@ def _resolve_net(src: Any) -> tuple[StateCriticNet, dict]:
     )
 
 
-def _on_cpu(module):
+def on_cpu(module):
     """``module`` in eval mode on the CPU; a copy when it is elsewhere or in training mode (the caller's
     module is neither moved nor switched to eval)."""
     import copy
@@ -177,7 +178,7 @@ def _jsonable(obj: Any, where: str) -> str:
 
 
 @contextlib.contextmanager
-def _quiet_exporter():
+def quiet_exporter():
     """Silence the exporter's progress prints and its torchvision registration warnings."""
     loggers = [logging.getLogger(n) for n in ("torch.onnx", "torch.onnx._internal.exporter._registration")]
     levels = [lg.level for lg in loggers]
@@ -203,7 +204,7 @@ def _export_proto(net, batch: int | str, opset: int, obs_dim: int | None = None)
     x = torch.zeros(1, int(obs_dim if obs_dim is not None else net.obs_dim), dtype=torch.float32)
     dynamo_error: Exception | None = None
     try:
-        with _quiet_exporter(), torch.no_grad():
+        with quiet_exporter(), torch.no_grad():
             kwargs: dict[str, Any] = {}
             if batch == "dynamic":
                 kwargs["dynamic_shapes"] = {"obs": {0: torch.export.Dim("batch")}}
@@ -223,7 +224,7 @@ def _export_proto(net, batch: int | str, opset: int, obs_dim: int | None = None)
         stacklevel=3,
     )
     buf = io.BytesIO()
-    with _quiet_exporter(), torch.no_grad():
+    with quiet_exporter(), torch.no_grad():
         dyn = {INPUT_NAME: {0: "batch"}, OUTPUT_NAME: {0: "batch"}} if batch == "dynamic" else None
         torch.onnx.export(
             module, (x,), buf, dynamo=False, opset_version=opset,
@@ -306,7 +307,7 @@ def parity_check(
     return errors
 
 
-def _check_opset_and_path(opset, out_path) -> Path:
+def check_opset_and_path(opset, out_path) -> Path:
     """Validate ``opset`` (17 .. the installed onnx's newest) and an ``out_path`` ending in .onnx."""
     onnx = require("onnx")
     max_opset = onnx.defs.onnx_opset_version()
@@ -323,7 +324,7 @@ def _check_args(batch, opset, out_path, extra_meta) -> tuple[int | str, Path]:
         batch = 1
     if isinstance(batch, bool) or batch not in ("dynamic", 1):
         raise OnnxExportError(f"batch: expected 'dynamic' or 1, got {batch!r}")
-    out = _check_opset_and_path(opset, out_path)
+    out = check_opset_and_path(opset, out_path)
     if out.is_dir():
         raise OnnxExportError(f"out_path: {str(out)!r} is a directory; expected a .onnx file path")
     if extra_meta is not None and not isinstance(extra_meta, Mapping):
@@ -365,7 +366,7 @@ def export_state_critic(
     batch, out = _check_args(batch, opset, out_path, extra_meta)
 
     net, meta = _resolve_net(critic_or_checkpoint_path)
-    net = _on_cpu(net)
+    net = on_cpu(net)
     lay = _layout_dict(layout, meta, net.obs_dim)
     task_name = _task_name(task, meta)
     realistic = None

@@ -489,7 +489,7 @@ class OnnxCritic(BaseCritic):
         lay = self.meta.get("layout")
         if lay is None:
             return None
-        from prm_critic.robotics.make import CriticInputLayout
+        from prm_critic.robotics.layout import CriticInputLayout
 
         return CriticInputLayout.from_dict(lay)
 

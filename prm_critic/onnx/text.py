@@ -102,26 +102,26 @@ def export_text_prm(
     onnx = require("onnx")
     require("onnxscript")
     ort = require("onnxruntime")
-    from prm_critic.models.checkpoint import atomic_write_bytes
-    from prm_critic.onnx.export import _check_opset_and_path, _quiet_exporter
+    from prm_critic._io import atomic_write_bytes
+    from prm_critic.onnx.export import check_opset_and_path, quiet_exporter
     from prm_critic.text.prm import MiniLMStepPRM
 
     prm = MiniLMStepPRM.load(prm_or_path) if isinstance(prm_or_path, (str, os.PathLike)) else prm_or_path
     if not isinstance(prm, MiniLMStepPRM):
         raise TypeError(f"prm_or_path: expected a MiniLMStepPRM or its saved folder, got {type(prm).__name__}")
-    out = _check_opset_and_path(opset, out_path)
+    out = check_opset_and_path(opset, out_path)
     texts = list(parity_texts) if parity_texts is not None else list(_DEFAULT_TEXTS)
     if not texts or not all(isinstance(t, (tuple, list)) and len(t) == 2 and isinstance(t[0], str) for t in texts):
         raise OnnxExportError(f"parity_texts: expected a non-empty list of (prompt, [steps]) pairs, got {parity_texts!r}")
 
-    from prm_critic.onnx.export import _on_cpu
+    from prm_critic.onnx.export import on_cpu
 
-    net = _on_cpu(prm.net)
+    net = on_cpu(prm.net)
     example = _batch_for(prm, texts[:1])
     args = tuple(torch.from_numpy(example[k]) for k in TEXT_INPUTS)
     batch_dim, seq_dim = torch.export.Dim("batch"), torch.export.Dim("seq", min=2, max=prm.contract.max_length)
     dyn = {k: {0: batch_dim, 1: seq_dim} for k in TEXT_INPUTS}
-    with _quiet_exporter(), torch.no_grad():
+    with quiet_exporter(), torch.no_grad():
         prog = torch.onnx.export(net, args, None, dynamo=True, opset_version=opset, external_data=False,
                                  input_names=list(TEXT_INPUTS), output_names=[TEXT_OUTPUT],
                                  dynamic_shapes=dyn, verbose=False)
@@ -255,10 +255,10 @@ class OnnxTextCritic(BaseCritic):
 
     def score(self, steps) -> StepScores:
         """Score ``B`` TextSteps in context: StepScores ``(B,)`` (``extra["truncated"]`` as the torch PRM)."""
-        from prm_critic.text.prm import _group_steps, check_text_steps
+        from prm_critic.text.prm import group_steps, check_text_steps
 
         steps = check_text_steps(steps)
-        windows, where = _group_steps(self.contract, self.layout, self.tokenizer, steps)
+        windows, where = group_steps(self.contract, self.layout, self.tokenizer, steps)
         probs = self._run(windows)
         offsets = np.cumsum([0] + [len(w.step_positions) for w in windows])
         p = probs[np.asarray([offsets[g] + k for g, k in where])]

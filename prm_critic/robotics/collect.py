@@ -28,7 +28,8 @@ from typing import Any
 
 import numpy as np
 
-from prm_critic.robotics.make import CriticInputLayout, make_env, success_from_info
+from prm_critic.robotics.make import make_env
+from prm_critic.robotics.layout import CriticInputLayout, success_from_info
 from prm_critic.robotics.snapshot import Snapshotter
 from prm_critic.robotics.spec import TaskSpec, load_spec
 
@@ -106,7 +107,7 @@ POLICY_CHOICES = ("'scripted', 'random', a prm-critic policy checkpoint (policy.
                   "written by train-policy) or a stable-baselines3 model .zip")
 
 
-def _policy_id(policy: Any, *, name: str = "policy", task: str | None = None, trust_pickle: bool = False) -> str:
+def policy_id(policy: Any, *, name: str = "policy", task: str | None = None, trust_pickle: bool = False) -> str:
     """Check ``policy`` and return how it is recorded: ``"scripted"``, ``"random"`` or the resolved
     path of a model zip / policy checkpoint JSON. ``task``: refuse a checkpoint trained on another task;
     a model zip is refused unless ``trust_pickle`` (loading it unpickles, which can run its code)."""
@@ -139,9 +140,25 @@ def _policy_id(policy: Any, *, name: str = "policy", task: str | None = None, tr
     return str(j.resolve())
 
 
-def make_policy(spec: TaskSpec, env, policy: str, *, trust_pickle: bool = False, **params: Any):
+def check_policy_loader(policy: str, policy_loader: Any, *, name: str = "policy") -> None:
+    """Refuse a prm-critic policy checkpoint ``policy`` (as returned by :func:`policy_id`) without a
+    ``policy_loader``: rebuilding the trained algorithm is the SB3 integration's job
+    (:func:`prm_critic.sb3.load_policy`), which this data layer does not import."""
+    if policy in ("scripted", "random") or str(policy).endswith(".zip"):
+        return
+    if policy_loader is None:
+        raise ValueError(f"{name}: {str(policy)!r} is a prm-critic policy checkpoint; loading it needs the SB3 "
+                         "integration: pass policy_loader=prm_critic.sb3.load_policy (the CLI does)")
+    if not callable(policy_loader):
+        raise TypeError(f"policy_loader: expected a callable path -> SB3 model such as prm_critic.sb3.load_policy, "
+                        f"got {type(policy_loader).__name__}")
+
+
+def make_policy(spec: TaskSpec, env, policy: str, *, trust_pickle: bool = False, policy_loader: Any = None,
+                **params: Any):
     """Controller for ``policy`` (``"scripted"``: the spec's controller; ``"random"``; a model zip,
-    loaded only with ``trust_pickle=True``, or a prm-critic policy checkpoint, whose observation
+    loaded only with ``trust_pickle=True``, or a prm-critic policy checkpoint, loaded with
+    ``policy_loader(path)``, e.g. :func:`prm_critic.sb3.load_policy`, whose observation
     normalisation is applied)."""
     from prm_critic.robotics.controllers import SB3Controller, load_sb3_model, make_controller
 
@@ -151,9 +168,8 @@ def make_policy(spec: TaskSpec, env, policy: str, *, trust_pickle: bool = False,
         return make_controller(spec, env, name="random")
     if str(policy).endswith(".zip"):
         return SB3Controller(load_sb3_model(policy, trust_pickle=trust_pickle))
-    from prm_critic.sb3 import load_policy
-
-    return SB3Controller(load_policy(policy, device="cpu"))
+    check_policy_loader(policy, policy_loader)
+    return SB3Controller(policy_loader(policy))
 
 
 def _maze_dict(env) -> dict | None:
@@ -181,6 +197,7 @@ def collect(
     max_episode_steps: int | None = None,
     progress: bool = True,
     trust_pickle: bool = False,
+    policy_loader: Any = None,
 ) -> Path:
     """Collect ``episodes`` episodes of ``spec`` with ``policy`` into ``out_dir`` (resumable).
 
@@ -197,6 +214,8 @@ def collect(
         progress: show a tqdm bar over episodes.
         trust_pickle: allow ``policy`` to be a stable-baselines3 ``.zip``. Loading one unpickles
             objects stored in the file, which runs arbitrary code from it: only for files you trust.
+        policy_loader: ``path -> SB3 model`` for a prm-critic policy checkpoint ``policy``:
+            :func:`prm_critic.sb3.load_policy` (needed only for such a ``policy``).
 
     Returns:
         ``out_dir`` as a Path.
@@ -209,7 +228,8 @@ def collect(
     seed = _check_int("seed", seed, 0)
     if max_episode_steps is not None:
         spec = dataclasses.replace(spec, max_episode_steps=_check_int("max_episode_steps", max_episode_steps, 1))
-    pol = _policy_id(policy, task=spec.name, trust_pickle=trust_pickle)
+    pol = policy_id(policy, task=spec.name, trust_pickle=trust_pickle)
+    check_policy_loader(pol, policy_loader)
     out = Path(out_dir)
     env = make_env(spec)
     env.reset(seed=seed)
@@ -243,7 +263,7 @@ def collect(
         from prm_critic.robotics.subgoals import MazeGeometry, SubgoalEvaluator
 
         evaluator = SubgoalEvaluator(spec, layout, MazeGeometry.from_dict(meta["maze"]) if meta["maze"] else None)
-    ctrl = make_policy(spec, env, pol, trust_pickle=trust_pickle)
+    ctrl = make_policy(spec, env, pol, trust_pickle=trust_pickle, policy_loader=policy_loader)
     snap = Snapshotter(env, strict=False)  # an env without a snapshot hook: subgoal/outcome labels only
 
     n_shards = (episodes + shard_size - 1) // shard_size

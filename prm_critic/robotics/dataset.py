@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from prm_critic.robotics.collect import ShardError, load_shard, read_meta
-from prm_critic.robotics.make import CriticInputLayout
+from prm_critic.robotics.layout import CriticInputLayout
 from prm_critic.robotics.spec import TaskSpec, load_spec
 
 __all__ = ["StepTable", "load_steps", "split_episodes"]
@@ -63,7 +63,9 @@ class StepTable:
 
     def select(self, rows: np.ndarray) -> "StepTable":
         """Sub-table of ``rows`` (bool mask or index array)."""
-        take = (lambda a: a[rows])
+        def take(a: np.ndarray) -> np.ndarray:
+            return a[rows]
+
         return StepTable(
             x=take(self.x), next_x=take(self.next_x), episode=take(self.episode), t=take(self.t),
             ep_len=take(self.ep_len), ep_success=take(self.ep_success), progress=take(self.progress),
@@ -135,7 +137,7 @@ def load_steps(out_dir: "str | Path", family: str = "mc") -> StepTable:
         ShardError: a shard file is corrupt (names the file), label and data shards disagree, or
             ``meta.json`` disagrees with itself or with the data (spec, layout names, sizes, width).
     """
-    from prm_critic.robotics.labels import FAMILIES, _evaluator
+    from prm_critic.robotics.labels import FAMILIES, subgoal_evaluator
 
     if family not in FAMILIES:
         raise ValueError(f"family: expected one of {list(FAMILIES)}, got {family!r}")
@@ -176,7 +178,7 @@ def load_steps(out_dir: "str | Path", family: str = "mc") -> StepTable:
     cat = {k: np.concatenate(v) for k, v in cols.items() if v}
     if spec.subgoals:
         try:
-            evaluator = _evaluator(meta)
+            evaluator = subgoal_evaluator(meta)
         except (KeyError, TypeError, ValueError) as exc:  # SpecError is a ValueError
             raise ShardError(
                 f"meta file {str(out / 'meta.json')!r}: its subgoals cannot be evaluated with its layout and "

@@ -29,9 +29,18 @@ from typing import Any
 import numpy as np
 
 from prm_critic.robotics.collect import (
-    ShardError, _policy_id, atomic_savez, atomic_write_json, load_shard, make_policy, read_meta, step_success,
+    ShardError,
+    atomic_savez,
+    atomic_write_json,
+    check_policy_loader,
+    load_shard,
+    make_policy,
+    policy_id,
+    read_meta,
+    step_success,
 )
-from prm_critic.robotics.make import CriticInputLayout, make_env
+from prm_critic.robotics.make import make_env
+from prm_critic.robotics.layout import CriticInputLayout
 from prm_critic.robotics.snapshot import Snapshot, Snapshotter, SnapshotUnsupportedError
 from prm_critic.robotics.spec import load_spec
 
@@ -58,7 +67,7 @@ def unflatten_obs(layout: CriticInputLayout, x: np.ndarray):
     return {k: x[layout.slices[k]].copy() for k in layout.keys}
 
 
-def _evaluator(meta: dict):
+def subgoal_evaluator(meta: dict):
     from prm_critic.robotics.subgoals import MazeGeometry, SubgoalEvaluator
 
     spec = load_spec(meta["spec"])
@@ -84,7 +93,7 @@ def label_params(family: str, *, k: int = 8, stride: int = 1, gamma: float = 0.9
             raise ValueError(f"{name}: expected an integer >= 1, got {v!r}")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or int(seed) < 0:
         raise ValueError(f"seed: expected an integer >= 0, got {seed!r}")
-    _policy_id(rollout_policy, name="rollout_policy", trust_pickle=trust_pickle)
+    policy_id(rollout_policy, name="rollout_policy", trust_pickle=trust_pickle)
     return {"family": family, "k": int(k), "stride": int(stride), "seed": int(seed),
             "rollout_policy": str(rollout_policy)}
 
@@ -99,10 +108,12 @@ class MCLabeler:
         rollout_policy: ``"scripted"`` (the spec's noisy controller), ``"random"``, a prm-critic
             policy checkpoint (``policy.json``) or a stable-baselines3 model zip (needs
             ``trust_pickle=True``: loading it unpickles, which runs code from the file).
+        policy_loader: ``path -> SB3 model`` for a policy checkpoint ``rollout_policy``
+            (:func:`prm_critic.sb3.load_policy`).
     """
 
     def __init__(self, meta: dict, *, k: int = 8, seed: int = 0, rollout_policy: str = "scripted",
-                 trust_pickle: bool = False):
+                 trust_pickle: bool = False, policy_loader: Any = None):
         self.spec = load_spec(meta["spec"])
         self.layout = CriticInputLayout.from_dict(meta["layout"])
         self.k = int(k)
@@ -117,8 +128,9 @@ class MCLabeler:
         except Exception:
             self.env.close()
             raise
-        self.ctrl = make_policy(self.spec, self.env, rollout_policy, trust_pickle=trust_pickle)
-        self.evaluator = _evaluator(meta) if self.spec.success.source == "subgoals" else None
+        self.ctrl = make_policy(self.spec, self.env, rollout_policy, trust_pickle=trust_pickle,
+                                policy_loader=policy_loader)
+        self.evaluator = subgoal_evaluator(meta) if self.spec.success.source == "subgoals" else None
         self.steps = 0  # env steps taken in rollouts (for throughput measurements)
 
     def rollout(self, snapshot: Snapshot, obs, rng: np.random.Generator) -> bool:
@@ -172,11 +184,13 @@ class MCLabeler:
 
 def label(out_dir: "str | Path", family: str, *, k: int = 8, stride: int = 1, gamma: float = 0.99,
           seed: int = 0, rollout_policy: str = "scripted", progress: bool = True,
-          trust_pickle: bool = False) -> Path:
+          trust_pickle: bool = False, policy_loader: Any = None) -> Path:
     """Label every trajectory shard of ``out_dir`` with ``family`` (resumable per shard).
 
     ``trust_pickle=True`` allows an ``mc`` ``rollout_policy`` that is a stable-baselines3 ``.zip``
-    (loading one unpickles objects stored in the file, which runs arbitrary code from it).
+    (loading one unpickles objects stored in the file, which runs arbitrary code from it). An ``mc``
+    ``rollout_policy`` that is a prm-critic policy checkpoint needs ``policy_loader``
+    (:func:`prm_critic.sb3.load_policy`).
 
     Returns:
         the folder ``out_dir/labels/<family>``.
@@ -187,6 +201,8 @@ def label(out_dir: "str | Path", family: str, *, k: int = 8, stride: int = 1, ga
     meta = read_meta(out)
     params = label_params(family, k=k, stride=stride, gamma=gamma, seed=seed, rollout_policy=rollout_policy,
                           trust_pickle=trust_pickle)
+    if family == "mc":
+        check_policy_loader(params["rollout_policy"], policy_loader, name="rollout_policy")
     files = _shard_files(out)
     lab_dir = out / "labels" / family
     pjson = out / "labels" / f"{family}.json"
@@ -200,9 +216,9 @@ def label(out_dir: "str | Path", family: str, *, k: int = 8, stride: int = 1, ga
             )
     # an env without a snapshot hook is refused here, before anything is written
     labeler = MCLabeler(meta, k=params["k"], seed=params["seed"], rollout_policy=params["rollout_policy"],
-                        trust_pickle=trust_pickle) \
+                        trust_pickle=trust_pickle, policy_loader=policy_loader) \
         if family == "mc" else None
-    evaluator = _evaluator(meta) if family == "subgoal" else None
+    evaluator = subgoal_evaluator(meta) if family == "subgoal" else None
     try:
         atomic_write_json(pjson, params)
 

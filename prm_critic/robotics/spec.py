@@ -649,7 +649,7 @@ class TaskSpec:
         names = [s.name for s in subgoals]
         if len(set(names)) != len(names):
             raise SpecError(f"{where}.subgoals: subgoal names must be unique, got {names}")
-        for i, s in enumerate(subgoals):
+        for s in subgoals:
             for side in ("a", "b", "behind"):
                 e = getattr(s, side)
                 for r in (e.refs if e is not None else []):

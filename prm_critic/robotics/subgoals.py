@@ -34,7 +34,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from prm_critic.critic import BaseCritic, StepScores, as_obs_batch
-from prm_critic.robotics.make import CriticInputLayout
+from prm_critic.robotics.layout import CriticInputLayout
 from prm_critic.robotics.spec import SpecError, TaskSpec, expr_width, load_spec
 
 __all__ = ["MazeGeometry", "SubgoalEvaluator", "SubgoalCritic", "eval_expr", "map_consts"]
@@ -225,7 +225,7 @@ class SubgoalEvaluator:
                 if e is None:
                     continue
 
-                def fail(msg, side=side, e=e):
+                def fail(msg, side=side, e=e, s=s):
                     raise SpecError(f"{s.field_where(side)}: in {str(e)!r}: {msg}")
 
                 def ref_width(r, fail=fail) -> int:

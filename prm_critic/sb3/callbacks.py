@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from prm_critic._optional import require
-from prm_critic.models.checkpoint import atomic_write_bytes
+from prm_critic._io import atomic_write_bytes
 from prm_critic.robotics.spec import TaskSpec, load_spec
 from prm_critic.sb3.monitor import step_success
 

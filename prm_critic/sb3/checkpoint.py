@@ -28,7 +28,9 @@ from typing import Any, Mapping
 
 from prm_critic import __version__
 from prm_critic._optional import require
-from prm_critic.models.checkpoint import CheckpointError, atomic_write_bytes, checkpoint_paths
+from prm_critic._io import atomic_write_bytes
+from prm_critic.integrity import CheckpointError
+from prm_critic.models.checkpoint import checkpoint_paths
 from prm_critic.robotics.spec import TaskSpec, load_spec
 
 __all__ = ["save_policy", "load_policy", "PolicyCheckpointError", "allowed_objects"]
@@ -119,7 +121,7 @@ def _from_json(value: Any, where: str = "", file: str = "") -> Any:
     return value
 
 
-def _json_kwargs(kwargs: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+def json_kwargs(kwargs: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
     out, dropped = {}, []
     for k, v in kwargs.items():
         try:
@@ -155,18 +157,18 @@ def save_policy(path: str | os.PathLike, model, *, spec: "str | TaskSpec", algo:
                 "norm_obs_keys": list(vn.norm_obs_keys) if getattr(vn, "norm_obs_keys", None) else None}
     kw = {k: v for k, v in dict(algo_kwargs or {}).items()
           if k not in ("policy", "policy_kwargs", "replay_buffer_class", "replay_buffer_kwargs")}
-    kw_json, dropped = _json_kwargs(kw)
-    pk_json, pk_dropped = _json_kwargs(dict(model.policy_kwargs or {}))
+    kw_json, dropped = json_kwargs(kw)
+    pk_json, pk_dropped = json_kwargs(dict(model.policy_kwargs or {}))
     rb_kwargs = dict((algo_kwargs or {}).get("replay_buffer_kwargs") or {})
     meta = {
         "format": FORMAT, "format_version": FORMAT_VERSION, "prm_critic_version": __version__,
         "algo": algo, "policy": type(model.policy).__name__, "policy_alias": _policy_alias(model),
         "policy_kwargs": pk_json, "algo_kwargs": kw_json, "gamma": float(model.gamma), "her": bool(her),
-        "her_kwargs": _json_kwargs({k: v for k, v in rb_kwargs.items()})[0] if her else None,
+        "her_kwargs": json_kwargs({k: v for k, v in rb_kwargs.items()})[0] if her else None,
         "dropped_kwargs": dropped + [f"policy_kwargs.{k}" for k in pk_dropped],
         "observation_space": repr(model.observation_space), "action_space": repr(model.action_space),
         "num_timesteps": int(model.num_timesteps), "task": spec.name, "spec": spec.to_dict(),
-        "extra": _json_kwargs(dict(extra or {}))[0],
+        "extra": json_kwargs(dict(extra or {}))[0],
         "vec_normalize": norm,
     }
     from safetensors.torch import save as save_bytes

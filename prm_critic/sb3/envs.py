@@ -82,11 +82,9 @@ def resolve_critic(critic: Any, spec: "str | TaskSpec", env=None) -> BaseCritic 
         if p.suffix == ".onnx":
             if not p.is_file():
                 raise FileNotFoundError(f"critic: ONNX file {str(p)!r} does not exist")
-            try:
-                mod = require("prm_critic.onnx", "onnx")
-            except ImportError as exc:
-                raise ImportError(f"critic: loading {str(p)!r} needs prm_critic.onnx ({exc})") from exc
-            return mod.OnnxCritic(p)
+            from prm_critic.onnx import OnnxCritic  # needs onnxruntime: its own error names the extra
+
+            return OnnxCritic(p)
         from prm_critic.models import load_state_critic
         from prm_critic.models.checkpoint import checkpoint_paths
 
@@ -117,8 +115,8 @@ def make_train_env(spec: "str | TaskSpec", *, critic: Any = None, shaping: str |
         raise ValueError(f"critic: shaping={shaping!r} / prune={prune!r} need a critic, got None")
     env = make_env(spec, **make_kwargs)
     crit = resolve_critic(critic, spec, env)
-    if shaping is not None or prune is not None:
-        wrappers = require("prm_critic.wrappers")
+    from prm_critic import wrappers
+
     if shaping is not None:
         env = wrappers.PRMRewardShaper(env, crit, gamma=gamma, mode=shaping, scale=scale, head=head)
     if prune is not None:

@@ -23,7 +23,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from prm_critic._optional import require
-from prm_critic.robotics.make import CriticInputLayout, success_from_info
+from prm_critic.robotics.layout import CriticInputLayout, success_from_info
 from prm_critic.robotics.spec import TaskSpec, load_spec
 
 require("gymnasium")

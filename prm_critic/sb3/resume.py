@@ -40,7 +40,8 @@ from typing import Any
 import numpy as np
 
 from prm_critic._optional import require
-from prm_critic.models.checkpoint import CheckpointError, atomic_write_bytes
+from prm_critic._io import atomic_write_bytes
+from prm_critic.integrity import CheckpointError
 
 BaseCallback = require("stable_baselines3.common.callbacks").BaseCallback
 

@@ -249,12 +249,12 @@ def train_policy(task: "str | TaskSpec", *, algo: str = "sac", critic: Any = Non
     }
     model.prm_resumed_from = []
     if log_path is not None and (checkpoint_freq is not None or resume):
-        from prm_critic.sb3.checkpoint import _json_kwargs
+        from prm_critic.sb3.checkpoint import json_kwargs
         from prm_critic.sb3.resume import TrainingStateCheckpoint, latest_training_state, load_training_state
 
         state_dir = log_path / "resume"
         run_config = {**{k: v for k, v in model.prm_config.items() if k != "total_steps"},
-                      "algo_kwargs": _json_kwargs({k: v for k, v in kw.items()
+                      "algo_kwargs": json_kwargs({k: v for k, v in kw.items()
                                                    if k != "buffer_size" and k not in fitted})[0]}
         run_config = json.loads(json.dumps(run_config))
         state = latest_training_state(state_dir) if resume else None

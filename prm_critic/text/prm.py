@@ -80,7 +80,7 @@ def _hushed_transformers(tf):
             tf.logging.enable_progress_bar()
 
 
-def _group_steps(contract: StepContract, lay, tokenizer, steps: list[TextStep]):
+def group_steps(contract: StepContract, lay, tokenizer, steps: list[TextStep]):
     """Kept for callers of the first version; use :meth:`StepContract.plan_steps`."""
     return contract.plan_steps(tokenizer, steps, layout=lay)
 
@@ -257,7 +257,7 @@ class MiniLMStepPRM(BaseCritic):
         cfg = d / CONFIG
         if cfg.exists():
             cfg.unlink()  # mark incomplete while rewriting
-        from prm_critic.models.checkpoint import sha256_bytes
+        from prm_critic.integrity import sha256_bytes
 
         hashes: dict[str, str] = {}
         tok_dir = Path(tempfile.mkdtemp(dir=d, prefix=".tok."))
@@ -299,7 +299,7 @@ class MiniLMStepPRM(BaseCritic):
         from safetensors.torch import load as load_bytes
 
         from prm_critic._io import UnsafePathError, resolve_inside
-        from prm_critic.models.checkpoint import CheckpointError, check_sha256
+        from prm_critic.integrity import CheckpointError, check_sha256
 
         if not isinstance(allow_unverified, bool):
             raise TypeError(f"allow_unverified: expected a bool, got {allow_unverified!r}")

@@ -289,7 +289,7 @@ def _rng_from_json(d) -> tuple:
 def _load_tensors(path: Path) -> dict:
     from safetensors.torch import load_file
 
-    from prm_critic.models.checkpoint import CheckpointError
+    from prm_critic.integrity import CheckpointError
 
     try:
         return load_file(str(path))
@@ -298,7 +298,7 @@ def _load_tensors(path: Path) -> dict:
 
 
 def _read_state(ckpt: Path, fingerprint: str) -> dict | None:
-    from prm_critic.models.checkpoint import CheckpointError
+    from prm_critic.integrity import CheckpointError
 
     f = ckpt / _STATE
     if not f.is_file():
@@ -315,11 +315,11 @@ def _read_state(ckpt: Path, fingerprint: str) -> dict | None:
 
 def _load_optimizer(opt, ckpt: Path, st: dict, device) -> None:
     from prm_critic._io import resolve_inside
-    from prm_critic.models.checkpoint import check_sha256
+    from prm_critic.integrity import check_sha256
 
     f = resolve_inside(ckpt, st["state"], what=f"checkpoint_dir: {str(ckpt / _STATE)!r} field 'state'")
     if st.get("state_sha256") is None:
-        from prm_critic.models.checkpoint import CheckpointError
+        from prm_critic.integrity import CheckpointError
 
         raise CheckpointError(f"checkpoint_dir: {str(ckpt / _STATE)!r} records no 'state_sha256' (a training state "
                               "from an older version); use a new checkpoint_dir (or delete it) to start over")
@@ -355,7 +355,7 @@ def _write_state(ckpt: Path, model, opt, rng, history, epochs_done: int, fingerp
     state_file = f"{name}.state.safetensors"
     data = save_bytes(tensors)
     atomic_write_bytes(ckpt / state_file, data)
-    from prm_critic.models.checkpoint import sha256_bytes
+    from prm_critic.integrity import sha256_bytes
 
     doc = {"epochs_done": epochs_done, "model": name, "state": state_file, "state_sha256": sha256_bytes(data),
            "history": history,

@@ -14,7 +14,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from prm_critic.critic import BaseCritic
-from prm_critic.robotics.make import CriticInputLayout
+from prm_critic.robotics.layout import CriticInputLayout
 from prm_critic.robotics.spec import SpecError, TaskSpec, list_builtin_specs, load_spec
 
 __all__: list[str] = []

@@ -8,7 +8,7 @@ import numpy as np
 
 from prm_critic._optional import require
 from prm_critic.critic import BaseCritic
-from prm_critic.robotics.make import CriticInputLayout
+from prm_critic.robotics.layout import CriticInputLayout
 from prm_critic.wrappers._common import (
     HEADS, CriticCaller, check_choice, check_critic_arg, check_critic_env, check_layout_space, check_number,
     env_id_of, find_max_episode_steps, flatten_checked, resolve_layout,

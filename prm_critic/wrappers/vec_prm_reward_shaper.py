@@ -9,7 +9,7 @@ import numpy as np
 
 from prm_critic._optional import require
 from prm_critic.critic import BaseCritic
-from prm_critic.robotics.make import CriticInputLayout
+from prm_critic.robotics.layout import CriticInputLayout
 from prm_critic.wrappers._common import (
     CriticCaller, check_critic_env, check_layout_space, check_shaper_args, flatten_checked, resolve_spec,
 )

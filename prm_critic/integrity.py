@@ -1,0 +1,46 @@
+"""Checkpoint integrity: the SHA-256 a checkpoint's JSON records for its weights file, and the
+error every checkpoint loader raises (numpy-free, torch-free: text PRMs, state critics and policies
+share it)."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+__all__ = ["CheckpointError", "sha256_bytes", "check_sha256"]
+
+
+class CheckpointError(ValueError):
+    """A checkpoint is missing, corrupt, or not in the prm-critic format its loader expects."""
+
+
+def sha256_bytes(data: bytes) -> str:
+    """Hex SHA-256 of ``data``."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def check_sha256(data: bytes, expected: Any, *, file: Path, doc: Path, field: str, allow_unverified: bool) -> None:
+    """Check ``data`` (the bytes of ``file``) against the hash ``expected`` read from ``doc[field]``.
+
+    ``expected=None``: a checkpoint from an older version; refused unless ``allow_unverified``.
+
+    Raises:
+        CheckpointError: no hash (and not ``allow_unverified``), a malformed hash, or a mismatch.
+    """
+    if expected is None:
+        if allow_unverified:
+            return
+        raise CheckpointError(
+            f"checkpoint: {str(doc)!r} records no {field!r} for {file.name} (written by an older prm-critic), so a "
+            "damaged weights file cannot be detected; load it once with allow_unverified=True and save it again "
+            "with this version (or pass allow_unverified=True to accept it unchecked)"
+        )
+    if not isinstance(expected, str) or len(expected) != 64 or any(c not in "0123456789abcdef" for c in expected):
+        raise CheckpointError(f"checkpoint: {str(doc)!r} field {field!r} is {expected!r}; expected a 64-digit hex SHA-256")
+    actual = sha256_bytes(data)
+    if actual != expected:
+        raise CheckpointError(
+            f"checkpoint: {str(file)!r} is corrupt or was modified after saving: its SHA-256 is {actual}, but "
+            f"{doc.name} field {field!r} records {expected}"
+        )

@@ -1,0 +1,81 @@
+"""The library's layers (docs/architecture.md): `lint-imports` checks the contracts in pyproject.toml,
+so a pytest run catches an import that breaks a layer, not only CI."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _lint_imports() -> str:
+    exe = shutil.which("lint-imports") or str(Path(sys.executable).with_name("lint-imports"))
+    if not Path(exe).is_file():
+        pytest.skip("import-linter is not installed (pip install -e \".[dev]\")")
+    return exe
+
+
+def _run(root: Path) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(root))
+    return subprocess.run([_lint_imports(), "--no-cache"], cwd=root, env=env, capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_library_keeps_its_layers():
+    res = _run(ROOT)
+    assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-2000:]
+    assert "0 broken" in res.stdout
+
+
+def test_a_layer_break_fails_the_check(tmp_path):
+    """A data-layer module importing an integration (robotics -> sb3) and the deployed runtime
+    importing gymnasium's env module are each reported, with the offending module and line."""
+    shutil.copytree(ROOT / "prm_critic", tmp_path / "prm_critic",
+                    ignore=shutil.ignore_patterns("__pycache__", "_specs"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    with open(tmp_path / "prm_critic" / "robotics" / "labels.py", "a") as f:
+        f.write("\n\ndef _uses_training():\n    from prm_critic.sb3 import train_policy\n\n    return train_policy\n")
+    with open(tmp_path / "prm_critic" / "onnx" / "runtime.py", "a") as f:
+        f.write("\n\ndef _uses_env():\n    from prm_critic.robotics.make import make_env\n\n    return make_env\n")
+    res = _run(tmp_path)
+    assert res.returncode != 0
+    assert "prm_critic.robotics is not allowed to import prm_critic.sb3" in res.stdout, res.stdout[-4000:]
+    assert "prm_critic.robotics.labels -> prm_critic.sb3" in res.stdout
+    assert "prm_critic.onnx.runtime is not allowed to import prm_critic.robotics.make" in res.stdout
+
+
+def test_require_refuses_the_library_s_own_modules():
+    from prm_critic._optional import require
+
+    with pytest.raises(ValueError, match=r"require\(\) is for third-party optional dependencies, got "
+                                         r"'prm_critic.wrappers'"):
+        require("prm_critic.wrappers")
+
+
+def test_old_import_paths_still_work():
+    import warnings
+
+    from prm_critic.integrity import CheckpointError
+    from prm_critic.robotics.layout import CriticInputLayout
+
+    models_checkpoint = pytest.importorskip("prm_critic.models.checkpoint")
+    assert models_checkpoint.CheckpointError is CheckpointError
+    pytest.importorskip("gymnasium")
+    from prm_critic.robotics.make import CriticInputLayout as OldLayout
+
+    assert OldLayout is CriticInputLayout
+    from prm_critic.commands import train_critic as cmd
+    from prm_critic.models import train_critic_from_data
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        old = cmd.train_critic_from_data
+    assert old is train_critic_from_data
+    assert [w.category for w in caught] == [DeprecationWarning]
+    assert "prm_critic.models" in str(caught[0].message)
