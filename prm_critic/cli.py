@@ -24,6 +24,7 @@ COMMAND_MODULES = [
     "prm_critic.commands.train_policy",
     "prm_critic.commands.train_critic",
     "prm_critic.commands.quickstart",
+    "prm_critic.commands.minari",
 ]
 
 

@@ -168,7 +168,7 @@ def export_minari(
         missing = [f.name for f in files if not (src / "labels" / fam / f.name).is_file()]
         if missing:
             raise FileNotFoundError(f"labels: family {fam!r} has no label shards {missing} in "
-                                    f"{str(src / 'labels' / fam)!r} (run `prm-critic label {src} --family {fam}`)")
+                                    f"{str(src / 'labels' / fam)!r} (run `prm-critic label --data {src} --family {fam}`)")
     if spec.flatten_goals:
         raise MinariLayoutError(f"task {spec.name!r}: its prm-critic env flattens the goals (flatten_goals), so its "
                                 f"observations are not those of gymnasium's {spec.env_id!r}, which Minari recreates; "
@@ -269,7 +269,7 @@ def import_minari(
     ds = _load(dataset, datasets_path)
     out = Path(out_dir)
     if (out / "meta.json").exists() or any((out / "shards").glob("shard_*.npz")):
-        raise FileExistsError(f"out_dir: {str(out)!r} already holds data; expected a new folder")
+        raise ValueError(f"out_dir: {str(out)!r} already holds data; expected a new folder")
     env = make_env(spec)
     try:
         env.reset(seed=0)
@@ -319,7 +319,7 @@ def import_minari(
                      terminated=cat["terminated"].astype(bool), truncated=cat["truncated"].astype(bool),
                      success=cat["success"].astype(bool), episode=cat["episode"].astype(np.int64),
                      t=cat["t"].astype(np.int64), sim=np.zeros((len(cat["t"]), 0), dtype=np.float64),
-                     py=np.full(len(cat["t"]), _NO_SNAPSHOT, dtype=np.str_),
+                     py=np.asarray([_NO_SNAPSHOT] * len(cat["t"]), dtype=np.str_),
                      ep_index=cat["ep_index"].astype(np.int64), ep_seed=cat["ep_seed"].astype(np.int64),
                      ep_len=cat["ep_len"].astype(np.int64), ep_success=cat["ep_success"].astype(bool))
         rows = {}
