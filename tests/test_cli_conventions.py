@@ -95,14 +95,14 @@ def test_train_policy_progress_bar_total_is_the_budget(tmp_path, capsys):
     assert args.progress is False
 
     capsys.readouterr()
-    model = train_policy("PointMaze_UMaze-v3", algo="ppo", total_steps=128, seed=0, progress=True,
+    model = train_policy("PointMaze_UMaze-v3", algo="ppo", total_steps=128, seed=0,  # on by default
                          algo_kwargs={"policy_kwargs": {"net_arch": [8]}})
     err = capsys.readouterr().err
     assert model.num_timesteps == 128
     assert "0/128" in err and "128/128" in err and "train-policy ppo PointMaze_UMaze-v3" in err
-    model = train_policy("PointMaze_UMaze-v3", algo="ppo", total_steps=128, seed=0,
+    model = train_policy("PointMaze_UMaze-v3", algo="ppo", total_steps=128, seed=0, progress=False,
                          algo_kwargs={"policy_kwargs": {"net_arch": [8]}})
-    assert "/128" not in capsys.readouterr().err  # the library's default is quiet
+    assert "/128" not in capsys.readouterr().err
 
     # through the CLI, with the default on
     rc = main(["train-policy", "--task", "PointMaze_UMaze-v3", "--algo", "ppo", "--steps", "64", "--out",

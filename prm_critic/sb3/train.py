@@ -107,7 +107,7 @@ def train_policy(task: "str | TaskSpec", *, algo: str = "sac", critic: Any = Non
                  total_steps: int, seed: int = 0, n_envs: int = 1, eval_freq: int | None = None,
                  eval_episodes: int = 50, log_dir: str | os.PathLike | None = None,
                  algo_kwargs: Mapping[str, Any] | None = None, normalize_obs: bool = False,
-                 callbacks: list | None = None, progress: bool = False, checkpoint_freq: int | None = None,
+                 callbacks: list | None = None, progress: bool = True, checkpoint_freq: int | None = None,
                  resume: bool = False, verbose: int = 0, progress_bar: bool | None = None):
     """Train a policy on ``task`` with optional PRM shaping, HER and dead-end pruning.
 
@@ -146,7 +146,7 @@ def train_policy(task: "str | TaskSpec", *, algo: str = "sac", critic: Any = Non
         callbacks: extra SB3 callbacks (their own state is not part of the training checkpoint).
         progress: show a progress bar on stderr over the env steps this run trains (total = the
             budget, ``total_steps``, or the number the algorithm rounds it up to; with rate and ETA).
-            The CLI shows it by default (``--no-progress`` hides it).
+            On by default, like ``collect`` and ``label`` (CLI: ``--no-progress`` hides it).
         checkpoint_freq: save the whole training state (weights, optimisers, replay buffer,
             VecNormalize statistics, RNGs, callback state; safetensors + JSON, see
             :mod:`prm_critic.sb3.resume`) to ``log_dir/resume`` every ``checkpoint_freq`` env steps
@@ -162,9 +162,8 @@ def train_policy(task: "str | TaskSpec", *, algo: str = "sac", critic: Any = Non
         ``trained_steps`` (the env steps trained, ``model.num_timesteps``).
     """
     if progress_bar is not None:
-        if not isinstance(progress_bar, bool) or (progress and not progress_bar):
-            raise ValueError(f"progress_bar: the older name of progress; give one of them, got progress={progress!r}, "
-                             f"progress_bar={progress_bar!r}")
+        if not isinstance(progress_bar, bool):
+            raise ValueError(f"progress_bar: the older name of progress, expected True or False, got {progress_bar!r}")
         progress = progress_bar
     if not isinstance(progress, bool):
         raise ValueError(f"progress: expected True or False, got {progress!r}")
