@@ -24,6 +24,7 @@ COMMAND_MODULES = [
     "prm_critic.commands.train_policy",
     "prm_critic.commands.train_critic",
     "prm_critic.commands.quickstart",
+    "prm_critic.commands.minari",
 ]
 
 
@@ -40,6 +41,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from prm_critic._notices import install_import_filter
+
+    install_import_filter()  # dependencies' import-time release notices (gymnasium-robotics) are not shown
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

@@ -3,7 +3,11 @@ self-contained ONNX file."""
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import sys
 from pathlib import Path
+from typing import Iterator
 
 
 def register(sub) -> None:
@@ -24,12 +28,33 @@ def register(sub) -> None:
                    help="'dynamic' (any batch size) or '1' (fixed batch 1, for control loops); default dynamic")
     p.add_argument("--opset", type=int, default=18, help="ONNX opset (default 18)")
     p.add_argument("--task", default=None, help="task name to store in the metadata (default: from the checkpoint)")
+    p.add_argument("--quiet", action="store_true",
+                   help="do not print the phases (tracing, checking, parity, writing, size and hash) on stderr")
     p.set_defaults(func=run)
 
 
-def run(args) -> int:
+@contextlib.contextmanager
+def report_phases(enabled: bool = True) -> Iterator[None]:
+    """Print the exporter's phases (the ``prm_critic.onnx.export`` logger, INFO) on stderr."""
+    if not enabled:
+        yield
+        return
+    logger = logging.getLogger("prm_critic.onnx.export")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("export: %(message)s"))
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+
+
+def _export(args) -> Path:
     from prm_critic.models.checkpoint import checkpoint_paths
-    from prm_critic.onnx.export import export_state_critic, read_onnx_metadata
+    from prm_critic.onnx.export import export_state_critic
 
     batch = 1 if args.batch == "1" else "dynamic"
     out = args.out
@@ -55,6 +80,14 @@ def run(args) -> int:
             stem = checkpoint_paths(args.checkpoint)[0].with_suffix("").name
             out = Path("export") / (f"{stem}.b1.onnx" if batch == 1 else f"{stem}.onnx")
         path = export_state_critic(args.checkpoint, out, batch=batch, opset=args.opset, task=args.task)
+    return Path(path)
+
+
+def run(args) -> int:
+    from prm_critic.onnx.export import read_onnx_metadata
+
+    with report_phases(not args.quiet):
+        path = _export(args)
     meta = read_onnx_metadata(path)
     print(f"wrote {path} ({path.stat().st_size} bytes): task={meta.get('task')!r} obs_dim={meta['obs_dim']} "
           f"batch={meta['batch']} opset={meta['opset']} exporter={meta['exporter']} "

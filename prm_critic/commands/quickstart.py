@@ -32,6 +32,51 @@ def _next_lines(task: str, checkpoint: "str | Path", out: "str | Path") -> list[
     return lines
 
 
+def shaping_breakdown(phis: "list[float]", last_next_phi: float, terminated: bool, gamma: float,
+                      scale: float = 1.0) -> dict[str, float]:
+    """The terms of an episode's summed potential-based shaping (what the quickstart prints).
+
+    With ``F_t = scale * (gamma * Phi'(s_{t+1}) - Phi(s_t))`` and ``Phi'(s_T) = 0`` when the episode
+    terminates (``Phi(s_T)`` when it is truncated), the undiscounted sum telescopes to::
+
+        sum_t F_t = scale * (gamma * Phi'(s_T) - Phi(s_0) - (1 - gamma) * sum_{t=1}^{T-1} Phi(s_t))
+
+    so a successful (terminated) episode adds up to ``-scale * Phi(s_0)`` minus a discount leak that
+    grows with its length: its shaped return can be below its env return, even negative. The
+    learner's discounted sum ``sum_t gamma^t F_t = scale * (gamma^T Phi'(s_T) - Phi(s_0))`` depends on
+    the start and the end only, which is why the shaping changes no optimal policy.
+
+    Args:
+        phis: ``Phi(s_0) .. Phi(s_{T-1})`` (``info["prm_phi"]`` of each step).
+        last_next_phi: ``Phi(s_T)`` (``info["prm_next_phi"]`` of the last step).
+        terminated: the episode ended by termination (success), not truncation.
+
+    Returns:
+        ``end`` (``gamma * Phi'(s_T)``), ``start`` (``Phi(s_0)``), ``leak``
+        (``(1 - gamma) * sum_{t=1}^{T-1} Phi(s_t)``) and ``total`` (their sum times ``scale``).
+    """
+    if not phis:
+        raise ValueError("phis: expected Phi of at least one state, got an empty episode")
+    end = 0.0 if terminated else gamma * float(last_next_phi)
+    start = float(phis[0])
+    leak = (1.0 - gamma) * float(sum(phis[1:]))
+    return {"end": end, "start": start, "leak": leak, "total": scale * (end - start - leak)}
+
+
+def _explain_line(ep: int, steps: int, terminated: bool, env_return: float, b: dict[str, float], *,
+                  gamma: float) -> str:
+    """One line on why the shaped return differs from the env return (negative shaping on success)."""
+    head = (f"episode {ep}: shaped return = env return {env_return:.2f} + shaping {b['total']:+.2f}, because the terms "
+            f"gamma*Phi(s')-Phi(s) telescope to gamma*Phi(s_T) - Phi(s_0) - (1-gamma)*sum Phi(s_1..s_{steps - 1}) "
+            f"= {b['end']:.2f} - {b['start']:.2f} - {b['leak']:.2f}")
+    if terminated:
+        return (head + " (Phi(s_T) = 0 once the episode terminates), so a success's shaped return is its env return "
+                "minus Phi(s_0) and a leak of 1-gamma per step, and can be negative; the learner's discounted sum, "
+                f"-Phi(s_0), depends on the start alone (gamma={gamma}), so the shaping favours no policy")
+    return (head + " (a truncated episode keeps Phi(s_T)); the learner's discounted sum gamma^T*Phi(s_T) - Phi(s_0) "
+            f"depends on the start and the end alone (gamma={gamma}), so the shaping favours no policy")
+
+
 def register(sub) -> None:
     p = sub.add_parser("quickstart", help="run collect -> label -> train-critic -> shaped, pruned env on PointMaze",
                        description=__doc__)
@@ -89,25 +134,36 @@ def run(args) -> int:
 
     print("[4/4] shaped + pruned env: PRMRewardShaper(potential, gamma=0.99) + DeadEndPruner")
     critic = load_state_critic(ckpt)
+    gamma = 0.99
     env = make_env(spec, max_episode_steps=args.max_episode_steps)
-    env = PRMRewardShaper(env, critic, gamma=0.99, layout=critic.meta["layout"])
+    env = PRMRewardShaper(env, critic, gamma=gamma, layout=critic.meta["layout"])
     env = DeadEndPruner(env, critic, threshold=0.05, patience=30, layout=critic.meta["layout"])
     ctrl = make_controller(spec, env)
     rng = np.random.default_rng(args.seed + 10_000)
+    explain: tuple[int, tuple] | None = None
     for ep in range(5):
         obs, info = env.reset(seed=args.seed + 10_000 + ep)
         ctrl.reset(obs, rng)
         ret = shaped = 0.0
         steps = 0
+        phis: list[float] = []
         while True:
             obs, r, terminated, truncated, info = env.step(ctrl.act(obs))
             ret += info["prm_original_reward"]
             shaped += r
+            phis.append(float(info["prm_phi"]))
             steps += 1
             if terminated or truncated:
                 break
         why = "pruned" if info.get("prm_pruned") else ("success" if terminated else "time limit")
         print(f"      episode {ep}: {steps} steps, env return {ret:.2f}, shaped return {shaped:.2f}, ended by {why}")
+        # explain a success whose shaped return is negative, else any success, else the first episode
+        rank = (2 if terminated and shaped < 0 else 1 if terminated else 0)
+        if explain is None or rank > explain[0]:
+            b = shaping_breakdown(phis, info["prm_next_phi"], terminated, gamma)
+            explain = (rank, (ep, steps, bool(terminated), ret, b))
+    if explain is not None:
+        print("      " + _explain_line(*explain[1], gamma=gamma))
     st = env.stats
     print(f"      pruner: {st['pruned_episodes']} of {st['episodes']} episodes pruned, {st['steps_saved']} steps saved")
     env.close()

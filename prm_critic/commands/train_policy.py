@@ -8,6 +8,7 @@ Writes ``OUT/policy.safetensors`` + ``OUT/policy.json`` (load with ``prm_critic.
 
 from __future__ import annotations
 
+import argparse
 import json
 
 
@@ -36,7 +37,9 @@ def register(sub) -> None:
                    help="normalise observations with VecNormalize (obs only; the statistics are saved inside the "
                         "policy checkpoint). The RL benchmark trains with it on every task")
     p.add_argument("--out", required=True, help="output folder")
-    p.add_argument("--progress", action="store_true", help="show a progress bar")
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=True,
+                   help="progress bar on stderr over the env-step budget, with ETA (default on; "
+                        "--no-progress hides it)")
     p.add_argument("--checkpoint-freq", type=int, default=None,
                    help="save the whole training state (safetensors + JSON) to OUT/resume every N env steps")
     p.add_argument("--resume", action="store_true",
@@ -73,7 +76,7 @@ def run(args) -> int:
         her=args.her, prune=prune, total_steps=args.steps, seed=args.seed, n_envs=args.n_envs,
         eval_freq=args.eval_freq, eval_episodes=args.eval_episodes, log_dir=args.out, algo_kwargs=algo_kwargs,
         normalize_obs=args.normalize_obs,
-        progress_bar=args.progress, checkpoint_freq=args.checkpoint_freq, resume=args.resume,
+        progress=args.progress, checkpoint_freq=args.checkpoint_freq, resume=args.resume,
     )
     rows = model.prm_eval.rows if model.prm_eval is not None else []
     last = f", unshaped success {rows[-1]['success_rate']:.2f}" if rows else ""

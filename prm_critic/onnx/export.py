@@ -21,6 +21,10 @@ sidecar (weights are stored inline; an export that would need external data is a
 Every file carries its content hash in the metadata (``prm_critic.sha256``: the SHA-256 of the file
 with those 64 hex characters set to ``"0"``), so a single changed byte anywhere in the weights, the
 graph or the metadata is refused by :class:`~prm_critic.onnx.OnnxCritic` before a session is built.
+
+Progress: each phase (tracing, checking, parity, writing, then the size and hash of the file) is
+logged at ``INFO`` on the ``prm_critic.onnx.export`` logger; ``prm-critic export`` prints them.
+To see them from Python: ``logging.basicConfig(level=logging.INFO)``.
 """
 
 from __future__ import annotations
@@ -55,6 +59,8 @@ from prm_critic.onnx._meta import (
     decode_metadata,
     seal,
 )
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "OnnxExportError",
@@ -201,6 +207,7 @@ def _export_proto(net, batch: int | str, opset: int, obs_dim: int | None = None)
     onnx = require("onnx")
     require("onnxscript")
     module = _ObsToScores.build(net)
+    log.info("tracing the critic with the torch.onnx dynamo exporter (opset %d, batch %s)", opset, batch)
     x = torch.zeros(1, int(obs_dim if obs_dim is not None else net.obs_dim), dtype=torch.float32)
     dynamo_error: Exception | None = None
     try:
@@ -223,6 +230,7 @@ def _export_proto(net, batch: int | str, opset: int, obs_dim: int | None = None)
         RuntimeWarning,
         stacklevel=3,
     )
+    log.info("tracing the critic with the legacy TorchScript exporter (opset %d, batch %s)", opset, batch)
     buf = io.BytesIO()
     with quiet_exporter(), torch.no_grad():
         dyn = {INPUT_NAME: {0: "batch"}, OUTPUT_NAME: {0: "batch"}} if batch == "dynamic" else None
@@ -275,6 +283,8 @@ def parity_check(
     import torch
 
     ort = require("onnxruntime")
+    log.info("checking parity: onnxruntime vs the reference on %d input sets (%s; rtol %g, atol %g)",
+             len(inputs), ", ".join(inputs), rtol, atol)
     so = ort.SessionOptions()
     so.intra_op_num_threads = 1
     so.inter_op_num_threads = 1
@@ -304,6 +314,7 @@ def parity_check(
                 f"parity ({name}): onnxruntime and torch disagree at {tuple(int(k) for k in i)}: "
                 f"onnx {got[i]!r} vs torch {ref[i]!r} (|diff| {err[i]:.3g} > atol {atol} + rtol {rtol} * |torch|)"
             )
+    log.info("parity OK: max |onnx - reference| %.3g", max(errors.values(), default=0.0))
     return errors
 
 
@@ -438,6 +449,8 @@ def _finalize(proto, props: Mapping[str, str], opset: int) -> bytes:
     onnx.helper.set_model_props(proto, {**props, HASH_KEY: "0" * 64})
     proto.producer_name = "prm-critic"
     proto.producer_version = __version__
+    log.info("running onnx.checker on the graph (%d nodes, %d initializers) and sealing its content hash",
+             len(proto.graph.node), len(proto.graph.initializer))
     try:
         onnx.checker.check_model(proto, full_check=True)
     except onnx.checker.ValidationError as exc:
@@ -446,10 +459,14 @@ def _finalize(proto, props: Mapping[str, str], opset: int) -> bytes:
 
 
 def _write(out: Path, data: bytes) -> Path:
+    log.info("writing %s", out)
     atomic_write_bytes(out, data)
     sidecar = [p.name for p in out.parent.glob(out.name + ".data")]
     if sidecar:  # pragma: no cover - guarded above; kept as a last line of defence
         raise OnnxExportError(f"export: unexpected external data file(s) {sidecar} next to {str(out)!r}")
+    from prm_critic.onnx._meta import scan_onnx
+
+    log.info("wrote %s: %d bytes, sha256 %s", out, len(data), scan_onnx(data).props.get(HASH_KEY, "?"))
     return out
 
 

@@ -28,7 +28,10 @@ def register_robotics_envs() -> None:
     global _REGISTERED
     if _REGISTERED:
         return
-    gr = require("gymnasium_robotics")
+    from prm_critic._notices import quiet_notices
+
+    with quiet_notices():  # its import prints a release notice about envs prm-critic does not use
+        gr = require("gymnasium_robotics")
     gym.register_envs(gr)
     _REGISTERED = True
 

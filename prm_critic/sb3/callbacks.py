@@ -290,26 +290,36 @@ class UnshapedSuccessEval(BaseCallback):
 
 
 class TqdmCallback(BaseCallback):
-    """A tqdm progress bar over env steps (tqdm only; SB3's own bar also needs ``rich``).
+    """A tqdm progress bar over env steps, on stderr (tqdm only; SB3's own bar also needs ``rich``).
+
+    The bar counts env steps (``num_envs`` per vector step) from the model's current step count (a
+    resumed run starts where it stopped) up to ``total``, with the rate and the time left (ETA).
 
     Args:
-        total: the env-step budget shown as 100%.
+        total: the env-step budget shown as 100% (a positive integer).
+        desc: the bar's label.
     """
 
-    def __init__(self, total: int):
+    def __init__(self, total: int, desc: str = "train"):
         super().__init__()
+        if isinstance(total, bool) or not isinstance(total, int) or total <= 0:
+            raise ValueError(f"total: expected a positive integer (env steps), got {total!r}")
         self.total = int(total)
+        self.desc = str(desc)
         self._bar = None
 
     def _on_training_start(self) -> None:
         from tqdm.auto import tqdm
 
-        self._bar = tqdm(total=self.total, initial=self.num_timesteps, unit="step", desc="train")
+        self._bar = tqdm(total=self.total, initial=self.num_timesteps, unit="step", desc=self.desc,
+                         dynamic_ncols=True)
 
     def _on_step(self) -> bool:
-        self._bar.update(self.training_env.num_envs)
+        if self._bar is not None:
+            self._bar.update(self.training_env.num_envs)
         return True
 
     def _on_training_end(self) -> None:
         if self._bar is not None:
             self._bar.close()
+            self._bar = None

@@ -107,8 +107,8 @@ def train_policy(task: "str | TaskSpec", *, algo: str = "sac", critic: Any = Non
                  total_steps: int, seed: int = 0, n_envs: int = 1, eval_freq: int | None = None,
                  eval_episodes: int = 50, log_dir: str | os.PathLike | None = None,
                  algo_kwargs: Mapping[str, Any] | None = None, normalize_obs: bool = False,
-                 callbacks: list | None = None, progress_bar: bool = False, checkpoint_freq: int | None = None,
-                 resume: bool = False, verbose: int = 0):
+                 callbacks: list | None = None, progress: bool = True, checkpoint_freq: int | None = None,
+                 resume: bool = False, verbose: int = 0, progress_bar: bool | None = None):
     """Train a policy on ``task`` with optional PRM shaping, HER and dead-end pruning.
 
     Args:
@@ -144,7 +144,9 @@ def train_policy(task: "str | TaskSpec", *, algo: str = "sac", critic: Any = Non
             shaper and HER see raw observations. The statistics are saved in the checkpoint; use
             :func:`predict` (or ``model.get_vec_normalize_env().normalize_obs``) on raw observations.
         callbacks: extra SB3 callbacks (their own state is not part of the training checkpoint).
-        progress_bar: show a tqdm bar over env steps.
+        progress: show a progress bar on stderr over the env steps this run trains (total = the
+            budget, ``total_steps``, or the number the algorithm rounds it up to; with rate and ETA).
+            On by default, like ``collect`` and ``label`` (CLI: ``--no-progress`` hides it).
         checkpoint_freq: save the whole training state (weights, optimisers, replay buffer,
             VecNormalize statistics, RNGs, callback state; safetensors + JSON, see
             :mod:`prm_critic.sb3.resume`) to ``log_dir/resume`` every ``checkpoint_freq`` env steps
@@ -152,11 +154,19 @@ def train_policy(task: "str | TaskSpec", *, algo: str = "sac", critic: Any = Non
         resume: continue from the training state in ``log_dir/resume`` when there is one, up to
             ``total_steps`` in all (a larger ``total_steps`` than before extends a finished run).
             The run's configuration must match the checkpoint's (``total_steps`` aside).
+        verbose: SB3's verbosity.
+        progress_bar: older name of ``progress`` (``None``: not given).
 
     Returns:
         The trained SB3 model. ``model.prm_config`` holds the run's JSON-able configuration, with
         ``trained_steps`` (the env steps trained, ``model.num_timesteps``).
     """
+    if progress_bar is not None:
+        if not isinstance(progress_bar, bool):
+            raise ValueError(f"progress_bar: the older name of progress, expected True or False, got {progress_bar!r}")
+        progress = progress_bar
+    if not isinstance(progress, bool):
+        raise ValueError(f"progress: expected True or False, got {progress!r}")
     spec = load_spec(task)
     algo_class(algo)  # validates algo
     for name, v in (("total_steps", total_steps), ("n_envs", n_envs), ("eval_episodes", eval_episodes)):
@@ -238,10 +248,12 @@ def train_policy(task: "str | TaskSpec", *, algo: str = "sac", critic: Any = Non
                                         csv_path=(log_path / "eval.csv") if log_path else None)
         cbs.append(evaluator)
     cbs.extend(callbacks or [])
-    if progress_bar:
+    bar = None
+    if progress:
         from prm_critic.sb3.callbacks import TqdmCallback
 
-        cbs.append(TqdmCallback(total_steps))
+        bar = TqdmCallback(total_steps, desc=f"train-policy {algo} {spec.name}")
+        cbs.append(bar)
     model.prm_config = {
         "task": spec.name, "algo": algo, "critic": critic_reference(critic), "shaping": shaping,
         "scale": float(scale), "head": head, "her": bool(her), "prune": prune, "gamma": gamma,
@@ -281,6 +293,8 @@ def train_policy(task: "str | TaskSpec", *, algo: str = "sac", critic: Any = Non
             note = budget_note(model, total_steps, planned)
             model.prm_config["budget_note"] = note
             warnings.warn(note, UserWarning, stacklevel=2)
+        if bar is not None:
+            bar.total = planned  # the steps this run will train, not fewer
         model.learn(total_timesteps=remaining, callback=cbs, reset_num_timesteps=not model.prm_resumed_from)
     model.prm_config["trained_steps"] = int(model.num_timesteps)
     model.prm_stats = stats

@@ -1,0 +1,50 @@
+"""``prm-critic minari``: write collected trajectories as a Minari dataset, or read one back.
+
+    prm-critic minari export DATA prm/pointmaze-umaze-v0 --datasets-path minari_data --labels mc
+    prm-critic minari import prm/pointmaze-umaze-v0 DATA2 --spec PointMaze_UMaze-v3 --datasets-path minari_data
+
+Needs ``pip install "prm-critic[minari]"``.
+"""
+
+from __future__ import annotations
+
+
+def register(sub) -> None:
+    p = sub.add_parser("minari", help="export collected trajectories to a Minari dataset, or import one",
+                       description=__doc__)
+    msub = p.add_subparsers(dest="minari_command", metavar="{export,import}", required=True)
+    e = msub.add_parser("export", help="write a collected data set (prm-critic collect) as a Minari dataset")
+    e.add_argument("data", help="collected data folder (meta.json + shards/)")
+    e.add_argument("dataset_id", help="Minari dataset id, e.g. prm/pointmaze-umaze-v0")
+    e.add_argument("--datasets-path", default=None,
+                   help="folder of the Minari datasets (default: MINARI_DATASETS_PATH, else ~/.minari/datasets)")
+    e.add_argument("--labels", nargs="*", default=[], help="label families to store as infos['prm_<family>']")
+    e.add_argument("--description", default=None, help="dataset description")
+    e.add_argument("--author", default=None, help="dataset author")
+    e.set_defaults(func=run_export)
+    i = msub.add_parser("import", help="write a Minari dataset in prm-critic's shard format")
+    i.add_argument("dataset", help="Minari dataset id or dataset folder")
+    i.add_argument("out", help="output folder (new)")
+    i.add_argument("--spec", required=True, help="task spec of the dataset's env (built-in name or .toml)")
+    i.add_argument("--datasets-path", default=None, help="folder of the Minari datasets (default: MINARI_DATASETS_PATH)")
+    i.add_argument("--shard-size", type=int, default=10, help="episodes per shard file (default 10)")
+    i.set_defaults(func=run_import)
+
+
+def run_export(args) -> int:
+    from prm_critic.robotics.minari import export_minari
+
+    ds = export_minari(args.data, args.dataset_id, datasets_path=args.datasets_path, labels=args.labels,
+                       description=args.description, author=args.author)
+    print(f"wrote Minari dataset {args.dataset_id!r}: {ds.total_episodes} episodes, {ds.total_steps} steps, "
+          f"in {ds.storage.data_path.parent}")
+    return 0
+
+
+def run_import(args) -> int:
+    from prm_critic.robotics.minari import import_minari
+
+    out = import_minari(args.dataset, args.out, spec=args.spec, datasets_path=args.datasets_path,
+                        shard_size=args.shard_size)
+    print(f"wrote {out}/meta.json and {out}/shards (label with: prm-critic label --data {out} --family subgoal)")
+    return 0

@@ -1,0 +1,362 @@
+"""Trajectories to and from `Minari <https://minari.farama.org>`_ datasets (the offline-RL standard).
+
+``export_minari(collected_dir, dataset_id)`` writes a data set collected by ``prm-critic collect`` as a
+Minari dataset; ``import_minari(dataset, out_dir, spec=...)`` turns a Minari dataset into
+prm-critic's shard format, ready for ``prm-critic label`` and ``train-critic``.
+
+Mapping of one episode of ``T`` steps (collected critic inputs ``x_t`` are the observation keys of
+the spec's ``critic_input``, concatenated in that order)::
+
+    observations[i]  = unflatten(x_i)   for i < T,   observations[T] = unflatten(next_x_{T-1})
+    actions[t], rewards[t], terminations[t], truncations[t]  = action, reward, terminated, truncated
+    infos[key][i]    = success of observation i (the spec's success info key, or "success");
+                       entry 0, the reset, is False: collection records success after each step
+    infos["prm_<family>"][i] = the family's label of s_i (float32; NaN where unlabelled and at i = T)
+
+The env spec stored in the dataset is gymnasium's spec of the task's env (``env_id``, the spec's
+``make_kwargs`` and ``max_episode_steps``), so ``dataset.recover_environment()`` rebuilds it. Tasks
+whose prm-critic env is wrapped (``flatten_goals``) or whose ``critic_input`` leaves out observation
+keys cannot be written faithfully and are refused.
+
+Import checks the dataset against the spec before anything is written: the env id, every
+``critic_input`` key of the observation space and its size, and the action shape must match the
+spec's env; a mismatch names both sides. Imported steps have no simulator snapshots
+(``py = {"kind": null}``): they get ``subgoal`` and ``outcome`` labels, not ``mc``.
+
+Datasets live in the folder given by ``datasets_path``, else ``MINARI_DATASETS_PATH``, else Minari's
+default (``~/.minari/datasets``). Writing needs Minari's HDF5 storage: ``pip install "prm-critic[minari]"``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+
+from prm_critic._optional import require
+from prm_critic.robotics.collect import (
+    ShardError, _maze_dict, atomic_savez, atomic_write_json, load_shard, read_meta, step_success,
+)
+from prm_critic.robotics.make import CriticInputLayout, make_env
+from prm_critic.robotics.spec import TaskSpec, load_spec
+
+__all__ = ["export_minari", "import_minari", "MinariLayoutError"]
+
+#: ``py`` of an imported step: no simulator snapshot to restore (``mc`` labels are refused).
+_NO_SNAPSHOT = json.dumps({"kind": None}, sort_keys=True, separators=(",", ":"))
+
+
+class MinariLayoutError(ValueError):
+    """A Minari dataset (or a collected data set) does not match the task spec's env."""
+
+
+def _minari():
+    return require("minari", "minari")
+
+
+@contextlib.contextmanager
+def _datasets_path(path: "str | os.PathLike | None") -> Iterator[None]:
+    """Point Minari at ``path`` (its ``MINARI_DATASETS_PATH``) for the duration of the block."""
+    if path is None:
+        yield
+        return
+    old = os.environ.get("MINARI_DATASETS_PATH")
+    os.environ["MINARI_DATASETS_PATH"] = str(Path(path).resolve())
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("MINARI_DATASETS_PATH", None)
+        else:
+            os.environ["MINARI_DATASETS_PATH"] = old
+
+
+def _success_key(spec: TaskSpec) -> str:
+    return spec.success.key if spec.success.source == "info" and spec.success.key else "success"
+
+
+def _space_sizes(space, where: str) -> dict[str, int]:
+    """``{key: size}`` of a Dict of Box spaces (``{"obs": size}`` for a Box)."""
+    gym = require("gymnasium")
+    if isinstance(space, gym.spaces.Dict):
+        out = {}
+        for k, sp in space.spaces.items():
+            if not isinstance(sp, gym.spaces.Box):
+                raise MinariLayoutError(f"{where}: observation key {k!r} is a {type(sp).__name__} space; "
+                                        "expected Box spaces only")
+            out[k] = int(np.prod(sp.shape))
+        return out
+    if isinstance(space, gym.spaces.Box):
+        return {"obs": int(np.prod(space.shape))}
+    raise MinariLayoutError(f"{where}: observation space {space} is neither a Dict of Box spaces nor a Box")
+
+
+def _episode_rows(files: list[Path]) -> Iterator[dict[str, np.ndarray]]:
+    """One dict of per-step arrays per episode, in episode order, from the trajectory shards."""
+    for f in files:
+        d = load_shard(f)
+        for e, n in zip(d["ep_index"].tolist(), d["ep_len"].tolist()):
+            rows = np.nonzero(d["episode"] == e)[0]
+            if len(rows) != n or not np.array_equal(d["t"][rows], np.arange(n)):
+                raise ShardError(f"shard file {str(f)!r}: episode {e} has {len(rows)} rows with t={d['t'][rows][:5]}..., "
+                                 f"expected ep_len={n} rows with t = 0..{n - 1}")
+            ep = {k: d[k][rows] for k in ("x", "next_x", "action", "reward", "terminated", "truncated", "success", "t")}
+            ep["ep_index"] = np.int64(e)
+            ep["ep_seed"] = np.int64(d["ep_seed"][list(d["ep_index"]).index(e)])
+            ep["rows"] = rows
+            ep["shard"] = f
+            yield ep
+
+
+def export_minari(
+    collected_dir: "str | os.PathLike",
+    dataset_id: str,
+    *,
+    datasets_path: "str | os.PathLike | None" = None,
+    labels: Sequence[str] = (),
+    algorithm_name: str | None = None,
+    author: str | None = None,
+    author_email: str | None = None,
+    code_permalink: str | None = None,
+    description: str | None = None,
+    data_format: str = "hdf5",
+):
+    """Write the trajectories of ``collected_dir`` (``prm-critic collect``) as Minari dataset ``dataset_id``.
+
+    Args:
+        collected_dir: folder with ``meta.json`` and ``shards/``.
+        dataset_id: Minari id, ``(namespace/)name-v<version>``, e.g. ``"prm/pointmaze-umaze-scripted-v0"``.
+            An existing dataset of that id is never overwritten (Minari raises).
+        datasets_path: folder of the Minari datasets (default: ``MINARI_DATASETS_PATH``, else
+            Minari's own default).
+        labels: label families of ``collected_dir/labels`` to store as ``infos["prm_<family>"]``.
+        algorithm_name, author, author_email, code_permalink, description: Minari metadata (the
+            collecting policy and the task are used when not given).
+        data_format: Minari storage format (``"hdf5"``, the default, needs ``h5py``).
+
+    Returns:
+        The :class:`minari.MinariDataset`.
+
+    Raises:
+        FileNotFoundError: no collected data, or a requested label family is missing.
+        MinariLayoutError: the task cannot be written faithfully (wrapped env, ``critic_input``
+            leaving out observation keys).
+        ShardError: a corrupt shard or meta file.
+    """
+    from prm_critic.robotics.dataset import _check_meta
+    from prm_critic.robotics.labels import FAMILIES
+
+    minari = _minari()
+    if data_format == "hdf5":
+        require("h5py", "minari")
+    src = Path(collected_dir)
+    if not isinstance(dataset_id, str) or not dataset_id.strip():
+        raise ValueError(f"dataset_id: expected a Minari id such as 'prm/pointmaze-umaze-v0', got {dataset_id!r}")
+    meta = read_meta(src)
+    spec, layout = _check_meta(meta, src / "meta.json")
+    files = sorted((src / "shards").glob("shard_*.npz"))
+    if not files:
+        raise FileNotFoundError(f"collected_dir: no shard files in {str(src / 'shards')!r} (run `prm-critic collect` first)")
+    labels = list(labels)
+    for fam in labels:
+        if fam not in FAMILIES:
+            raise ValueError(f"labels: expected families from {list(FAMILIES)}, got {fam!r}")
+        missing = [f.name for f in files if not (src / "labels" / fam / f.name).is_file()]
+        if missing:
+            raise FileNotFoundError(f"labels: family {fam!r} has no label shards {missing} in "
+                                    f"{str(src / 'labels' / fam)!r} (run `prm-critic label --data {src} --family {fam}`)")
+    if spec.flatten_goals:
+        raise MinariLayoutError(f"task {spec.name!r}: its prm-critic env flattens the goals (flatten_goals), so its "
+                                f"observations are not those of gymnasium's {spec.env_id!r}, which Minari recreates; "
+                                "expected a task without flatten_goals")
+    env = make_env(spec)
+    try:
+        obs_space, act_space, env_spec = env.observation_space, env.action_space, env.spec
+    finally:
+        env.close()
+    sizes = _space_sizes(obs_space, f"env {spec.env_id!r}")
+    if set(sizes) != set(layout.keys) or any(sizes[k] != layout.sizes[k] for k in layout.keys):
+        raise MinariLayoutError(
+            f"collected_dir {str(src)!r}: the critic input {layout.sizes} (spec critic_input) must hold every "
+            f"observation key of env {spec.env_id!r} {sizes} to rebuild its observations; expected the same keys "
+            "and sizes")
+    gym = require("gymnasium")
+    succ_key = _success_key(spec)
+    EpisodeBuffer = require("minari.data_collector").EpisodeBuffer
+
+    def cast_obs(o):
+        if isinstance(obs_space, gym.spaces.Dict):
+            return {k: np.asarray(v, dtype=obs_space.spaces[k].dtype).reshape((-1,) + obs_space.spaces[k].shape)
+                    for k, v in o.items()}
+        return np.asarray(o, dtype=obs_space.dtype).reshape((-1,) + obs_space.shape)
+
+    buffers = []
+    for ep in _episode_rows(files):
+        T = len(ep["t"])
+        states = np.concatenate([ep["x"], ep["next_x"][-1:]], axis=0)  # (T+1, D)
+        obs = cast_obs(states if layout.keys == ("obs",) else {k: states[:, layout.slices[k]] for k in layout.keys})
+        infos: dict[str, np.ndarray] = {succ_key: np.concatenate([[False], ep["success"].astype(bool)])}
+        for fam in labels:
+            lab = load_shard(src / "labels" / fam / ep["shard"].name, ("label", "mask"))
+            v = np.where(lab["mask"][ep["rows"]], lab["label"][ep["rows"]], np.nan).astype(np.float32)
+            infos[f"prm_{fam}"] = np.concatenate([v, [np.nan]]).astype(np.float32)
+        buffers.append(EpisodeBuffer(
+            id=len(buffers), seed=int(ep["ep_seed"]), observations=obs,
+            actions=np.asarray(ep["action"], dtype=act_space.dtype).reshape((T,) + act_space.shape),
+            rewards=list(np.asarray(ep["reward"], dtype=np.float64)), terminations=list(ep["terminated"].astype(bool)),
+            truncations=list(ep["truncated"].astype(bool)), infos=infos))
+    with _datasets_path(datasets_path):
+        return minari.create_dataset_from_buffers(
+            dataset_id, buffers, env=env_spec, eval_env=env_spec,
+            algorithm_name=algorithm_name or f"prm-critic collect (policy {meta.get('policy')!r})",
+            author=author or "prm-critic", author_email=author_email or "unknown",
+            code_permalink=code_permalink or "https://pypi.org/project/prm-critic/",
+            description=description or (f"{spec.name}: {len(buffers)} episodes collected with prm-critic "
+                                        f"(policy {meta.get('policy')!r}, seed {meta.get('seed')})"),
+            data_format=data_format,
+        )
+
+
+def _load(dataset: Any, datasets_path):
+    """A MinariDataset from a dataset object, an id, or the path of a dataset folder."""
+    minari = _minari()
+    if isinstance(dataset, minari.MinariDataset):
+        return dataset
+    p = Path(str(dataset))
+    if p.is_dir() and ((p / "data").is_dir() or (p / "metadata.json").is_file()):
+        return minari.MinariDataset(p / "data" if (p / "data").is_dir() else p)
+    with _datasets_path(datasets_path):
+        try:
+            return minari.load_dataset(str(dataset))
+        except FileNotFoundError as exc:
+            where = os.environ.get("MINARI_DATASETS_PATH", "Minari's default folder")
+            raise FileNotFoundError(f"dataset: no Minari dataset {str(dataset)!r} in {where} and no dataset folder "
+                                    f"of that path ({exc})") from exc
+
+
+def import_minari(
+    dataset: Any,
+    out_dir: "str | os.PathLike",
+    *,
+    spec: "str | TaskSpec",
+    datasets_path: "str | os.PathLike | None" = None,
+    shard_size: int = 10,
+) -> Path:
+    """Write the episodes of a Minari dataset into ``out_dir`` in prm-critic's shard format.
+
+    Args:
+        dataset: a Minari id (looked up under ``datasets_path``), a dataset folder, or a
+            :class:`minari.MinariDataset`.
+        out_dir: output folder (``meta.json`` + ``shards/``); must not hold data already.
+        spec: the task spec of the dataset's env (name, TOML path or :class:`TaskSpec`).
+        datasets_path: folder of the Minari datasets (default: ``MINARI_DATASETS_PATH``).
+        shard_size: episodes per shard file.
+
+    Returns:
+        ``out_dir`` as a Path.
+
+    Raises:
+        MinariLayoutError: the dataset's env id, observation keys/sizes or action shape differ from
+            the spec's env (both are named), or its infos lack the spec's success key.
+    """
+    spec = load_spec(spec)
+    if isinstance(shard_size, bool) or not isinstance(shard_size, int) or shard_size < 1:
+        raise ValueError(f"shard_size: expected an integer >= 1, got {shard_size!r}")
+    ds = _load(dataset, datasets_path)
+    out = Path(out_dir)
+    if (out / "meta.json").exists() or any((out / "shards").glob("shard_*.npz")):
+        raise ValueError(f"out_dir: {str(out)!r} already holds data; expected a new folder")
+    env = make_env(spec)
+    try:
+        env.reset(seed=0)
+        layout = CriticInputLayout.from_space(spec, env.observation_space)
+        maze = _maze_dict(env)
+        env_sizes = _space_sizes(env.observation_space, f"spec {spec.name!r} env")
+        act_shape = tuple(env.action_space.shape)
+        env_id = spec.env_id
+    finally:
+        env.close()
+    ds_id = getattr(ds.spec, "dataset_id", None) or getattr(ds, "id", "?")
+    ds_env = ds.env_spec.id if ds.env_spec is not None else None
+    if ds_env != env_id:
+        raise MinariLayoutError(f"dataset {ds_id!r}: env {ds_env!r} does not match spec {spec.name!r} env_id {env_id!r}")
+    ds_sizes = _space_sizes(ds.observation_space, f"dataset {ds_id!r}")
+    bad = [k for k in layout.keys if ds_sizes.get(k) != env_sizes.get(k)]
+    if bad:
+        raise MinariLayoutError(f"dataset {ds_id!r}: observation layout {ds_sizes} does not match spec {spec.name!r} "
+                                f"(critic_input {list(layout.keys)}, env layout {env_sizes}); keys {bad} differ")
+    if tuple(ds.action_space.shape or ()) != act_shape:
+        raise MinariLayoutError(f"dataset {ds_id!r}: action shape {ds.action_space.shape} does not match spec "
+                                f"{spec.name!r} env action shape {act_shape}")
+    evaluator = None
+    if spec.success.source == "subgoals":
+        from prm_critic.robotics.subgoals import MazeGeometry, SubgoalEvaluator
+
+        evaluator = SubgoalEvaluator(spec, layout, MazeGeometry.from_dict(maze) if maze else None)
+    key = spec.success.key if spec.success.source == "info" else None
+
+    meta = {"format": 1, "task": spec.name, "spec": spec.to_dict(), "layout": layout.to_dict(), "maze": maze,
+            "policy": f"minari:{ds_id}", "seed": 0, "shard_size": shard_size, "episodes": int(ds.total_episodes),
+            "source": {"minari": str(ds_id), "env_spec": ds_env}}
+    out.mkdir(parents=True, exist_ok=True)
+    rows: dict[str, list] = {}
+    k = 0
+
+    def flush():
+        nonlocal rows, k
+        if not rows:
+            return
+        cat = {n: np.concatenate(v) if n not in ("ep_index", "ep_seed", "ep_len", "ep_success") else np.asarray(v)
+               for n, v in rows.items()}
+        from prm_critic.robotics.collect import shard_path
+
+        atomic_savez(shard_path(out, k), x=cat["x"].astype(np.float32), next_x=cat["next_x"].astype(np.float32),
+                     action=cat["action"].astype(np.float32), reward=cat["reward"].astype(np.float32),
+                     terminated=cat["terminated"].astype(bool), truncated=cat["truncated"].astype(bool),
+                     success=cat["success"].astype(bool), episode=cat["episode"].astype(np.int64),
+                     t=cat["t"].astype(np.int64), sim=np.zeros((len(cat["t"]), 0), dtype=np.float64),
+                     py=np.asarray([_NO_SNAPSHOT] * len(cat["t"]), dtype=np.str_),
+                     ep_index=cat["ep_index"].astype(np.int64), ep_seed=cat["ep_seed"].astype(np.int64),
+                     ep_len=cat["ep_len"].astype(np.int64), ep_success=cat["ep_success"].astype(bool))
+        rows = {}
+        k += 1
+
+    n_eps = 0
+    seeds = [m.get("seed") for m in ds.storage.get_episode_metadata(ds.episode_indices)]
+    for i, ep in enumerate(ds.iterate_episodes()):
+        T = len(ep.rewards)
+        states = layout.flatten(ep.observations)  # (T+1, D)
+        if states.shape[0] != T + 1:
+            raise MinariLayoutError(f"dataset {ds_id!r} episode {ep.id}: {states.shape[0]} observations for {T} steps; "
+                                    f"expected {T + 1}")
+        if key is not None:
+            infos = ep.infos or {}
+            if key not in infos:
+                raise MinariLayoutError(f"dataset {ds_id!r} episode {ep.id}: infos have no success key {key!r} of spec "
+                                        f"{spec.name!r}; infos hold {sorted(infos)}")
+            succ = np.asarray(infos[key]).reshape(-1)[-T:].astype(bool)
+        else:
+            succ = np.asarray([step_success(spec, {}, nx, evaluator) for nx in states[1:]], dtype=bool)
+        x, nx = states[:-1], states[1:]
+        ep_ok = bool(succ[-1]) if spec.success.rule == "final" else bool(succ.any())
+        for name, v in (("x", x), ("next_x", nx),
+                        ("action", np.asarray(ep.actions, dtype=np.float32).reshape(T, -1)),
+                        ("reward", np.asarray(ep.rewards)), ("terminated", np.asarray(ep.terminations)),
+                        ("truncated", np.asarray(ep.truncations)), ("success", succ),
+                        ("episode", np.full(T, n_eps)), ("t", np.arange(T))):
+            rows.setdefault(name, []).append(v)
+        seed = seeds[i] if i < len(seeds) else None
+        for name, v in (("ep_index", n_eps), ("ep_seed", -1 if seed is None else int(seed)), ("ep_len", T),
+                        ("ep_success", ep_ok)):
+            rows.setdefault(name, []).append(v)
+        n_eps += 1
+        if n_eps % shard_size == 0:
+            flush()
+    flush()
+    meta["episodes"] = n_eps
+    atomic_write_json(out / "meta.json", meta)
+    return out
