@@ -79,7 +79,7 @@ def test_notice_filter_passes_everything_else_through(capsys):
             print("other text", file=sys.stderr)
             import warnings
 
-            warnings.warn("our own warning", UserWarning)
+            warnings.warn("our own warning", UserWarning, stacklevel=2)
     err = capsys.readouterr().err
     assert err == "other text\n"
 
