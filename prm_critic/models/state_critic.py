@@ -24,7 +24,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from prm_critic.critic import BaseCritic, StepScores, as_obs_batch
+from prm_critic.critic import StateCritic, StepScores, as_obs_batch
 
 __all__ = ["StateCriticNet", "TorchStateCritic", "HEADS", "STD_FLOOR", "OBS_CLIP"]
 
@@ -141,7 +141,7 @@ class StateCriticNet(nn.Module):
         return {"obs_dim": self.obs_dim, "hidden": list(self.hidden), "activation": self.activation}
 
 
-class TorchStateCritic(BaseCritic):
+class TorchStateCritic(StateCritic):
     """:class:`~prm_critic.critic.BaseCritic` around a :class:`StateCriticNet` (eager torch, CPU).
 
     Args:

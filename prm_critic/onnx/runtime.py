@@ -42,7 +42,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from prm_critic._optional import require
-from prm_critic.critic import BaseCritic, StepScores, as_obs_batch
+from prm_critic.critic import StateCritic, StepScores, as_obs_batch
 from prm_critic.onnx._meta import FORMAT, INPUT_NAME, OUTPUT_NAME, check_model_bytes, decode_metadata
 
 __all__ = ["OnnxCritic", "OnnxModelError", "installed_runtimes", "PROVIDERS"]
@@ -155,7 +155,7 @@ def _is_int(v: Any, lo: int) -> bool:
     return not isinstance(v, bool) and isinstance(v, (int, np.integer)) and int(v) >= lo
 
 
-class OnnxCritic(BaseCritic):
+class OnnxCritic(StateCritic):
     """A critic exported by :func:`~prm_critic.onnx.export_state_critic`, run by onnxruntime.
 
     Args:

@@ -33,7 +33,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from prm_critic.critic import BaseCritic, StepScores, as_obs_batch
+from prm_critic.critic import StateCritic, StepScores, as_obs_batch
 from prm_critic.robotics.make import CriticInputLayout
 from prm_critic.robotics.spec import SpecError, TaskSpec, expr_width, load_spec
 
@@ -365,7 +365,7 @@ class SubgoalEvaluator:
         return self.holds(x).all(axis=1)
 
 
-class SubgoalCritic(BaseCritic):
+class SubgoalCritic(StateCritic):
     """A critic computed from the spec alone (no training): ``progress`` = spec progress,
     ``success`` = 1 where all subgoals hold, else the spec progress (a heuristic promise).
 
