@@ -121,6 +121,9 @@ class StateCritic(BaseCritic[npt.ArrayLike]):
     (usually starting with :func:`as_obs_batch`).
     """
 
+    #: Width of one critic input.
+    obs_dim: int
+
     @abc.abstractmethod
     def score(self, steps: npt.ArrayLike) -> StepScores:
         """Score ``steps`` of shape ``(B, obs_dim)``; returns progress and success ``(B,)``."""

@@ -37,7 +37,7 @@ import tempfile
 import threading
 import warnings
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -209,9 +209,9 @@ class OnnxCritic(StateCritic):
                           ("cuda_graph", cuda_graph), ("allow_unverified", allow_unverified)):
             if not isinstance(val, bool):
                 raise TypeError(f"{name}: expected a bool, got {val!r}")
-        for name, val in (("intra_op_threads", intra_op_threads), ("inter_op_threads", inter_op_threads)):
-            if not _is_int(val, 0):
-                raise ValueError(f"{name}: expected an int >= 0 (0 = onnxruntime default), got {val!r}")
+        for name, num in (("intra_op_threads", intra_op_threads), ("inter_op_threads", inter_op_threads)):
+            if not _is_int(num, 0):
+                raise ValueError(f"{name}: expected an int >= 0 (0 = onnxruntime default), got {num!r}")
         if not _is_int(device_id, 0):
             raise ValueError(f"device_id: expected an int >= 0, got {device_id!r}")
         if cuda_graph and provider not in ("cuda", "auto"):
@@ -287,7 +287,7 @@ class OnnxCritic(StateCritic):
         self._d_shape = (self.obs_dim,)
         self._probe = np.full(self.obs_dim, 1e-30, np.float32)
         self._io1 = None
-        self._fast_run = None
+        self._fast_run: Callable[[], None] | None = None
         if io_binding:
             self._io1 = self._make_binding_one(int(device_id))
             if not self._cuda_graph:
@@ -420,6 +420,7 @@ class OnnxCritic(StateCritic):
             self.session.run_with_iobinding(self._io1)
             self._out1[...] = self._out_dev.numpy()
         else:
+            assert self._fast_run is not None  # set together with _io1 when CUDA graphs are off
             self._fast_run()
 
     def score_one(self, x: Any) -> tuple[float, float]:
@@ -536,10 +537,10 @@ class OnnxCritic(StateCritic):
                     raise OnnxModelError(
                         f"env: observation key {k!r} expected by the critic is missing; env keys {sorted(spaces)}"
                     )
-                size = int(np.prod(spaces[k].shape))
-                if size != int(lay["sizes"][k]):
+                key_size = int(np.prod(spaces[k].shape))
+                if key_size != int(lay["sizes"][k]):
                     raise OnnxModelError(
-                        f"env: observation {k!r} has size {size}, but the critic {str(self.path)!r} expects "
+                        f"env: observation {k!r} has size {key_size}, but the critic {str(self.path)!r} expects "
                         f"{lay['sizes'][k]} (layout {lay['sizes']}, obs_dim {self.obs_dim})"
                     )
             return

@@ -15,7 +15,8 @@ import numpy as np
 from prm_critic._optional import require
 from prm_critic.robotics.spec import ObsExpr, SpecError, TaskSpec, load_spec
 
-gym = require("gymnasium")
+require("gymnasium")  # a missing extra fails here with the exact ``pip install`` to run
+import gymnasium as gym  # noqa: E402
 
 __all__ = ["make_env", "CriticInputLayout", "FlattenGoalsWrapper", "success_from_info", "register_robotics_envs"]
 

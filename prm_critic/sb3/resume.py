@@ -42,7 +42,8 @@ import numpy as np
 from prm_critic._optional import require
 from prm_critic.models.checkpoint import CheckpointError, atomic_write_bytes
 
-BaseCallback = require("stable_baselines3.common.callbacks").BaseCallback
+require("stable_baselines3.common.callbacks")  # a missing extra fails here with the exact ``pip install`` to run
+from stable_baselines3.common.callbacks import BaseCallback  # noqa: E402
 
 __all__ = ["TrainingStateCheckpoint", "TrainingStateError", "latest_training_state", "load_training_state",
            "save_training_state", "to_jsonable"]
