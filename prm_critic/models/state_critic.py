@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import Sequence
 
 import numpy as np
+import numpy.typing as npt
 import torch
 from torch import nn
 
@@ -155,7 +156,7 @@ class TorchStateCritic(StateCritic):
         self.obs_dim = net.obs_dim
 
     @torch.no_grad()
-    def score(self, steps) -> StepScores:
+    def score(self, steps: npt.ArrayLike) -> StepScores:
         """Score ``steps`` of shape ``(B, obs_dim)``; returns progress and success ``(B,)``."""
         x = as_obs_batch(steps, self.obs_dim, name="steps")
         out = self.net(torch.from_numpy(np.ascontiguousarray(x))).numpy()

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 import numpy as np
+import numpy.typing as npt
 
 from prm_critic._optional import require
 from prm_critic.critic import StateCritic, StepScores, as_obs_batch
@@ -448,7 +449,7 @@ class OnnxCritic(StateCritic):
             progress, success = self._out_row.tolist()
             return progress, success
 
-    def score(self, steps: Any) -> StepScores:
+    def score(self, steps: npt.ArrayLike) -> StepScores:
         """Score ``steps`` of shape ``(B, obs_dim)``; returns progress and success ``(B,)``.
 
         A batch-1 model scores a batch row by row; a dynamic model scores it in one call.

@@ -32,6 +32,7 @@ from collections import deque
 from typing import Any, Mapping
 
 import numpy as np
+import numpy.typing as npt
 
 from prm_critic.critic import StateCritic, StepScores, as_obs_batch
 from prm_critic.robotics.make import CriticInputLayout
@@ -387,7 +388,7 @@ class SubgoalCritic(StateCritic):
         self.obs_dim = layout.obs_dim
         self.evaluator = SubgoalEvaluator(self.spec, layout, maze)
 
-    def score(self, steps) -> StepScores:
+    def score(self, steps: npt.ArrayLike) -> StepScores:
         """Score ``steps`` of shape ``(B, obs_dim)``; returns progress and success ``(B,)``."""
         x = as_obs_batch(steps, self.obs_dim, name="steps")
         d = self.evaluator.distances(x)  # once: subgoal states and progress both use them
