@@ -29,11 +29,13 @@ from prm_critic.text.trl_format import (
 )
 
 if TYPE_CHECKING:  # the lazy names below, for type checkers
-    from prm_critic.text.judge import LLMJudgeCritic
-    from prm_critic.text.net import StepPRMNet
-    from prm_critic.text.prm import MiniLMStepPRM, TokenClassificationPRM
-    from prm_critic.text.train import TextTrainConfig, train_text_prm
-    from prm_critic.text.verifier import VerifierCritic
+    from prm_critic.text.judge import LLMJudgeCritic as LLMJudgeCritic
+    from prm_critic.text.net import StepPRMNet as StepPRMNet
+    from prm_critic.text.prm import MiniLMStepPRM as MiniLMStepPRM
+    from prm_critic.text.prm import TokenClassificationPRM as TokenClassificationPRM
+    from prm_critic.text.train import TextTrainConfig as TextTrainConfig
+    from prm_critic.text.train import train_text_prm as train_text_prm
+    from prm_critic.text.verifier import VerifierCritic as VerifierCritic
 
 _LAZY = {
     "MiniLMStepPRM": "prm_critic.text.prm",
