@@ -9,11 +9,12 @@ agents, and exported ONNX critics.
 __version__ = "0.1.0"
 
 from prm_critic.aggregate import aggregate, agg_last, agg_mean, agg_min, agg_product
-from prm_critic.critic import BaseCritic, StepScores, check_critic
+from prm_critic.critic import BaseCritic, StateCritic, StepScores, check_critic
 
 __all__ = [
     "__version__",
     "BaseCritic",
+    "StateCritic",
     "StepScores",
     "check_critic",
     "aggregate",

@@ -11,17 +11,28 @@ Every critic returns :class:`StepScores` with two arrays of shape ``(B,)``, valu
 
 * ``progress``: how far along the task this step is (subgoal progress);
 * ``success``: the probability that the task can still be completed from this step ("promise").
+
+Types: :class:`BaseCritic` is generic in the type of the batch it scores, ``BaseCritic[StepsT]``.
+:class:`StateCritic` is ``BaseCritic[numpy.typing.ArrayLike]`` (the ``(B, obs_dim)`` batch) and
+:class:`prm_critic.text.TextCritic` is ``BaseCritic[Sequence[TextStep]]``, so a type checker
+(mypy, pyright) rejects a text batch given to a state critic and the other way round. A plain
+``BaseCritic`` annotation accepts any critic. ``StepsT`` is contravariant: a critic that accepts
+any array-like is also a ``BaseCritic[numpy.ndarray]``.
 """
 
 from __future__ import annotations
 
 import abc
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Generic, Sequence, TypeVar
 
 import numpy as np
+import numpy.typing as npt
 
-__all__ = ["StepScores", "BaseCritic", "check_critic", "as_obs_batch"]
+__all__ = ["StepScores", "BaseCritic", "StateCritic", "StepsT", "check_critic", "as_obs_batch"]
+
+#: The type of a batch of steps a critic scores (contravariant: it is only ever an input).
+StepsT = TypeVar("StepsT", contravariant=True)
 
 
 @dataclass(frozen=True)
@@ -72,17 +83,19 @@ class StepScores:
         )
 
 
-class BaseCritic(abc.ABC):
+class BaseCritic(abc.ABC, Generic[StepsT]):
     """A process reward model: scores each step of a trajectory.
 
-    Subclasses implement :meth:`score`. ``obs_dim`` is set by state critics (``None`` for text).
+    ``BaseCritic[StepsT]`` scores a batch of type ``StepsT``. Subclasses implement :meth:`score`;
+    state critics derive from :class:`StateCritic`, text critics from
+    :class:`prm_critic.text.TextCritic`. ``obs_dim`` is set by state critics (``None`` for text).
     """
 
     #: Size of one step's input vector for state critics; ``None`` for text critics.
     obs_dim: int | None = None
 
     @abc.abstractmethod
-    def score(self, steps: Any) -> StepScores:
+    def score(self, steps: StepsT) -> StepScores:
         """Score a batch of ``B`` steps.
 
         Args:
@@ -93,12 +106,27 @@ class BaseCritic(abc.ABC):
             :class:`StepScores` with ``progress`` and ``success`` of shape ``(B,)``.
         """
 
-    def __call__(self, steps: Any) -> StepScores:
+    def __call__(self, steps: StepsT) -> StepScores:
         return self.score(steps)
 
-    def potential(self, steps: Any, head: str = "progress") -> np.ndarray:
+    def potential(self, steps: StepsT, head: str = "progress") -> np.ndarray:
         """Shorthand for ``self.score(steps).get(head)``; shape ``(B,)``."""
         return self.score(steps).get(head)
+
+
+class StateCritic(BaseCritic[npt.ArrayLike]):
+    """A critic of robot states: ``score(x)`` with ``x`` array-like of shape ``(B, obs_dim)``.
+
+    Subclasses set ``obs_dim`` (the width of one critic input) and implement :meth:`score`
+    (usually starting with :func:`as_obs_batch`).
+    """
+
+    #: Width of one critic input.
+    obs_dim: int
+
+    @abc.abstractmethod
+    def score(self, steps: npt.ArrayLike) -> StepScores:
+        """Score ``steps`` of shape ``(B, obs_dim)``; returns progress and success ``(B,)``."""
 
 
 def as_obs_batch(obs: Any, obs_dim: int | None, *, name: str = "obs") -> np.ndarray:
@@ -128,14 +156,14 @@ def _slice(steps: Any, i: int) -> Any:
     return [steps[i]]
 
 
-def check_critic(critic: BaseCritic, steps: Any, *, rtol: float = 1e-4, atol: float = 1e-5) -> StepScores:
+def check_critic(critic: BaseCritic[StepsT], steps: StepsT, *, rtol: float = 1e-4, atol: float = 1e-5) -> StepScores:
     """Check that ``critic`` follows the interface; return its batched scores.
 
     Checks: the batched call returns :class:`StepScores` of shape ``(B,)`` per head, values are
     finite and in [0, 1], and each element of the batched call agrees with a single-step call on the
     same input (within ``rtol``/``atol``). Raises ``AssertionError`` naming the first violation.
     """
-    n = len(steps)
+    n = len(steps)  # type: ignore[arg-type]  # every batch type of a critic has a length
     if n == 0:
         raise ValueError("steps: expected a non-empty batch, got 0 steps")
     batched = critic.score(steps)

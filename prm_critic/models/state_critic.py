@@ -21,10 +21,11 @@ from __future__ import annotations
 from typing import Sequence
 
 import numpy as np
+import numpy.typing as npt
 import torch
 from torch import nn
 
-from prm_critic.critic import BaseCritic, StepScores, as_obs_batch
+from prm_critic.critic import StateCritic, StepScores, as_obs_batch
 
 __all__ = ["StateCriticNet", "TorchStateCritic", "HEADS", "STD_FLOOR", "OBS_CLIP"]
 
@@ -141,7 +142,7 @@ class StateCriticNet(nn.Module):
         return {"obs_dim": self.obs_dim, "hidden": list(self.hidden), "activation": self.activation}
 
 
-class TorchStateCritic(BaseCritic):
+class TorchStateCritic(StateCritic):
     """:class:`~prm_critic.critic.BaseCritic` around a :class:`StateCriticNet` (eager torch, CPU).
 
     Args:
@@ -155,7 +156,7 @@ class TorchStateCritic(BaseCritic):
         self.obs_dim = net.obs_dim
 
     @torch.no_grad()
-    def score(self, steps) -> StepScores:
+    def score(self, steps: npt.ArrayLike) -> StepScores:
         """Score ``steps`` of shape ``(B, obs_dim)``; returns progress and success ``(B,)``."""
         x = as_obs_batch(steps, self.obs_dim, name="steps")
         out = self.net(torch.from_numpy(np.ascontiguousarray(x))).numpy()

@@ -37,12 +37,13 @@ import tempfile
 import threading
 import warnings
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
+import numpy.typing as npt
 
 from prm_critic._optional import require
-from prm_critic.critic import BaseCritic, StepScores, as_obs_batch
+from prm_critic.critic import StateCritic, StepScores, as_obs_batch
 from prm_critic.onnx._meta import FORMAT, INPUT_NAME, OUTPUT_NAME, check_model_bytes, decode_metadata
 
 __all__ = ["OnnxCritic", "OnnxModelError", "installed_runtimes", "PROVIDERS"]
@@ -155,7 +156,7 @@ def _is_int(v: Any, lo: int) -> bool:
     return not isinstance(v, bool) and isinstance(v, (int, np.integer)) and int(v) >= lo
 
 
-class OnnxCritic(BaseCritic):
+class OnnxCritic(StateCritic):
     """A critic exported by :func:`~prm_critic.onnx.export_state_critic`, run by onnxruntime.
 
     Args:
@@ -209,9 +210,9 @@ class OnnxCritic(BaseCritic):
                           ("cuda_graph", cuda_graph), ("allow_unverified", allow_unverified)):
             if not isinstance(val, bool):
                 raise TypeError(f"{name}: expected a bool, got {val!r}")
-        for name, val in (("intra_op_threads", intra_op_threads), ("inter_op_threads", inter_op_threads)):
-            if not _is_int(val, 0):
-                raise ValueError(f"{name}: expected an int >= 0 (0 = onnxruntime default), got {val!r}")
+        for name, num in (("intra_op_threads", intra_op_threads), ("inter_op_threads", inter_op_threads)):
+            if not _is_int(num, 0):
+                raise ValueError(f"{name}: expected an int >= 0 (0 = onnxruntime default), got {num!r}")
         if not _is_int(device_id, 0):
             raise ValueError(f"device_id: expected an int >= 0, got {device_id!r}")
         if cuda_graph and provider not in ("cuda", "auto"):
@@ -287,7 +288,7 @@ class OnnxCritic(BaseCritic):
         self._d_shape = (self.obs_dim,)
         self._probe = np.full(self.obs_dim, 1e-30, np.float32)
         self._io1 = None
-        self._fast_run = None
+        self._fast_run: Callable[[], None] | None = None
         if io_binding:
             self._io1 = self._make_binding_one(int(device_id))
             if not self._cuda_graph:
@@ -420,6 +421,7 @@ class OnnxCritic(BaseCritic):
             self.session.run_with_iobinding(self._io1)
             self._out1[...] = self._out_dev.numpy()
         else:
+            assert self._fast_run is not None  # set together with _io1 when CUDA graphs are off
             self._fast_run()
 
     def score_one(self, x: Any) -> tuple[float, float]:
@@ -447,7 +449,7 @@ class OnnxCritic(BaseCritic):
             progress, success = self._out_row.tolist()
             return progress, success
 
-    def score(self, steps: Any) -> StepScores:
+    def score(self, steps: npt.ArrayLike) -> StepScores:
         """Score ``steps`` of shape ``(B, obs_dim)``; returns progress and success ``(B,)``.
 
         A batch-1 model scores a batch row by row; a dynamic model scores it in one call.
@@ -536,10 +538,10 @@ class OnnxCritic(BaseCritic):
                     raise OnnxModelError(
                         f"env: observation key {k!r} expected by the critic is missing; env keys {sorted(spaces)}"
                     )
-                size = int(np.prod(spaces[k].shape))
-                if size != int(lay["sizes"][k]):
+                key_size = int(np.prod(spaces[k].shape))
+                if key_size != int(lay["sizes"][k]):
                     raise OnnxModelError(
-                        f"env: observation {k!r} has size {size}, but the critic {str(self.path)!r} expects "
+                        f"env: observation {k!r} has size {key_size}, but the critic {str(self.path)!r} expects "
                         f"{lay['sizes'][k]} (layout {lay['sizes']}, obs_dim {self.obs_dim})"
                     )
             return

@@ -26,8 +26,10 @@ import numpy as np
 
 from prm_critic import __version__
 from prm_critic._optional import require
-from prm_critic.critic import BaseCritic, StepScores
+from prm_critic.critic import StepScores
 from prm_critic.onnx._meta import ATOL, DEFAULT_OPSET, HASH_KEY, RTOL, OnnxExportError, check_model_bytes, seal
+from prm_critic.text.critic import TextCritic
+from prm_critic.text.steps import TextStep
 
 __all__ = ["export_text_prm", "OnnxTextCritic", "TEXT_FORMAT", "TEXT_INPUTS"]
 
@@ -169,7 +171,7 @@ def export_text_prm(
     return out
 
 
-class OnnxTextCritic(BaseCritic):
+class OnnxTextCritic(TextCritic):
     """A text PRM exported by :func:`export_text_prm`, run by onnxruntime (CPU by default).
 
     ``score(list[TextStep]) -> StepScores (B,)`` exactly like :class:`MiniLMStepPRM` (same
@@ -253,7 +255,7 @@ class OnnxTextCritic(BaseCritic):
                 k += n
         return np.concatenate([out[i] for i in range(len(windows))]) if windows else np.zeros((0, 2), np.float32)
 
-    def score(self, steps) -> StepScores:
+    def score(self, steps: Sequence[TextStep]) -> StepScores:
         """Score ``B`` TextSteps in context: StepScores ``(B,)`` (``extra["truncated"]`` as the torch PRM)."""
         from prm_critic.text.prm import group_steps, check_text_steps
 

@@ -16,7 +16,8 @@ from prm_critic._optional import require
 from prm_critic.robotics.layout import CriticInputLayout, success_from_info
 from prm_critic.robotics.spec import SpecError, TaskSpec, load_spec
 
-gym = require("gymnasium")
+require("gymnasium")  # a missing extra fails here with the exact ``pip install`` to run
+import gymnasium as gym  # noqa: E402
 
 __all__ = ["make_env", "CriticInputLayout", "FlattenGoalsWrapper", "success_from_info", "register_robotics_envs"]
 

@@ -32,8 +32,9 @@ from collections import deque
 from typing import Any, Mapping
 
 import numpy as np
+import numpy.typing as npt
 
-from prm_critic.critic import BaseCritic, StepScores, as_obs_batch
+from prm_critic.critic import StateCritic, StepScores, as_obs_batch
 from prm_critic.robotics.layout import CriticInputLayout
 from prm_critic.robotics.spec import SpecError, TaskSpec, expr_width, load_spec
 
@@ -365,7 +366,7 @@ class SubgoalEvaluator:
         return self.holds(x).all(axis=1)
 
 
-class SubgoalCritic(BaseCritic):
+class SubgoalCritic(StateCritic):
     """A critic computed from the spec alone (no training): ``progress`` = spec progress,
     ``success`` = 1 where all subgoals hold, else the spec progress (a heuristic promise).
 
@@ -387,7 +388,7 @@ class SubgoalCritic(BaseCritic):
         self.obs_dim = layout.obs_dim
         self.evaluator = SubgoalEvaluator(self.spec, layout, maze)
 
-    def score(self, steps) -> StepScores:
+    def score(self, steps: npt.ArrayLike) -> StepScores:
         """Score ``steps`` of shape ``(B, obs_dim)``; returns progress and success ``(B,)``."""
         x = as_obs_batch(steps, self.obs_dim, name="steps")
         d = self.evaluator.distances(x)  # once: subgoal states and progress both use them

@@ -38,7 +38,8 @@ from prm_critic._io import atomic_write_bytes
 from prm_critic.robotics.spec import TaskSpec, load_spec
 from prm_critic.sb3.monitor import step_success
 
-BaseCallback = require("stable_baselines3.common.callbacks").BaseCallback
+require("stable_baselines3.common.callbacks")  # a missing extra fails here with the exact ``pip install`` to run
+from stable_baselines3.common.callbacks import BaseCallback  # noqa: E402
 
 __all__ = ["PRMStatsCallback", "UnshapedSuccessEval", "TqdmCallback", "EVAL_COLUMNS", "read_eval_csv", "append_csv_row"]
 

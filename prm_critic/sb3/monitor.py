@@ -26,8 +26,9 @@ from prm_critic._optional import require
 from prm_critic.robotics.layout import CriticInputLayout, success_from_info
 from prm_critic.robotics.spec import TaskSpec, load_spec
 
-require("gymnasium")
-Monitor = require("stable_baselines3.common.monitor").Monitor
+require("gymnasium")  # a missing extra fails here with the exact ``pip install`` to run
+require("stable_baselines3.common.monitor")
+from stable_baselines3.common.monitor import Monitor  # noqa: E402
 
 __all__ = ["PRMMonitor", "step_success"]
 

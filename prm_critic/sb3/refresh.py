@@ -24,7 +24,8 @@ import numpy as np
 
 from prm_critic._optional import require
 
-BaseCallback = require("stable_baselines3.common.callbacks").BaseCallback
+require("stable_baselines3.common.callbacks")  # a missing extra fails here with the exact ``pip install`` to run
+from stable_baselines3.common.callbacks import BaseCallback  # noqa: E402
 
 __all__ = ["CriticRefreshCallback"]
 

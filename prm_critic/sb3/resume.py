@@ -43,7 +43,8 @@ from prm_critic._optional import require
 from prm_critic._io import atomic_write_bytes
 from prm_critic.integrity import CheckpointError
 
-BaseCallback = require("stable_baselines3.common.callbacks").BaseCallback
+require("stable_baselines3.common.callbacks")  # a missing extra fails here with the exact ``pip install`` to run
+from stable_baselines3.common.callbacks import BaseCallback  # noqa: E402
 
 __all__ = ["TrainingStateCheckpoint", "TrainingStateError", "latest_training_state", "load_training_state",
            "save_training_state", "to_jsonable"]

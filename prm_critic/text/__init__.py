@@ -7,7 +7,7 @@ first accessed (``prm_critic.text.MiniLMStepPRM`` etc. resolve lazily).
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prm_critic.text.contract import (
     Encoded,
@@ -17,6 +17,7 @@ from prm_critic.text.contract import (
     check_text_steps,
     pad_batch,
 )
+from prm_critic.text.critic import TextCritic
 from prm_critic.text.fencing import DEFAULT_MAX_UNTRUSTED_CHARS, fence_untrusted
 from prm_critic.text.steps import TextStep, format_tool_call, format_tool_step, message_text
 from prm_critic.text.trl_format import (
@@ -27,10 +28,19 @@ from prm_critic.text.trl_format import (
     write_stepwise_jsonl,
 )
 
+if TYPE_CHECKING:  # the lazy names below, for type checkers
+    from prm_critic.text.judge import LLMJudgeCritic as LLMJudgeCritic
+    from prm_critic.text.net import StepPRMNet as StepPRMNet
+    from prm_critic.text.prm import MiniLMStepPRM as MiniLMStepPRM
+    from prm_critic.text.prm import TokenClassificationPRM as TokenClassificationPRM
+    from prm_critic.text.train import TextTrainConfig as TextTrainConfig
+    from prm_critic.text.train import train_text_prm as train_text_prm
+    from prm_critic.text.verifier import VerifierCritic as VerifierCritic
+
 _LAZY = {
     "MiniLMStepPRM": "prm_critic.text.prm",
     "TokenClassificationPRM": "prm_critic.text.prm",
-    "StepPRMNet": "prm_critic.text.prm",
+    "StepPRMNet": "prm_critic.text.net",
     "train_text_prm": "prm_critic.text.train",
     "TextTrainConfig": "prm_critic.text.train",
     "LLMJudgeCritic": "prm_critic.text.judge",
@@ -39,6 +49,7 @@ _LAZY = {
 
 __all__ = [
     "TextStep",
+    "TextCritic",
     "format_tool_call",
     "format_tool_step",
     "message_text",

@@ -43,8 +43,9 @@ from typing import Any, Sequence
 import numpy as np
 
 from prm_critic._optional import require
-from prm_critic.critic import BaseCritic, StepScores
+from prm_critic.critic import StepScores
 from prm_critic.text.contract import check_text_steps
+from prm_critic.text.critic import TextCritic
 from prm_critic.text.fencing import DEFAULT_MAX_UNTRUSTED_CHARS, fence_untrusted
 from prm_critic.text.steps import TextStep, message_text
 
@@ -145,7 +146,7 @@ def fence(text: str, nonce: str | None = None, *, max_chars: int | None = DEFAUL
     return fence_untrusted(text, nonce, max_chars=max_chars)
 
 
-class LLMJudgeCritic(BaseCritic):
+class LLMJudgeCritic(TextCritic):
     """Scores steps by asking a chat model for a critique, then a score.
 
     Args:

@@ -26,19 +26,32 @@ import os
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 
 from prm_critic._io import atomic_write_bytes
 from prm_critic._optional import require
-from prm_critic.critic import BaseCritic, StepScores
+from prm_critic.critic import StepScores
 from prm_critic.text.contract import (
-    Encoded, StepContract, batch_by_tokens, block_causal_mask, check_text_steps, pad_batch,
+    Encoded, StepContract, batch_by_tokens, check_text_steps, pad_batch,
 )
+from prm_critic.text.critic import TextCritic
 from prm_critic.text.steps import TextStep
 
+if TYPE_CHECKING:
+    from prm_critic.text.net import StepPRMNet
+
 __all__ = ["MiniLMStepPRM", "TokenClassificationPRM", "StepPRMNet", "minilm_model_dir", "check_text_steps"]
+
+
+def __getattr__(name: str) -> Any:
+    # StepPRMNet lives in prm_critic.text.net (which imports torch); this path keeps working.
+    if name == "StepPRMNet":
+        from prm_critic.text.net import StepPRMNet
+
+        return StepPRMNet
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 FORMAT = "prm-critic/minilm-step-prm"
 #: 2: ``prm.json`` records ``files_sha256`` (1: no hashes)
@@ -85,43 +98,7 @@ def group_steps(contract: StepContract, lay, tokenizer, steps: list[TextStep]):
     return contract.plan_steps(tokenizer, steps, layout=lay)
 
 
-class StepPRMNet(require("torch").nn.Module):
-    """Encoder + 2-output head at step positions. ``forward`` returns probabilities.
-
-    ``forward(input_ids, attention_mask, segment_ids)``: int64 ``(B, L)`` each ->
-    float32 ``(B, L, 2)`` = ``sigmoid`` of the head logits at every token, ``[..., 0]`` progress,
-    ``[..., 1]`` success; read them at the contract's ``step_positions``. The block-causal mask is
-    built inside the graph from ``segment_ids`` (so an ONNX export keeps it).
-    """
-
-    def __init__(self, encoder, dropout: float = 0.1):
-        torch = require("torch")
-        super().__init__()
-        self.encoder = encoder
-        hidden = int(encoder.config.hidden_size)
-        self.dropout = torch.nn.Dropout(float(dropout))
-        self.head = torch.nn.Linear(hidden, 2)
-
-    def hidden(self, input_ids, attention_mask, segment_ids):
-        """Encoder states ``(B, L, H)`` under the block-causal mask."""
-        torch = require("torch")
-        allowed = block_causal_mask(attention_mask, segment_ids)  # (B, L, L) bool
-        dtype = self.head.weight.dtype
-        bias = torch.zeros(allowed.shape, dtype=dtype, device=allowed.device)
-        bias = bias.masked_fill(~allowed, torch.finfo(dtype).min)[:, None, :, :]
-        out = self.encoder(input_ids=input_ids, attention_mask=bias,
-                           token_type_ids=torch.zeros_like(input_ids))
-        return out.last_hidden_state
-
-    def logits(self, input_ids, attention_mask, segment_ids):
-        """Head logits ``(B, L, 2)``."""
-        return self.head(self.dropout(self.hidden(input_ids, attention_mask, segment_ids)))
-
-    def forward(self, input_ids, attention_mask, segment_ids):
-        return require("torch").sigmoid(self.logits(input_ids, attention_mask, segment_ids))
-
-
-class MiniLMStepPRM(BaseCritic):
+class MiniLMStepPRM(TextCritic):
     """A text PRM: MiniLM encoder + (progress, success) head at step separators.
 
     Build with :meth:`from_pretrained_encoder`, train with
@@ -139,6 +116,8 @@ class MiniLMStepPRM(BaseCritic):
     def __init__(self, net, tokenizer, contract: StepContract | None = None, *, meta: Mapping[str, Any] | None = None,
                  device: str = "cpu", max_batch_tokens: int = 8192):
         torch = require("torch")
+        from prm_critic.text.net import StepPRMNet
+
         if not isinstance(net, StepPRMNet):
             raise TypeError(f"net: expected StepPRMNet, got {type(net).__name__}")
         contract = contract or StepContract()
@@ -176,6 +155,8 @@ class MiniLMStepPRM(BaseCritic):
             encoder = tf.AutoModel.from_pretrained(str(p), add_pooling_layer=False, local_files_only=True)
         tokenizer = tf.AutoTokenizer.from_pretrained(str(p), local_files_only=True)
         gen = torch.Generator().manual_seed(int(seed))
+        from prm_critic.text.net import StepPRMNet
+
         net = StepPRMNet(encoder, dropout=dropout)
         with torch.no_grad():
             std = float(getattr(encoder.config, "initializer_range", 0.02))
@@ -345,6 +326,8 @@ class MiniLMStepPRM(BaseCritic):
             enc_cfg = dict(doc["encoder_config"])
             config = tf.AutoConfig.for_model(**enc_cfg)
             encoder = tf.AutoModel.from_config(config, add_pooling_layer=False)
+            from prm_critic.text.net import StepPRMNet
+
             net = StepPRMNet(encoder, dropout=float(doc.get("dropout", 0.1)))
         except (KeyError, TypeError, ValueError) as exc:
             raise CheckpointError(f"checkpoint: {str(d / CONFIG)!r} has an invalid config: {exc}") from exc
@@ -363,7 +346,7 @@ class MiniLMStepPRM(BaseCritic):
         return cls(net, tokenizer, contract, meta=doc.get("meta", {}), device=device)
 
 
-class TokenClassificationPRM(BaseCritic):
+class TokenClassificationPRM(TextCritic):
     """A PRM trained as token classification (TRL ``PRMTrainer``, ``num_labels=2``), from a local folder.
 
     ``success = progress = softmax(logits)[..., label]`` at the last token of the separator after

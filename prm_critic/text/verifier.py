@@ -38,8 +38,9 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from prm_critic.critic import BaseCritic, StepScores
+from prm_critic.critic import StepScores
 from prm_critic.text.contract import check_text_steps
+from prm_critic.text.critic import TextCritic
 from prm_critic.text.steps import TextStep
 
 __all__ = ["VerifierCritic", "DEFAULT_ERROR_PATTERNS", "DEFAULT_WON_PATTERNS", "DEFAULT_LOST_PATTERNS", "result_text"]
@@ -92,7 +93,7 @@ def _prob(v: Any, name: str) -> float:
     return float(v)
 
 
-class VerifierCritic(BaseCritic):
+class VerifierCritic(TextCritic):
     """Rule-based critic over execution feedback (see the module docstring for the exact rules).
 
     Args:

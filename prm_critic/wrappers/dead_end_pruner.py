@@ -14,7 +14,8 @@ from prm_critic.wrappers._common import (
     env_id_of, find_max_episode_steps, flatten_checked, resolve_layout,
 )
 
-gym = require("gymnasium")
+require("gymnasium")  # a missing extra fails here with the exact ``pip install`` to run
+import gymnasium as gym  # noqa: E402
 
 __all__ = ["DeadEndPruner"]
 

@@ -14,7 +14,8 @@ from prm_critic.wrappers._common import (
     CriticCaller, check_critic_env, check_layout_space, check_shaper_args, flatten_checked, resolve_spec,
 )
 
-vec_env = require("stable_baselines3.common.vec_env")
+require("stable_baselines3.common.vec_env")  # a missing extra fails here with the exact ``pip install`` to run
+from stable_baselines3.common import vec_env  # noqa: E402
 
 __all__ = ["VecPRMRewardShaper"]
 
