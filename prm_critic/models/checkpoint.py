@@ -25,7 +25,7 @@ from safetensors.torch import load
 from safetensors.torch import save as save_bytes
 
 from prm_critic import __version__
-from prm_critic._io import atomic_write_bytes
+from prm_critic._io import atomic_write_bytes, checkpoint_paths
 from prm_critic.models.state_critic import StateCriticNet, TorchStateCritic
 
 __all__ = ["CheckpointError", "save_state_critic", "load_state_critic", "checkpoint_paths", "atomic_write_bytes",
@@ -38,14 +38,6 @@ FORMAT_VERSION = 2
 
 class CheckpointError(ValueError):
     """A checkpoint is missing, corrupt, or not a prm-critic state critic."""
-
-
-def checkpoint_paths(path: str | os.PathLike) -> tuple[Path, Path]:
-    """``(weights.safetensors, config.json)`` for a checkpoint path or stem."""
-    p = Path(path)
-    if p.suffix in (".safetensors", ".json"):
-        p = p.with_suffix("")
-    return p.with_suffix(".safetensors"), p.with_suffix(".json")
 
 
 def sha256_bytes(data: bytes) -> str:

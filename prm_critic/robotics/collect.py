@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from prm_critic._optional import require
 from prm_critic.robotics.make import CriticInputLayout, make_env, success_from_info
 from prm_critic.robotics.snapshot import Snapshotter
 from prm_critic.robotics.spec import TaskSpec, load_spec
@@ -120,7 +121,7 @@ def _policy_id(policy: Any, *, name: str = "policy", task: str | None = None, tr
 
         check_pickle_trust(p, trust_pickle, name=name)
         return str(p.resolve())
-    from prm_critic.models.checkpoint import checkpoint_paths
+    from prm_critic._io import checkpoint_paths
 
     w, j = checkpoint_paths(p)
     if not (w.is_file() and j.is_file()):
@@ -201,7 +202,7 @@ def collect(
     Returns:
         ``out_dir`` as a Path.
     """
-    from tqdm.auto import tqdm
+    tqdm = require("tqdm.auto").tqdm  # the robotics extra installs it
 
     spec = load_spec(spec)
     episodes = _check_int("episodes", episodes, 1)
