@@ -1,10 +1,11 @@
 """The deploy install without torch: ``pip install "prm-critic[onnx,robotics]"``.
 
-* A real control loop (FetchReach-v4 in MuJoCo, an exported critic run by onnxruntime in the reward
+* A real control loop (FetchPush-v4 in MuJoCo, an exported critic run by onnxruntime in the reward
   shaper, the spec's SubgoalCritic in the dead-end pruner) runs in a subprocess in which importing
   torch, safetensors, matplotlib or tqdm raises ImportError. That blocker is a SIMULATION of a
   torch-free environment for machines where torch is installed; CI also runs these tests in a
   second environment that really has only the ``onnx`` and ``robotics`` extras.
+* The README's "on the robot" example (docs/readme/deploy.md) runs the same way.
 * The learned-critic modules, imported without torch, fail with the exact ``pip install`` to run.
 * The core dependencies and the deploy extras pull no torch (read from ``pyproject.toml``).
 
@@ -20,6 +21,7 @@ import importlib.util
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -31,8 +33,8 @@ pytestmark = pytest.mark.deploy
 
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS_VAR = "PRM_CRITIC_DEPLOY_ARTIFACTS"
-TASK = "FetchReach-v4"
-ONNX_NAME = "fetchreach_critic.b1.onnx"
+TASK = "FetchPush-v4"
+ONNX_NAME = "fetchpush_critic.b1.onnx"
 BLOCKED = ("torch", "safetensors", "matplotlib", "tqdm")
 GAMMA = 0.98
 PATIENCE = 6
@@ -60,7 +62,7 @@ BLOCKER = textwrap.dedent(f"""
 
 
 def write_deploy_artifacts(folder: str | os.PathLike) -> Path:
-    """Export a small FetchReach-v4 state critic to ``folder/ONNX_NAME`` (batch 1). Needs torch + onnx."""
+    """Export a small FetchPush-v4 state critic to ``folder/ONNX_NAME`` (batch 1). Needs torch + onnx."""
     import torch
 
     from prm_critic.models.checkpoint import save_state_critic
@@ -79,7 +81,7 @@ def write_deploy_artifacts(folder: str | os.PathLike) -> Path:
     with torch.no_grad():
         net.head.weight.mul_(5.0)  # spread the untrained scores so that the shaping terms are not ~0
     meta = {"task": spec.name, "spec": spec.to_dict(), "layout": layout.to_dict(), "label_family": "subgoal"}
-    ckpt = save_state_critic(folder / "fetchreach_critic", net, meta)
+    ckpt = save_state_critic(folder / "fetchpush_critic", net, meta)
     return Path(export_state_critic(ckpt, folder / ONNX_NAME, batch=1))
 
 
@@ -124,7 +126,7 @@ CONTROL_LOOP = f"""
     critic = OnnxCritic(ONNX, provider="cpu", env=env)
     subgoals = SubgoalCritic({TASK!r}, env)
     shaped = PRMRewardShaper(env, critic, gamma={GAMMA})        # layout from the ONNX metadata
-    # success < 1 until the gripper reaches the goal: random actions are pruned after PATIENCE steps
+    # success < 1 until the object is at the goal: random actions are pruned after PATIENCE steps
     loop = DeadEndPruner(shaped, subgoals, threshold=1.0, patience={PATIENCE})
     loop.action_space.seed(0)
     obs, info = loop.reset(seed=0)
@@ -183,6 +185,23 @@ def test_control_loop_runs_without_torch(onnx_file, tmp_path):
     assert res["episode_lengths"] == [PATIENCE] * (STEPS // PATIENCE)
     assert [s["pruned"] for s in steps[:PATIENCE]] == [False] * (PATIENCE - 1) + [True]
     assert res["stats"]["pruned_episodes"] == STEPS // PATIENCE
+
+
+def test_readme_robot_example_runs_without_torch(onnx_file, tmp_path):
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("gymnasium_robotics")
+    text = (ROOT / "docs" / "readme" / "deploy.md").read_text()
+    blocks = [b for b in re.findall(r"```python\n(.*?)```", text, re.S) if "models" not in b]
+    assert len(blocks) == 1 and "DeadEndPruner" in blocks[0]
+    shutil.copyfile(onnx_file, tmp_path / "critic.b1.onnx")  # the name the example reads
+    proc = _run_blocked(blocks[0] + textwrap.dedent("""
+        import json
+        print("RESULT " + json.dumps({"blocked_loaded": sorted(m for m in sys.modules if m.split(".")[0] in BLOCKED),
+                                      "stats": loop.stats, "phi": info["prm_phi"]}))
+    """), tmp_path)
+    res = _result(proc)
+    assert res["blocked_loaded"] == []
+    assert 0.0 <= res["phi"] <= 1.0 and res["stats"]["episodes"] >= 1
 
 
 def test_learned_critic_modules_name_the_torch_extra(tmp_path):
