@@ -105,8 +105,8 @@ def _run_blocked(body: str, tmp_path: Path) -> subprocess.CompletedProcess:
     """Run ``BLOCKER + body`` in a fresh interpreter that imports this prm_critic (the one under test)."""
     import prm_critic
 
-    env = dict(os.environ, OMP_NUM_THREADS="1",
-               PYTHONPATH=os.pathsep.join([str(Path(prm_critic.__file__).parents[1]), os.environ.get("PYTHONPATH", "")]))
+    here = str(Path(prm_critic.__file__).parents[1])
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join([here, os.environ.get("PYTHONPATH", "")]))
     script = tmp_path / "child.py"
     script.write_text(BLOCKER + textwrap.dedent(body))
     return subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path, env=env,
