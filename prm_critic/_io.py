@@ -1,5 +1,5 @@
-"""File helpers: atomic writes (a kill never leaves a half-written file behind) and file names
-read from JSON kept inside their folder."""
+"""File helpers: atomic writes (a kill never leaves a half-written file behind), file names
+read from JSON kept inside their folder, and checkpoint file names. Standard library only."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import os
 import tempfile
 from pathlib import Path, PurePosixPath, PureWindowsPath
 
-__all__ = ["atomic_write_bytes", "resolve_inside", "UnsafePathError"]
+__all__ = ["atomic_write_bytes", "resolve_inside", "UnsafePathError", "checkpoint_paths"]
 
 # the process umask, read once at import (os.umask can only be read by setting it)
 _UMASK = os.umask(0o022)
@@ -30,6 +30,18 @@ def atomic_write_bytes(path: "str | os.PathLike", data: bytes) -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def checkpoint_paths(path: "str | os.PathLike") -> tuple[Path, Path]:
+    """``(weights.safetensors, config.json)`` for a checkpoint path or stem.
+
+    ``critic``, ``critic.json`` and ``critic.safetensors`` all give
+    ``(critic.safetensors, critic.json)``.
+    """
+    p = Path(path)
+    if p.suffix in (".safetensors", ".json"):
+        p = p.with_suffix("")
+    return p.with_suffix(".safetensors"), p.with_suffix(".json")
 
 
 class UnsafePathError(ValueError):

@@ -1,4 +1,9 @@
-"""Lazy imports of heavy optional dependencies, with the exact install command on failure."""
+"""Lazy imports of heavy optional dependencies, with the exact install command on failure.
+
+The core install needs numpy only. Extras: ``torch`` (torch, safetensors, tqdm, matplotlib: learned
+critics), ``robotics`` (gymnasium, gymnasium-robotics, MuJoCo: envs, shaper, pruner, subgoal critics),
+``train`` (robotics + torch + stable-baselines3), ``onnx`` / ``gpu`` (onnxruntime), ``agents``.
+"""
 
 from __future__ import annotations
 
@@ -9,11 +14,16 @@ __all__ = ["require"]
 
 # module name -> extra that provides it
 _EXTRA_OF = {
+    "torch": "torch",
+    "safetensors": "torch",
+    "matplotlib": "torch",
+    "tqdm": "robotics",
     "gymnasium": "robotics",
     "gymnasium_robotics": "robotics",
     "mujoco": "robotics",
-    "stable_baselines3": "robotics",
-    "sb3_contrib": "robotics",
+    "stable_baselines3": "train",
+    "sb3_contrib": "train",
+    "tensorboard": "train",
     "onnx": "onnx",
     "onnxruntime": "onnx",
     "onnxscript": "onnx",

@@ -23,7 +23,7 @@ DOC = Path(__file__).resolve().parents[1] / "docs" / "readme" / "deploy.md"
 def test_readme_deploy_example_runs(tmp_path, monkeypatch):
     text = DOC.read_text()
     blocks = re.findall(r"```python\n(.*?)```", text, re.S)
-    assert len(blocks) == 1
+    assert len(blocks) == 2  # export and check; the torch-free loop (also run by test_deploy_torch_free.py)
     monkeypatch.chdir(tmp_path)
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
@@ -39,3 +39,6 @@ def test_readme_deploy_example_runs(tmp_path, monkeypatch):
     (tmp_path / "critic.b1.onnx").unlink()
     assert cli_main(shlex.split(cmd)) == 0
     assert (tmp_path / "critic.b1.onnx").is_file()
+    scope = {"__name__": "__readme__"}
+    exec(compile(blocks[1], str(DOC), "exec"), scope)  # the robot loop on the file the CLI wrote
+    assert scope["loop"].stats["episodes"] >= 1

@@ -36,13 +36,13 @@ def test_quickstart_bad_task_is_one_clear_error(tmp_path):
 
 def test_quickstart_next_commands_parse_and_say_their_extra(tmp_path):
     """Every "Next:" command the quickstart prints is a valid command line of `prm-critic`, and one
-    that needs more than the README's quickstart install (`.[robotics]`) says which extra to add."""
+    that needs more than the README's quickstart install (`.[train]`) says which extra to add."""
     import shlex
 
     from prm_critic.cli import build_parser
     from prm_critic.commands.quickstart import QUICKSTART_EXTRA, _next_lines, next_commands
 
-    assert QUICKSTART_EXTRA == "robotics"
+    assert QUICKSTART_EXTRA == "train"
     ckpt = tmp_path / "critic_mc.safetensors"
     pairs = next_commands("PointMaze_UMaze-v3", ckpt, tmp_path)
     lines = _next_lines("PointMaze_UMaze-v3", ckpt, tmp_path)

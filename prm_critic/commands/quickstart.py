@@ -10,8 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 
-#: The extra the README's quickstart install (``pip install ".[robotics]"``) provides.
-QUICKSTART_EXTRA = "robotics"
+#: The extra the README's quickstart install (``pip install ".[train]"``) provides.
+QUICKSTART_EXTRA = "train"
 
 
 def next_commands(task: str, checkpoint: "str | Path", out: "str | Path") -> list[tuple[str, str]]:
@@ -19,7 +19,7 @@ def next_commands(task: str, checkpoint: "str | Path", out: "str | Path") -> lis
     not the quickstart's own starts with the ``pip install`` that provides it."""
     ckpt = Path(checkpoint).with_suffix("")
     return [
-        ("robotics", f"prm-critic train-policy --task {task} --critic {ckpt}.json --her --steps 20000 "
+        ("train", f"prm-critic train-policy --task {task} --critic {ckpt}.json --her --steps 20000 "
                      f"--out {Path(out) / 'policy'}"),
         ("onnx", f"prm-critic export --checkpoint {ckpt} --out critic.onnx"),
     ]

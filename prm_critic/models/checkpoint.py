@@ -24,7 +24,7 @@ from safetensors.torch import load
 from safetensors.torch import save as save_bytes
 
 from prm_critic import __version__
-from prm_critic._io import atomic_write_bytes
+from prm_critic._io import atomic_write_bytes, checkpoint_paths
 from prm_critic.integrity import CheckpointError, check_sha256, sha256_bytes
 from prm_critic.models.state_critic import StateCriticNet, TorchStateCritic
 
@@ -36,12 +36,6 @@ FORMAT = "prm-critic/state-critic"
 FORMAT_VERSION = 2
 
 
-def checkpoint_paths(path: str | os.PathLike) -> tuple[Path, Path]:
-    """``(weights.safetensors, config.json)`` for a checkpoint path or stem."""
-    p = Path(path)
-    if p.suffix in (".safetensors", ".json"):
-        p = p.with_suffix("")
-    return p.with_suffix(".safetensors"), p.with_suffix(".json")
 
 
 def save_state_critic(path: str | os.PathLike, net: StateCriticNet, meta: dict[str, Any] | None = None) -> Path:

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from prm_critic._optional import require
 from prm_critic.critic import BaseCritic, as_obs_batch
 
 __all__ = ["rankdata", "auroc", "spearman", "evaluate_state_critic", "plot_episode_scores", "score_in_batches"]
@@ -173,8 +174,8 @@ def plot_episode_scores(critic: BaseCritic, x, episode, t, ep_success, path: str
     """PNG of the critic's progress and success along ``n`` episodes (half successes, half failures
     where available; successes green, failures red). ``progress_label`` ``(N,)``, if given, is drawn
     dashed for comparison. Written atomically; returns the path."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
+    FigureCanvasAgg = require("matplotlib.backends.backend_agg", "torch").FigureCanvasAgg
+    Figure = require("matplotlib.figure", "torch").Figure
 
     from prm_critic._io import atomic_write_bytes
 

@@ -36,6 +36,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from prm_critic._optional import require
 from prm_critic.critic import as_obs_batch
 from prm_critic._io import atomic_write_bytes
 from prm_critic.models.state_critic import (
@@ -510,7 +511,7 @@ def _train(x, progress, success, *, episode, t, ep_success, mask, config: TrainC
     n_batches = max(1, math.ceil(len(tr) / config.batch_size))
     bar = None
     if progress_bar:
-        from tqdm.auto import tqdm
+        tqdm = require("tqdm.auto", "torch").tqdm
 
         bar = tqdm(total=config.epochs, initial=start_epoch, desc="train critic", unit="epoch")
     stopped = False

@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from prm_critic._optional import require
 from prm_critic.robotics.make import make_env
 from prm_critic.robotics.layout import CriticInputLayout, success_from_info
 from prm_critic.robotics.snapshot import Snapshotter
@@ -121,7 +122,7 @@ def policy_id(policy: Any, *, name: str = "policy", task: str | None = None, tru
 
         check_pickle_trust(p, trust_pickle, name=name)
         return str(p.resolve())
-    from prm_critic.models.checkpoint import checkpoint_paths
+    from prm_critic._io import checkpoint_paths
 
     w, j = checkpoint_paths(p)
     if not (w.is_file() and j.is_file()):
@@ -220,7 +221,7 @@ def collect(
     Returns:
         ``out_dir`` as a Path.
     """
-    from tqdm.auto import tqdm
+    tqdm = require("tqdm.auto").tqdm  # the robotics extra installs it
 
     spec = load_spec(spec)
     episodes = _check_int("episodes", episodes, 1)

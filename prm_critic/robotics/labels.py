@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from prm_critic._optional import require
 from prm_critic.robotics.collect import (
     ShardError,
     atomic_savez,
@@ -195,7 +196,7 @@ def label(out_dir: "str | Path", family: str, *, k: int = 8, stride: int = 1, ga
     Returns:
         the folder ``out_dir/labels/<family>``.
     """
-    from tqdm.auto import tqdm
+    tqdm = require("tqdm.auto").tqdm  # the robotics extra installs it
 
     out = Path(out_dir)
     meta = read_meta(out)

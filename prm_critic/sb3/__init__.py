@@ -1,4 +1,4 @@
-"""Train stable-baselines3 policies with PRM subgoal rewards (needs ``prm-critic[robotics]``).
+"""Train stable-baselines3 policies with PRM subgoal rewards (needs ``prm-critic[train]``).
 
 * :func:`train_policy` - SAC / TQC / PPO (+ HER) on a task with PRM shaping and dead-end pruning;
 * :func:`save_policy` / :func:`load_policy` - safetensors + JSON policy checkpoints (no pickle);

@@ -310,7 +310,7 @@ class TqdmCallback(BaseCallback):
         self._bar = None
 
     def _on_training_start(self) -> None:
-        from tqdm.auto import tqdm
+        tqdm = require("tqdm.auto", "train").tqdm
 
         self._bar = tqdm(total=self.total, initial=self.num_timesteps, unit="step", desc=self.desc,
                          dynamic_ncols=True)

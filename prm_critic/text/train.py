@@ -163,7 +163,7 @@ def train_text_prm(examples: Sequence[StepwiseExample], *, config: TextTrainConf
         contract = replace(c, max_length=config.max_length, max_prompt_tokens=min(c.max_prompt_tokens, config.max_length // 2))
         model = MiniLMStepPRM(model.net, model.tokenizer, contract, meta=model.meta, device=config.device,
                               max_batch_tokens=max(model.max_batch_tokens, config.max_length))
-    tqdm = require("tqdm").tqdm
+    tqdm = require("tqdm", "torch").tqdm
 
     device = torch.device(config.device)
     rng = random.Random(config.seed)
@@ -368,10 +368,9 @@ def _write_state(ckpt: Path, model, opt, rng, history, epochs_done: int, fingerp
 
 
 def _plot_loss(path: Path, history: list[float]) -> None:
-    import matplotlib
-
+    matplotlib = require("matplotlib", "torch")
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = require("matplotlib.pyplot", "torch")
 
     fig, ax = plt.subplots(figsize=(5, 3.2))
     ax.plot(range(1, len(history) + 1), history, marker="o", ms=3)
