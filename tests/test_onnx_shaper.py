@@ -45,7 +45,8 @@ def test_onnx_critic_in_reward_shaper(exported, batch, deadline_s):
     env = make_env("FetchPush-v4")
     critic = OnnxCritic(paths[batch], provider="cpu", env=env)
     assert critic.spec is not None and critic.spec.name == "FetchPush-v4"
-    shaped = PRMRewardShaper(env, critic, gamma=GAMMA, deadline_s=deadline_s)  # layout comes from the metadata
+    shaped = PRMRewardShaper(env, critic, gamma=GAMMA, deadline_s=deadline_s,
+                             info_subgoals=True)  # layout comes from the metadata
     try:
         obs, info = shaped.reset(seed=0)
         shaped.action_space.seed(0)
