@@ -77,7 +77,7 @@ def test_onnx_critic_in_vec_shaper(exported):
     pytest.importorskip("stable_baselines3")
     from stable_baselines3.common.vec_env import DummyVecEnv
 
-    from prm_critic.wrappers import VecPRMRewardShaper
+    from prm_critic.sb3 import VecPRMRewardShaper
 
     net, paths = exported
     critic = OnnxCritic(paths["dynamic"], provider="cpu")
