@@ -15,7 +15,7 @@ from prm_critic._optional import require
 from prm_critic.critic import BaseCritic
 from prm_critic.robotics.make import CriticInputLayout
 from prm_critic.wrappers._common import (
-    CriticCaller, check_critic_env, check_flag, check_layout_space, check_shaper_args, flatten_checked, resolve_spec,
+    CriticCaller, ObsFlattener, check_critic_env, check_flag, check_layout_space, check_shaper_args, resolve_spec,
 )
 
 vec_env = require("stable_baselines3.common.vec_env")
@@ -110,6 +110,7 @@ class VecPRMRewardShaper(vec_env.VecEnvWrapper):
                 stacklevel=2,
             )
         self._caller = CriticCaller(self.critic, self.head, self.deadline_s)
+        self._flatten = ObsFlattener(self.layout)
         n = self.num_envs
         self._x = np.zeros((n, self.layout.obs_dim), dtype=np.float32)
         self._phi = np.full(n, np.nan)
@@ -126,7 +127,7 @@ class VecPRMRewardShaper(vec_env.VecEnvWrapper):
 
     def reset(self):
         obs = self.venv.reset()
-        x = flatten_checked(self.layout, obs, batched=True)
+        x = self._flatten.batch(obs)
         phi = self._caller(x)
         self._x = x
         self._phi = np.full(self.num_envs, np.nan) if phi is None else phi
@@ -141,13 +142,13 @@ class VecPRMRewardShaper(vec_env.VecEnvWrapper):
             raise RuntimeError("step: call reset() before step()")
         obs, rews, dones, infos = self.venv.step_wait()
         n = self.num_envs
-        x_now = flatten_checked(self.layout, obs, batched=True)
+        x_now = self._flatten.batch(obs)
         done_idx = np.flatnonzero(dones)
         if len(done_idx):
             missing = [int(i) for i in done_idx if "terminal_observation" not in infos[i]]
             if missing:
                 raise KeyError(f"infos: done env(s) {missing} have no 'terminal_observation' (not an SB3 VecEnv?)")
-            x_term = np.stack([flatten_checked(self.layout, infos[i]["terminal_observation"],
+            x_term = np.stack([self._flatten(infos[i]["terminal_observation"],
                                                name=f"infos[{i}]['terminal_observation']") for i in done_idx])
             batch = np.concatenate([x_now, x_term])
         else:

@@ -367,6 +367,30 @@ class ObsFlattener:
             return flatten_checked(self.layout, obs, name=name)  # raises, naming the key
         return out
 
+    def batch(self, obs: Any, name: str = "observation") -> np.ndarray:
+        """Critic inputs ``(B, D)`` of a batch of observations (vector envs), same checks."""
+        if self._box:
+            if type(obs) is not np.ndarray or obs.ndim < 1 or obs.dtype.kind not in "fiub" \
+                    or obs.size != obs.shape[0] * self._dim:
+                return flatten_checked(self.layout, obs, batched=True, name=name)
+            out = np.empty((obs.shape[0], self._dim), np.float32)
+            out[:] = obs.reshape(obs.shape[0], -1)
+        else:
+            if not isinstance(obs, dict):
+                return flatten_checked(self.layout, obs, batched=True, name=name)
+            first = obs.get(self._fields[0][0])
+            n = first.shape[0] if type(first) is np.ndarray and first.ndim else -1
+            out = np.empty((max(n, 0), self._dim), np.float32)
+            for k, sl, size in self._fields:
+                a = obs.get(k)
+                if type(a) is not np.ndarray or a.ndim < 1 or a.shape[0] != n or a.size != n * size \
+                        or a.dtype.kind not in "fiub":
+                    return flatten_checked(self.layout, obs, batched=True, name=name)
+                out[:, sl] = a.reshape(n, size)
+        if not math.isfinite(float(out.dot(self._probe).sum())):
+            return flatten_checked(self.layout, obs, batched=True, name=name)  # raises, naming key and row
+        return out
+
 
 class _Worker:
     """One daemon thread that runs one call at a time, handed over with two bare locks (no future,

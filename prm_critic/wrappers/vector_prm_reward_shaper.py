@@ -10,7 +10,7 @@ from prm_critic._optional import require
 from prm_critic.critic import BaseCritic
 from prm_critic.robotics.make import CriticInputLayout
 from prm_critic.wrappers._common import (
-    CriticCaller, check_critic_env, check_flag, check_layout_space, check_shaper_args, env_id_of, flatten_checked,
+    CriticCaller, ObsFlattener, check_critic_env, check_flag, check_layout_space, check_shaper_args, env_id_of,
     resolve_spec,
 )
 
@@ -108,6 +108,7 @@ class PRMRewardShaperVector(gym.vector.VectorWrapper):
                     f"{None if self.task_spec is None else self.task_spec.name}"
                 )
         self._caller = CriticCaller(self.critic, self.head, self.deadline_s)
+        self._flatten = ObsFlattener(self.layout)
         n = self.num_envs
         self._x = np.zeros((n, self.layout.obs_dim), dtype=np.float32)
         self._phi = np.full(n, np.nan)
@@ -131,7 +132,7 @@ class PRMRewardShaperVector(gym.vector.VectorWrapper):
 
     def reset(self, *, seed: int | list[int] | None = None, options: dict | None = None):
         obs, info = self.env.reset(seed=seed, options=options)
-        x = flatten_checked(self.layout, obs, batched=True)
+        x = self._flatten.batch(obs)
         phi = self._caller(x)
         x.flags.writeable = False
         self._x = x
@@ -149,7 +150,7 @@ class PRMRewardShaperVector(gym.vector.VectorWrapper):
             raise RuntimeError("step: call reset() before step()")
         obs, rews, terms, truncs, infos = self.env.step(actions)
         n = self.num_envs
-        x_now = flatten_checked(self.layout, obs, batched=True)
+        x_now = self._flatten.batch(obs)
         terminated = np.asarray(terms, dtype=bool)
         done = terminated | np.asarray(truncs, dtype=bool)
         done_idx = np.flatnonzero(done) if self.same_step else np.zeros(0, dtype=np.intp)
@@ -158,7 +159,7 @@ class PRMRewardShaperVector(gym.vector.VectorWrapper):
             if final is None:
                 raise KeyError(f"info: sub-envs {done_idx.tolist()} ended but info has no 'final_obs' "
                                "(expected in autoreset_mode SAME_STEP)")
-            x_final = np.stack([flatten_checked(self.layout, final[i], name=f"info['final_obs'][{i}]")
+            x_final = np.stack([self._flatten(final[i], name=f"info['final_obs'][{i}]")
                                 for i in done_idx])
             batch = np.concatenate([x_now, x_final])
         else:
