@@ -1,5 +1,8 @@
-"""Critic latency: torch eager vs onnxruntime (plain ``run`` and IOBinding), and the reward shaper's
-overhead on a FetchPush-v4 step, side by side in one run.
+"""Critic latency: torch eager vs onnxruntime (plain ``run`` and IOBinding), and the env wrappers'
+overhead in the control loop, side by side in one run: a FetchPush-v4 step raw, with the reward
+shaper (constant critic, OnnxCritic, + dead-end pruner, ``info_subgoals=True``, ``deadline_s``), a
+PointMaze step with and without a deadline, and 16 FetchPush envs with the SB3 and gymnasium vector
+shapers. Each wrapper's own time is measured inside the same step (a pass-through timer below it).
 
 The critic is a FetchPush-sized state critic (obs_dim 31, hidden 256x256, ReLU), exported by
 ``prm_critic.onnx.export_state_critic``. All methods run on one thread (``torch.set_num_threads(1)``;
