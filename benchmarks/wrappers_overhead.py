@@ -33,7 +33,8 @@ def _build(n_envs: int):
     from prm_critic.robotics.make import CriticInputLayout, make_env
     from prm_critic.robotics.spec import load_spec
     from prm_critic.robotics.subgoals import SubgoalCritic
-    from prm_critic.wrappers import DeadEndPruner, PRMRewardShaper, VecPRMRewardShaper
+    from prm_critic.sb3 import VecPRMRewardShaper
+    from prm_critic.wrappers import DeadEndPruner, PRMRewardShaper
 
     task = "FetchPush-v4"
     probe = make_env(task)

@@ -19,7 +19,8 @@ from prm_critic.models.state_critic import StateCriticNet, TorchStateCritic  # n
 from prm_critic.robotics.make import CriticInputLayout, make_env  # noqa: E402
 from prm_critic.robotics.spec import load_spec  # noqa: E402
 from prm_critic.robotics.subgoals import SubgoalCritic  # noqa: E402
-from prm_critic.wrappers import DeadEndPruner, PRMRewardShaper, VecPRMRewardShaper  # noqa: E402
+from prm_critic.sb3 import VecPRMRewardShaper  # noqa: E402
+from prm_critic.wrappers import DeadEndPruner, PRMRewardShaper  # noqa: E402
 from wrappers_helpers import BlockingCritic, SlowCritic  # noqa: E402
 
 pytestmark = pytest.mark.fault

@@ -99,7 +99,7 @@ def test_shaper_runs_on_the_reacher_spec():
 
     env = make_env("Reacher-v5")
     critic = SubgoalCritic("Reacher-v5", env)
-    shaped = PRMRewardShaper(env, critic, gamma=0.99)
+    shaped = PRMRewardShaper(env, critic, gamma=0.99, info_subgoals=True)
     obs, _ = shaped.reset(seed=0)
     held, phis = [], []
     for _ in range(50):

@@ -45,7 +45,8 @@ def test_onnx_critic_in_reward_shaper(exported, batch, deadline_s):
     env = make_env("FetchPush-v4")
     critic = OnnxCritic(paths[batch], provider="cpu", env=env)
     assert critic.spec is not None and critic.spec.name == "FetchPush-v4"
-    shaped = PRMRewardShaper(env, critic, gamma=GAMMA, deadline_s=deadline_s)  # layout comes from the metadata
+    shaped = PRMRewardShaper(env, critic, gamma=GAMMA, deadline_s=deadline_s,
+                             info_subgoals=True)  # layout comes from the metadata
     try:
         obs, info = shaped.reset(seed=0)
         shaped.action_space.seed(0)
@@ -76,7 +77,7 @@ def test_onnx_critic_in_vec_shaper(exported):
     pytest.importorskip("stable_baselines3")
     from stable_baselines3.common.vec_env import DummyVecEnv
 
-    from prm_critic.wrappers import VecPRMRewardShaper
+    from prm_critic.sb3 import VecPRMRewardShaper
 
     net, paths = exported
     critic = OnnxCritic(paths["dynamic"], provider="cpu")

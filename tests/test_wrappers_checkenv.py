@@ -38,7 +38,7 @@ def _check_both(env):
 def test_shaper_and_pruner_pass_env_checkers(task):
     env = make_env(task)
     critic = SubgoalCritic(task, env)
-    wrapped = _stack(env, critic)
+    wrapped = _stack(env, critic, info_subgoals=True)
     _check_both(wrapped)
     # a few real steps: the info keys are there and the reward is r + shaping
     obs, _ = wrapped.reset(seed=1)
@@ -63,3 +63,5 @@ def test_torch_state_critic_passes_env_checkers():
     expected_next = float(critic.score(layout.flatten(obs)[None]).success[0])
     assert info["prm_next_phi"] == pytest.approx(expected_next, abs=1e-7)
     assert "prm_subgoals" not in info  # no spec known for a bare torch critic
+    with pytest.raises(ValueError, match=r"spec: info_subgoals=True needs a task spec with \[\[subgoals\]\].*got None"):
+        PRMRewardShaper(make_env("FetchPush-v4"), critic, gamma=0.98, info_subgoals=True)

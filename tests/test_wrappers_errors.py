@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from prm_critic.robotics.make import CriticInputLayout
-from prm_critic.wrappers import DeadEndPruner, PRMRewardShaper, VecPRMRewardShaper
+from prm_critic.sb3 import VecPRMRewardShaper
+from prm_critic.wrappers import DeadEndPruner, PRMRewardShaper
 from wrappers_helpers import ListEnv, torch_critic
 
 CRITIC = torch_critic(3)

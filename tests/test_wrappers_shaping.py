@@ -83,11 +83,17 @@ def test_replace_mode_and_subgoal_mode():
                          {"name": "y_at_0", "a": "obs[1:2]", "b": "obs[2:3]", "threshold": 0.5}]}
     # obs = (x, y, 0): x_at_1 holds when |x| < 0.5, y_at_0 when |y| < 0.5; neither holds at reset.
     path = [[3.0, 3.0, 0.0], [0.2, 3.0, 0.0], [3.0, 3.0, 0.0], [0.1, 0.1, 0.0], [0.0, 0.0, 0.0]]
-    env = PRMRewardShaper(ListEnv(path), CRITIC, gamma=0.9, mode="subgoal", subgoal_bonus=5.0, spec=spec)
+    env = PRMRewardShaper(ListEnv(path), CRITIC, gamma=0.9, mode="subgoal", subgoal_bonus=5.0, spec=spec,
+                          info_subgoals=True)
     _, infos = _run(env)
     # x_at_1 first holds at step 1 (bonus), again at 3 and 4 (already claimed); y_at_0 first at step 3
     assert [i["prm_shaping"] for i in infos] == [5.0, 0.0, 5.0, 0.0]
     assert infos[3]["prm_subgoals"] == {"x_at_1": True, "y_at_0": True}
+    # the subgoal flags are opt-in: the same bonus without them in the info
+    env = PRMRewardShaper(ListEnv(path), CRITIC, gamma=0.9, mode="subgoal", subgoal_bonus=5.0, spec=spec)
+    _, infos = _run(env)
+    assert [i["prm_shaping"] for i in infos] == [5.0, 0.0, 5.0, 0.0]
+    assert all("prm_subgoals" not in i for i in infos)
 
 
 def test_deadline_timeout_falls_back_without_blocking():

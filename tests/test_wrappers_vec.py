@@ -13,7 +13,8 @@ from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize  # noqa: 
 
 from prm_critic.robotics.make import make_env  # noqa: E402
 from prm_critic.robotics.subgoals import SubgoalCritic  # noqa: E402
-from prm_critic.wrappers import PRMRewardShaper, VecPRMRewardShaper  # noqa: E402
+from prm_critic.sb3 import VecPRMRewardShaper  # noqa: E402
+from prm_critic.wrappers import PRMRewardShaper  # noqa: E402
 from wrappers_helpers import CountingCritic, ListEnv, torch_critic  # noqa: E402
 
 N_ENVS = 3
@@ -34,7 +35,7 @@ def test_vec_twin_calls_critic_once_per_step_and_matches_single_env(mode):
     task = "FetchReach-v4"
     probe = make_env(task)
     critic = CountingCritic(SubgoalCritic(task, probe))
-    kw = dict(gamma=0.9, mode=mode, scale=1.5)
+    kw = dict(gamma=0.9, mode=mode, scale=1.5, info_subgoals=True)
     # episodes of 4, 5, 6 steps: dones (time-limit truncations) at different vector steps
     fns = [lambda k=k: make_env(task, max_episode_steps=4 + k) for k in range(N_ENVS)]
     rng = np.random.default_rng(0)
@@ -108,3 +109,18 @@ def test_vec_twin_deadline_fallback_zeroes_shaping_for_that_step_and_the_next():
     assert np.all(shaping[0] != 0.0) and np.all(shaping[3] != 0.0)
     np.testing.assert_allclose(out[1][0], 0.5)  # reward unchanged
     assert venv.stats == {"calls": 5, "fallbacks": 1, "timeouts": 0, "errors": 1, "busy": 0}
+
+
+def test_old_import_paths_still_work_and_warn():
+    import importlib
+    import sys
+
+    from prm_critic import sb3, wrappers
+
+    with pytest.warns(DeprecationWarning, match=r"moved to prm_critic\.sb3"):
+        old = wrappers.VecPRMRewardShaper
+    assert old is VecPRMRewardShaper is sb3.VecPRMRewardShaper
+    sys.modules.pop("prm_critic.wrappers.vec_prm_reward_shaper", None)
+    with pytest.warns(DeprecationWarning, match=r"prm_critic\.wrappers\.vec_prm_reward_shaper is deprecated"):
+        mod = importlib.import_module("prm_critic.wrappers.vec_prm_reward_shaper")
+    assert mod.VecPRMRewardShaper is VecPRMRewardShaper

@@ -424,11 +424,23 @@ class OnnxCritic(StateCritic):
             assert self._fast_run is not None  # set together with _io1 when CUDA graphs are off
             self._fast_run()
 
-    def score_one(self, x: Any) -> tuple[float, float]:
+    def score_one(self, x: Any, *, check: bool = True) -> tuple[float, float]:
         """Score one critic input ``x`` of shape ``(obs_dim,)``; returns ``(progress, success)``.
 
         The batch-1 fast path: ``x`` is copied into a preallocated float32 buffer bound to the session.
+        ``check=False`` skips the shape, dtype and finiteness checks for a caller that has already
+        validated ``x`` (the env wrappers validate each observation once, naming its key); a
+        non-finite ``x`` then gives non-finite scores instead of an error.
         """
+        if not check:
+            with self._lock:
+                self._row[...] = x
+                if self._fast_run is not None:
+                    self._fast_run()
+                else:
+                    self._run_one()
+                progress, success = self._out_row.tolist()
+                return progress, success
         a = x if type(x) is np.ndarray else np.asarray(x)
         if a.shape != self._d_shape:
             raise ValueError(f"x: expected shape ({self.obs_dim},), got shape {a.shape}")

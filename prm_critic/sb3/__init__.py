@@ -6,7 +6,9 @@
 * :class:`CriticRefreshCallback` - online fine-tuning of a learned critic on outcome labels;
 * :func:`save_training_state` / :func:`load_training_state` / :class:`TrainingStateCheckpoint` -
   resumable training (weights, optimisers, replay buffer, RNGs; safetensors + JSON);
-* :func:`make_train_env` - the gym-level env chain ``make_env -> shaper -> pruner -> PRMMonitor``.
+* :func:`make_train_env` - the gym-level env chain ``make_env -> shaper -> pruner -> PRMMonitor``;
+* :class:`VecPRMRewardShaper` - PRM reward shaping on a stable-baselines3 ``VecEnv`` (one critic
+  call per vector step).
 """
 
 from prm_critic.sb3.callbacks import PRMStatsCallback, UnshapedSuccessEval, read_eval_csv
@@ -21,10 +23,11 @@ from prm_critic.sb3.resume import (
     save_training_state,
 )
 from prm_critic.sb3.train import ALGOS, predict, train_policy
+from prm_critic.sb3.vec_prm_reward_shaper import VecPRMRewardShaper
 
 __all__ = [
     "train_policy", "predict", "ALGOS", "SHAPING_MODES", "save_policy", "load_policy", "PolicyCheckpointError",
     "PRMStatsCallback", "UnshapedSuccessEval", "CriticRefreshCallback", "read_eval_csv", "PRMMonitor", "make_train_env",
     "make_vec_train_env", "resolve_critic", "save_training_state", "load_training_state", "TrainingStateCheckpoint",
-    "TrainingStateError",
+    "TrainingStateError", "VecPRMRewardShaper",
 ]

@@ -118,7 +118,9 @@ def make_train_env(spec: "str | TaskSpec", *, critic: Any = None, shaping: str |
     from prm_critic import wrappers
 
     if shaping is not None:
-        env = wrappers.PRMRewardShaper(env, crit, gamma=gamma, mode=shaping, scale=scale, head=head)
+        # the critic's subgoal flags per step feed PRMMonitor's episode log (prm/subgoal_hit/*)
+        env = wrappers.PRMRewardShaper(env, crit, gamma=gamma, mode=shaping, scale=scale, head=head,
+                                       info_subgoals=bool(getattr(getattr(crit, "spec", None), "subgoals", None)))
     if prune is not None:
         p = dict(prune)
         env = wrappers.DeadEndPruner(env, crit, threshold=p["threshold"], patience=p["patience"],

@@ -5,8 +5,8 @@ with an optional deadline.
 
 from __future__ import annotations
 
-import concurrent.futures
 import functools
+import inspect
 import math
 import threading
 from typing import Any, Mapping
@@ -56,6 +56,12 @@ def check_number(name: str, value: Any, *, low: float | None = None, high: float
         what = "a finite number" + (f" {' and '.join(rng)}" if rng else "")
         raise ValueError(f"{name}: expected {what}, got {value!r}")
     return float(value)
+
+
+def check_flag(name: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"{name}: expected a bool, got {value!r}")
+    return value
 
 
 def check_choice(name: str, value: Any, choices: tuple[str, ...]) -> str:
@@ -324,11 +330,147 @@ def flatten_checked(layout: CriticInputLayout, obs: Any, *, batched: bool = Fals
     return x
 
 
+class ObsFlattener:
+    """One validated pass from an observation to its float32 critic input ``(D,)``.
+
+    The per-step path of the wrappers: each key is copied into its slice of a fresh ``(D,)`` array
+    and the whole row is checked finite with one dot product (``x . 1e-30`` is finite for any finite
+    row and inf/NaN as soon as one entry is). Anything unusual (a missing key, a list, a wrong size
+    or dtype, NaN/inf) goes through :func:`flatten_checked`, which raises the error naming the key.
+    The critic receives a row that is already checked and does not check it again.
+    """
+
+    __slots__ = ("layout", "_fields", "_dim", "_probe", "_box")
+
+    def __init__(self, layout: CriticInputLayout):
+        self.layout = layout
+        self._fields = tuple((k, layout.slices[k], layout.sizes[k]) for k in layout.keys)
+        self._dim = layout.obs_dim
+        self._probe = np.full(layout.obs_dim, 1e-30, np.float32)
+        self._box = layout.keys == ("obs",)
+
+    def __call__(self, obs: Any, name: str = "observation") -> np.ndarray:
+        out = np.empty(self._dim, np.float32)
+        if self._box:
+            if type(obs) is not np.ndarray or obs.size != self._dim or obs.dtype.kind not in "fiub":
+                return flatten_checked(self.layout, obs, name=name)
+            out[:] = obs.reshape(-1)
+        else:
+            if not isinstance(obs, dict):
+                return flatten_checked(self.layout, obs, name=name)
+            for k, sl, size in self._fields:
+                a = obs.get(k)
+                if type(a) is not np.ndarray or a.size != size or a.dtype.kind not in "fiub":
+                    return flatten_checked(self.layout, obs, name=name)
+                out[sl] = a.reshape(-1)
+        if not math.isfinite(float(out.dot(self._probe))):
+            return flatten_checked(self.layout, obs, name=name)  # raises, naming the key
+        return out
+
+    def batch(self, obs: Any, name: str = "observation") -> np.ndarray:
+        """Critic inputs ``(B, D)`` of a batch of observations (vector envs), same checks."""
+        if self._box:
+            if type(obs) is not np.ndarray or obs.ndim < 1 or obs.dtype.kind not in "fiub" \
+                    or obs.size != obs.shape[0] * self._dim:
+                return flatten_checked(self.layout, obs, batched=True, name=name)
+            out = np.empty((obs.shape[0], self._dim), np.float32)
+            out[:] = obs.reshape(obs.shape[0], -1)
+        else:
+            if not isinstance(obs, dict):
+                return flatten_checked(self.layout, obs, batched=True, name=name)
+            first = obs.get(self._fields[0][0])
+            n = first.shape[0] if type(first) is np.ndarray and first.ndim else -1
+            out = np.empty((max(n, 0), self._dim), np.float32)
+            for k, sl, size in self._fields:
+                a = obs.get(k)
+                if type(a) is not np.ndarray or a.ndim < 1 or a.shape[0] != n or a.size != n * size \
+                        or a.dtype.kind not in "fiub":
+                    return flatten_checked(self.layout, obs, batched=True, name=name)
+                out[:, sl] = a.reshape(n, size)
+        if not math.isfinite(float(out.dot(self._probe).sum())):
+            return flatten_checked(self.layout, obs, batched=True, name=name)  # raises, naming key and row
+        return out
+
+
+class _Worker:
+    """One daemon thread that runs one call at a time, handed over with two bare locks (no future,
+    no queue): ``submit`` then ``wait(timeout)``; a call still running after its timeout keeps the
+    worker ``busy`` until :meth:`poll` sees it finished (its result is dropped)."""
+
+    def __init__(self) -> None:
+        self._req = threading.Lock()
+        self._req.acquire()
+        self._done = threading.Lock()
+        self._done.acquire()
+        self._fn: Any = None
+        self._arg: Any = None
+        self.result: Any = None
+        self.error: BaseException | None = None
+        self.busy = False
+        self._thread = threading.Thread(target=self._loop, name="prm-critic", daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while True:
+            self._req.acquire()
+            fn = self._fn
+            if fn is None:
+                return
+            try:
+                self.result, self.error = fn(self._arg), None
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller
+                self.result, self.error = None, exc
+            self._done.release()
+
+    def submit(self, fn, arg) -> None:
+        self._fn, self._arg = fn, arg
+        self.busy = True
+        self._req.release()
+
+    def wait(self, timeout: float) -> bool:
+        if self._done.acquire(timeout=timeout):
+            self.busy = False
+            return True
+        return False
+
+    def poll(self) -> bool:
+        """True when idle (a late call that has finished since is dropped)."""
+        if self.busy and self._done.acquire(blocking=False):
+            self.busy = False
+        return not self.busy
+
+    def close(self) -> None:
+        self._fn = None
+        try:
+            self._req.release()  # wakes the thread (now, or after the call it is running): it exits
+        except RuntimeError:  # already released: the thread has not picked up the last call yet
+            pass
+
+
+def _batch1_entry(critic: BaseCritic):
+    """``(score_one, takes_check)`` when the critic has a batch-1 path ``score_one(x) ->
+    (progress, success)``, else ``(None, False)``."""
+    fn = getattr(critic, "score_one", None)
+    if not callable(fn):
+        return None, False
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):  # pragma: no cover - builtins without a signature
+        return fn, False
+    return fn, "check" in params
+
+
 class CriticCaller:
-    """Calls ``critic.score(x).get(head)`` either directly or, with ``deadline_s``, on one worker
-    thread with a timeout. ``__call__`` returns the ``(B,)`` float64 scores, or ``None`` when the
-    call fell back (timeout, exception, non-finite output, or the worker still busy with a late
-    call). Without a deadline, errors propagate.
+    """Calls the critic for ``head`` either directly or, with ``deadline_s``, on one worker thread
+    with a timeout. ``__call__`` (a batch ``(B, D)``) returns the ``(B,)`` float64 scores and
+    :meth:`one` (one row ``(D,)``) a float, or ``None`` when the call fell back (timeout, exception,
+    non-finite output, or the worker still busy with a late call). Without a deadline, errors
+    propagate.
+
+    :meth:`one` uses the critic's batch-1 path ``score_one(x)`` when it has one (an
+    :class:`~prm_critic.onnx.OnnxCritic`: preallocated, bound buffers), else ``score(x[None])``.
+    Rows given to :meth:`one` are validated by the caller (:class:`ObsFlattener`); a critic whose
+    ``score_one`` takes ``check=`` is told not to validate them again.
     """
 
     def __init__(self, critic: BaseCritic, head: str, deadline_s: float | None):
@@ -337,10 +479,13 @@ class CriticCaller:
         self.deadline_s = deadline_s
         self.stats = {"calls": 0, "fallbacks": 0, "timeouts": 0, "errors": 0, "busy": 0}
         self.last_error: BaseException | None = None
-        self.last_heads: dict[str, np.ndarray] | None = None
-        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
-        self._pending: concurrent.futures.Future | None = None
-        self._lock = threading.Lock()
+        #: every head of the last call: ``{head: (B,) float64}`` after ``__call__``, ``{head: float}``
+        #: after :meth:`one`; ``None`` after a fallback
+        self.last_heads: dict[str, Any] | None = None
+        self._worker: _Worker | None = None
+        self._score_one, takes_check = _batch1_entry(critic)
+        if self._score_one is not None and takes_check:
+            self._score_one = functools.partial(self._score_one, check=False)
 
     def _run(self, x: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         scores = self.critic.score(x)
@@ -352,6 +497,17 @@ class CriticCaller:
         heads = {h: np.asarray(scores.get(h), dtype=np.float64).reshape(-1) for h in HEADS}
         return v, heads
 
+    def _run_one(self, x: np.ndarray) -> tuple[float, dict[str, float]]:
+        if self._score_one is None:
+            v, heads = self._run(x[None, :])
+            return float(v[0]), {h: float(a[0]) for h, a in heads.items()}
+        progress, success = self._score_one(x)
+        heads = {"progress": float(progress), "success": float(success)}
+        v = heads[self.head]
+        if not math.isfinite(v):
+            raise ValueError(f"critic: head {self.head!r} returned a non-finite score {v}")
+        return v, heads
+
     def direct(self, x: np.ndarray) -> np.ndarray:
         """Synchronous call without deadline or fallback (used offline, e.g. HER relabelling)."""
         return self._run(x)[0]
@@ -359,40 +515,48 @@ class CriticCaller:
     def __call__(self, x: np.ndarray) -> np.ndarray | None:
         """Scores ``(B,)`` of ``self.head`` or ``None`` (fell back); ``self.last_heads`` then holds
         every head of this call (``None`` after a fallback)."""
+        return self._call(self._run, x)
+
+    def one(self, x: np.ndarray) -> float | None:
+        """Score of ``self.head`` for one validated critic input ``x`` ``(D,)``, or ``None`` (fell
+        back); ``self.last_heads`` then holds ``{head: float}`` (``None`` after a fallback)."""
+        return self._call(self._run_one, x)
+
+    def _call(self, run, x):
         self.stats["calls"] += 1
         self.last_heads = None
         if self.deadline_s is None:
-            out, self.last_heads = self._run(x)
+            out, self.last_heads = run(x)
             return out
-        if self._executor is None:
-            self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="prm-critic")
-        if self._pending is not None and not self._pending.done():
+        w = self._worker
+        if w is None:
+            w = self._worker = _Worker()
+        if not w.poll():
             # a late call is still running: never queue behind it, never wait for it
             self.stats["busy"] += 1
             self.stats["fallbacks"] += 1
             return None
-        fut = self._executor.submit(self._run, x)
-        try:
-            out, heads = fut.result(timeout=self.deadline_s)
-        except concurrent.futures.TimeoutError:
-            self._pending = fut
+        w.submit(run, x)
+        if not w.wait(self.deadline_s):
             self.stats["timeouts"] += 1
             self.stats["fallbacks"] += 1
             return None
-        except Exception as exc:  # noqa: BLE001 - a failing critic must not stop the control loop
-            self.last_error = exc
+        if w.error is not None:
+            if not isinstance(w.error, Exception):  # KeyboardInterrupt, SystemExit: not a critic failure
+                raise w.error
+            self.last_error = w.error
+            w.error = None
             self.stats["errors"] += 1
             self.stats["fallbacks"] += 1
             return None
-        self._pending = None
-        self.last_heads = heads
+        out, self.last_heads = w.result
+        w.result = None
         return out
 
     def close(self) -> None:
-        if self._executor is not None:
-            self._executor.shutdown(wait=False, cancel_futures=True)
-            self._executor = None
-            self._pending = None
+        if self._worker is not None:
+            self._worker.close()
+            self._worker = None
 
 
 def find_max_episode_steps(env: Any) -> int | None:

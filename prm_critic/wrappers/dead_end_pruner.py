@@ -10,8 +10,8 @@ from prm_critic._optional import require
 from prm_critic.critic import BaseCritic
 from prm_critic.robotics.layout import CriticInputLayout
 from prm_critic.wrappers._common import (
-    HEADS, CriticCaller, check_choice, check_critic_arg, check_critic_env, check_layout_space, check_number,
-    env_id_of, find_max_episode_steps, flatten_checked, resolve_layout,
+    HEADS, CriticCaller, ObsFlattener, check_choice, check_critic_arg, check_critic_env, check_layout_space, check_number,
+    env_id_of, find_max_episode_steps, resolve_layout,
 )
 
 require("gymnasium")  # a missing extra fails here with the exact ``pip install`` to run
@@ -93,6 +93,7 @@ class DeadEndPruner(gym.Wrapper, gym.utils.RecordConstructorArgs):
             raise ValueError(f"max_episode_steps: expected a positive int or None, got {max_episode_steps!r}")
         self.max_episode_steps = None if max_episode_steps is None else int(max_episode_steps)
         self._caller = CriticCaller(self.critic, self.head, self.deadline_s)
+        self._flatten = ObsFlattener(self.layout)
         self._shares_shaper = self._find_shaper_with_same_critic(env)
         self._reused = 0
         self._unknown = 0
@@ -154,9 +155,7 @@ class DeadEndPruner(gym.Wrapper, gym.utils.RecordConstructorArgs):
                 )
             self._reused += 1
             return float(scores[self.head])
-        x = flatten_checked(self.layout, obs)
-        v = self._caller(x[None, :])
-        return None if v is None else float(v[0])
+        return self._caller.one(self._flatten(obs))
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         obs, info = self.env.reset(seed=seed, options=options)

@@ -10,8 +10,8 @@ from prm_critic._optional import require
 from prm_critic.critic import BaseCritic
 from prm_critic.robotics.layout import CriticInputLayout
 from prm_critic.wrappers._common import (
-    CriticCaller, check_critic_env, check_layout_space, check_shaper_args, env_id_of, flatten_checked, goal_keys,
-    resolve_spec,
+    CriticCaller, ObsFlattener, check_critic_env, check_flag, check_layout_space, check_shaper_args, env_id_of,
+    goal_keys, resolve_spec,
 )
 
 require("gymnasium")  # a missing extra fails here with the exact ``pip install`` to run
@@ -42,7 +42,12 @@ class PRMRewardShaper(gym.Wrapper, gym.utils.RecordConstructorArgs):
     critic's score even when terminated), ``prm_next_scores`` (``{head: score}`` of s', absent after a
     fallback), ``prm_shaping`` (``r' - r``), ``prm_fallback``,
     ``prm_terminated``, ``prm_x`` / ``prm_next_x`` (float32 critic inputs of s and s', what HER
-    relabelling needs) and, when a spec is known, ``prm_subgoals`` (``{name: bool}`` for s').
+    relabelling needs) and, with ``info_subgoals=True``, ``prm_subgoals`` (``{name: bool}`` for s').
+
+    Per-step cost: one validated flatten of the observation (the critic does not validate it again),
+    one critic call on its batch-1 path (``score_one`` when the critic has one, e.g.
+    :class:`~prm_critic.onnx.OnnxCritic`), the shaping arithmetic and the info keys above. Subgoals
+    are evaluated only in ``mode="subgoal"`` (the bonus needs them) or with ``info_subgoals=True``.
 
     Goal-conditioned envs: :meth:`compute_reward` is vectorised and consistent with the step reward:
     ``base_env.compute_reward(ag, g, info) + F`` where ``F`` is the shaping term recomputed with
@@ -79,6 +84,9 @@ class PRMRewardShaper(gym.Wrapper, gym.utils.RecordConstructorArgs):
         fallback: what a late or failed call gives; only ``"zero"`` (no shaping) is supported.
         allow_task_mismatch: accept a critic made for another task than the env's (a deliberate
             transfer); by default that is an error.
+        info_subgoals: also evaluate the spec's subgoals on every step and report them in
+            ``info["prm_subgoals"]`` (needs a spec with subgoals). Off by default: it costs a
+            subgoal evaluation per step that only fills the info dict.
 
     Critic/env match (checked here, at construction): a critic that records its task
     (``critic.spec``, ``critic.meta["spec"]``, ``meta["task"]``/``meta["env_id"]``) must be for the
@@ -91,13 +99,14 @@ class PRMRewardShaper(gym.Wrapper, gym.utils.RecordConstructorArgs):
     def __init__(self, env, critic: BaseCritic, *, gamma: float, mode: str = "potential", scale: float = 1.0,
                  head: str = "progress", layout: CriticInputLayout | Mapping | None = None, spec: Any = None,
                  subgoal_bonus: float = 1.0, deadline_s: float | None = None, fallback: str = "zero",
-                 allow_task_mismatch: bool = False):
+                 allow_task_mismatch: bool = False, info_subgoals: bool = False):
         # recorded (not copied: the critic is shared) so that env.spec.make() can rebuild the stack
         gym.utils.RecordConstructorArgs.__init__(
             self, _disable_deepcopy=True, critic=critic, gamma=gamma, mode=mode, scale=scale, head=head,
             layout=layout, spec=spec, subgoal_bonus=subgoal_bonus, deadline_s=deadline_s, fallback=fallback,
-            allow_task_mismatch=allow_task_mismatch)
+            allow_task_mismatch=allow_task_mismatch, info_subgoals=info_subgoals)
         gym.Wrapper.__init__(self, env)
+        self.info_subgoals = check_flag("info_subgoals", info_subgoals)
         check_shaper_args(self, critic=critic, gamma=gamma, mode=mode, head=head, scale=scale,
                           subgoal_bonus=subgoal_bonus, deadline_s=deadline_s, fallback=fallback, layout=layout)
         check_layout_space(self.layout, env.observation_space)
@@ -116,11 +125,14 @@ class PRMRewardShaper(gym.Wrapper, gym.utils.RecordConstructorArgs):
                 if any(s.kind == "maze_path" for s in self.task_spec.subgoals):
                     maze = MazeGeometry.from_env(env)
                 self.evaluator = SubgoalEvaluator(self.task_spec, self.layout, maze)
-        if self.mode == "subgoal" and self.evaluator is None:
-            raise ValueError(
-                "spec: mode 'subgoal' needs a task spec with [[subgoals]] (critic.spec or spec=...), got "
-                f"{None if self.task_spec is None else self.task_spec.name + ' without subgoals'}"
-            )
+        for what, wanted in (("mode 'subgoal'", self.mode == "subgoal"), ("info_subgoals=True", self.info_subgoals)):
+            if wanted and self.evaluator is None:
+                raise ValueError(
+                    f"spec: {what} needs a task spec with [[subgoals]] (critic.spec or spec=...), got "
+                    f"{None if self.task_spec is None else self.task_spec.name + ' without subgoals'}"
+                )
+        self._eval_subgoals = self.mode == "subgoal" or self.info_subgoals
+        self._flatten = ObsFlattener(self.layout)
         # (achieved, desired) keys; a critic whose input lacks them is goal-independent under relabelling
         self.goal_keys = goal_keys(self.task_spec, env.observation_space)
         self._caller = CriticCaller(self.critic, self.head, self.deadline_s)
@@ -140,10 +152,6 @@ class PRMRewardShaper(gym.Wrapper, gym.utils.RecordConstructorArgs):
         return self._caller.last_error
 
     # ------------------------------------------------------------------ helpers
-    def _phi_of(self, x: np.ndarray) -> float | None:
-        v = self._caller(x[None, :])
-        return None if v is None else float(v[0])
-
     def _subgoals(self, x: np.ndarray) -> dict[str, bool] | None:
         if self.evaluator is None:
             return None
@@ -153,10 +161,10 @@ class PRMRewardShaper(gym.Wrapper, gym.utils.RecordConstructorArgs):
     # ------------------------------------------------------------------ gym API
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         obs, info = self.env.reset(seed=seed, options=options)
-        self._x = flatten_checked(self.layout, obs)
-        self._phi = self._phi_of(self._x)
+        self._x = self._flatten(obs)
+        self._phi = self._caller.one(self._x)
         self._claimed = set()
-        if self.evaluator is not None:
+        if self.mode == "subgoal":
             sg = self._subgoals(self._x)
             self._claimed = {n for n, b in sg.items() if b}
         info = dict(info)
@@ -168,23 +176,22 @@ class PRMRewardShaper(gym.Wrapper, gym.utils.RecordConstructorArgs):
         if self._x is None:
             raise RuntimeError("step: call reset() before step()")
         obs, reward, terminated, truncated, info = self.env.step(action)
-        x_next = flatten_checked(self.layout, obs)
-        phi_next = self._phi_of(x_next)
+        x_next = self._flatten(obs)
+        phi_next = self._caller.one(x_next)
         heads = self._caller.last_heads
         phi = self._phi
         r = float(reward)
-        subgoals = self._subgoals(x_next)
-        fell_back = phi_next is None or phi is None
-        if fell_back and self.mode != "subgoal":
-            shaping = 0.0
-        elif self.mode == "potential":
-            shaping = self.scale * (self.gamma * (0.0 if terminated else phi_next) - phi)
-        elif self.mode == "replace":
-            shaping = self.scale * phi_next - r
-        else:  # subgoal: needs no critic call to be right
+        subgoals = self._subgoals(x_next) if self._eval_subgoals else None
+        if self.mode == "subgoal":  # needs no critic call to be right
             new = [n for n, b in subgoals.items() if b and n not in self._claimed]
             self._claimed.update(new)
             shaping = self.subgoal_bonus * len(new)
+        elif phi_next is None or phi is None:  # fell back: no shaping this step
+            shaping = 0.0
+        elif self.mode == "potential":
+            shaping = self.scale * (self.gamma * (0.0 if terminated else phi_next) - phi)
+        else:  # replace
+            shaping = self.scale * phi_next - r
         info = dict(info)
         info.update(
             prm_original_reward=r,
@@ -196,12 +203,12 @@ class PRMRewardShaper(gym.Wrapper, gym.utils.RecordConstructorArgs):
             prm_x=self._x,
             prm_next_x=x_next,
         )
-        if subgoals is not None:
+        if self.info_subgoals:
             info["prm_subgoals"] = subgoals
         if heads is not None:  # every head of s' (a DeadEndPruner on top reuses it)
-            info["prm_next_scores"] = {h: float(v[0]) for h, v in heads.items()}
+            info["prm_next_scores"] = heads
         self._x, self._phi = x_next, phi_next
-        return obs, float(np.float64(r) + np.float64(shaping)), terminated, truncated, info
+        return obs, r + shaping, terminated, truncated, info
 
     def close(self):
         self._caller.close()

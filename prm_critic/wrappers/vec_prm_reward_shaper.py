@@ -1,205 +1,21 @@
-"""Vectorised PRM reward shaping for stable-baselines3 VecEnvs (one critic call per vector step)."""
+"""Deprecated location of :class:`~prm_critic.sb3.VecPRMRewardShaper`.
+
+The stable-baselines3 VecEnv shaper lives in :mod:`prm_critic.sb3.vec_prm_reward_shaper`; this
+module re-exports it and will be removed in a future release. For gymnasium vector envs use
+:class:`prm_critic.wrappers.PRMRewardShaperVector`.
+"""
 
 from __future__ import annotations
 
 import warnings
-from typing import Any, Mapping
 
-import numpy as np
-
-from prm_critic._optional import require
-from prm_critic.critic import BaseCritic
-from prm_critic.robotics.layout import CriticInputLayout
-from prm_critic.wrappers._common import (
-    CriticCaller, check_critic_env, check_layout_space, check_shaper_args, flatten_checked, resolve_spec,
-)
-
-require("stable_baselines3.common.vec_env")  # a missing extra fails here with the exact ``pip install`` to run
-from stable_baselines3.common import vec_env  # noqa: E402
+from prm_critic.sb3.vec_prm_reward_shaper import VecPRMRewardShaper
 
 __all__ = ["VecPRMRewardShaper"]
 
-
-def _venv_env_id(venv) -> str | None:
-    """The gymnasium id of the first sub-env (``None`` when the VecEnv cannot tell)."""
-    try:
-        spec = venv.get_attr("spec", indices=[0])[0]
-    except Exception:  # noqa: BLE001 - a VecEnv without env specs: the task is not checked
-        return None
-    env_id = getattr(spec, "id", None)
-    return env_id if isinstance(env_id, str) and env_id else None
-
-
-class VecPRMRewardShaper(vec_env.VecEnvWrapper):
-    r"""The vector twin of :class:`~prm_critic.wrappers.PRMRewardShaper`.
-
-    For each env ``i`` of the vector step, with ``Phi`` the critic's ``head`` score::
-
-        terminated_i = done_i and not infos[i]["TimeLimit.truncated"]
-        s'_i         = infos[i]["terminal_observation"] if done_i else obs_i
-        potential:  r'_i = r_i + scale * (gamma * (0 if terminated_i else Phi(s'_i)) - Phi(s_i))
-        subgoal:    r'_i = r_i + subgoal_bonus * #{subgoals first holding in s'_i this episode}
-        replace:    r'_i = scale * Phi(s'_i)
-
-    The critic is called ONCE per vector step on a batch ``(n_envs + n_done, D)``: every env's
-    returned observation (the reset observation for done envs) plus the terminal observations.
-    Each env's ``Phi(s)`` is kept across steps and replaced by ``Phi(reset obs)`` at autoreset.
-    ``infos[i]`` gets the same ``prm_*`` keys as the single-env shaper. With ``deadline_s`` a late
-    or failed call gives zero shaping for the whole step and unknown ``Phi`` (zero shaping next step
-    too); ``stats`` counts ``calls``, ``fallbacks``, ``timeouts``, ``errors``, ``busy``.
-
-    Pitfalls (stable-baselines3):
-
-    * Place this wrapper INSIDE ``VecNormalize`` (``VecNormalize(VecPRMRewardShaper(venv))``).
-      Off-policy algorithms (SAC, TD3, TQC, DDPG) store ``VecNormalize.get_original_reward()``: a
-      reward VecEnvWrapper placed outside ``VecNormalize`` is silently ignored by them; placed
-      outside, it would also see normalised observations. A warning is raised when the wrapped
-      VecEnv contains a ``VecNormalize``.
-    * ``make_vec_env`` puts ``Monitor`` before ``wrapper_class`` and below any VecEnvWrapper:
-      ``rollout/ep_rew_mean`` logs the ORIGINAL reward, not the shaped one.
-    * HER relabelling calls the envs' ``compute_reward``: VecEnvWrapper rewards never reach
-      relabelled samples. For HER use the gym-level ``PRMRewardShaper``.
-
-    Args:
-        venv: a stable-baselines3 ``VecEnv``.
-        critic, gamma, mode, scale, head, layout, spec, subgoal_bonus, deadline_s, fallback,
-            allow_task_mismatch: as for :class:`~prm_critic.wrappers.PRMRewardShaper` (the task is
-            checked against the first sub-env's id).
-    """
-
-    def __init__(self, venv, critic: BaseCritic, *, gamma: float, mode: str = "potential", scale: float = 1.0,
-                 head: str = "progress", layout: CriticInputLayout | Mapping | None = None, spec: Any = None,
-                 subgoal_bonus: float = 1.0, deadline_s: float | None = None, fallback: str = "zero",
-                 allow_task_mismatch: bool = False):
-        if not isinstance(venv, vec_env.VecEnv):
-            raise TypeError(f"venv: expected a stable_baselines3 VecEnv, got {type(venv).__name__}")
-        super().__init__(venv)
-        check_shaper_args(self, critic=critic, gamma=gamma, mode=mode, head=head, scale=scale,
-                          subgoal_bonus=subgoal_bonus, deadline_s=deadline_s, fallback=fallback, layout=layout)
-        check_layout_space(self.layout, venv.observation_space, where="venv")
-        check_critic_env(critic, self.layout, _venv_env_id(venv), venv.observation_space,
-                         allow_task_mismatch=allow_task_mismatch, explicit_layout=layout is not None)
-        self.allow_task_mismatch = allow_task_mismatch
-        self.task_spec = resolve_spec(critic, spec)
-        self.evaluator = None
-        if self.task_spec is not None and self.task_spec.subgoals:
-            ev = getattr(critic, "evaluator", None)
-            if ev is not None and getattr(critic, "spec", None) is self.task_spec:
-                self.evaluator = ev
-            elif not any(s.kind == "maze_path" for s in self.task_spec.subgoals):
-                from prm_critic.robotics.subgoals import SubgoalEvaluator
-                self.evaluator = SubgoalEvaluator(self.task_spec, self.layout)
-        if self.mode == "subgoal" and self.evaluator is None:
-            raise ValueError(
-                "spec: mode 'subgoal' needs a task spec with [[subgoals]] (critic.spec or spec=...; maze_path "
-                "subgoals need a SubgoalCritic), got "
-                f"{None if self.task_spec is None else self.task_spec.name}"
-            )
-        if vec_env.unwrap_vec_normalize(venv) is not None:
-            warnings.warn(
-                "VecPRMRewardShaper wraps a VecNormalize: it sees normalised observations and off-policy "
-                "algorithms ignore its reward (they store VecNormalize.get_original_reward()); wrap it inside "
-                "VecNormalize instead: VecNormalize(VecPRMRewardShaper(venv, ...))",
-                stacklevel=2,
-            )
-        self._caller = CriticCaller(self.critic, self.head, self.deadline_s)
-        n = self.num_envs
-        self._x = np.zeros((n, self.layout.obs_dim), dtype=np.float32)
-        self._phi = np.full(n, np.nan)
-        self._claimed: list[set[str]] = [set() for _ in range(n)]
-        self._started = False
-
-    @property
-    def stats(self) -> dict[str, int]:
-        """Critic-call counters: ``calls``, ``fallbacks``, ``timeouts``, ``errors``, ``busy``."""
-        return dict(self._caller.stats)
-
-    def _holds(self, x: np.ndarray) -> np.ndarray | None:
-        return None if self.evaluator is None else self.evaluator.holds(x)
-
-    def reset(self):
-        obs = self.venv.reset()
-        x = flatten_checked(self.layout, obs, batched=True)
-        phi = self._caller(x)
-        self._x = x
-        self._phi = np.full(self.num_envs, np.nan) if phi is None else phi
-        h = self._holds(x)
-        self._claimed = [set() if h is None else {n for n, b in zip(self.evaluator.names, h[i]) if b}
-                         for i in range(self.num_envs)]
-        self._started = True
-        return obs
-
-    def step_wait(self):
-        if not self._started:
-            raise RuntimeError("step: call reset() before step()")
-        obs, rews, dones, infos = self.venv.step_wait()
-        n = self.num_envs
-        x_now = flatten_checked(self.layout, obs, batched=True)
-        done_idx = np.flatnonzero(dones)
-        if len(done_idx):
-            missing = [int(i) for i in done_idx if "terminal_observation" not in infos[i]]
-            if missing:
-                raise KeyError(f"infos: done env(s) {missing} have no 'terminal_observation' (not an SB3 VecEnv?)")
-            x_term = np.stack([flatten_checked(self.layout, infos[i]["terminal_observation"],
-                                               name=f"infos[{i}]['terminal_observation']") for i in done_idx])
-            batch = np.concatenate([x_now, x_term])
-        else:
-            batch = x_now
-        scores = self._caller(batch)  # the one critic call of this vector step
-        x_next = x_now.copy()
-        if len(done_idx):
-            x_next[done_idx] = batch[n:]
-        fell_back = scores is None
-        if fell_back:
-            phi_now = np.full(n, np.nan)
-            phi_next = np.full(n, np.nan)
-        else:
-            phi_now = scores[:n]
-            phi_next = phi_now.copy()
-            if len(done_idx):
-                phi_next[done_idx] = scores[n:]
-        truncated = np.array([bool(infos[i].get("TimeLimit.truncated", False)) for i in range(n)])
-        terminated = np.asarray(dones, dtype=bool) & ~truncated
-        r = np.asarray(rews, dtype=np.float64)
-        phi = self._phi
-        unknown = np.isnan(phi) | np.isnan(phi_next)
-        h_next = self._holds(x_next)
-        if self.mode == "potential":
-            shaping = self.scale * (self.gamma * np.where(terminated, 0.0, phi_next) - phi)
-        elif self.mode == "replace":
-            shaping = self.scale * phi_next - r
-        else:
-            shaping = np.zeros(n)
-            for i in range(n):
-                new = [nm for nm, b in zip(self.evaluator.names, h_next[i]) if b and nm not in self._claimed[i]]
-                self._claimed[i].update(new)
-                shaping[i] = self.subgoal_bonus * len(new)
-        if self.mode != "subgoal":
-            shaping = np.where(unknown, 0.0, shaping)
-        new_rews = (r + shaping).astype(np.asarray(rews).dtype, copy=False)
-        for i in range(n):
-            info = infos[i]
-            info.update(
-                prm_original_reward=float(r[i]),
-                prm_phi=float(phi[i]),
-                prm_next_phi=float(phi_next[i]),
-                prm_shaping=float(shaping[i]),
-                prm_fallback=bool(fell_back),
-                prm_terminated=bool(terminated[i]),
-                prm_x=self._x[i].copy(),
-                prm_next_x=x_next[i].copy(),
-            )
-            if h_next is not None:
-                info["prm_subgoals"] = {nm: bool(b) for nm, b in zip(self.evaluator.names, h_next[i])}
-        # autoreset: Phi(s) of a done env is the score of its reset observation, claims start over
-        self._x = x_now
-        self._phi = phi_now
-        if len(done_idx) and self.evaluator is not None:
-            h_now = self._holds(x_now[done_idx])
-            for j, i in enumerate(done_idx):
-                self._claimed[i] = {nm for nm, b in zip(self.evaluator.names, h_now[j]) if b}
-        return obs, new_rews, dones, infos
-
-    def close(self) -> None:
-        self._caller.close()
-        self.venv.close()
+warnings.warn(
+    "prm_critic.wrappers.vec_prm_reward_shaper is deprecated: import VecPRMRewardShaper from prm_critic.sb3 "
+    "(from prm_critic.sb3 import VecPRMRewardShaper)",
+    DeprecationWarning,
+    stacklevel=2,
+)

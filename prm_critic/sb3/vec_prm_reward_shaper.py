@@ -1,0 +1,212 @@
+"""Vectorised PRM reward shaping for stable-baselines3 VecEnvs (one critic call per vector step).
+
+For gymnasium vector envs (``gym.make_vec``) use
+:class:`~prm_critic.wrappers.PRMRewardShaperVector`.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any, Mapping
+
+import numpy as np
+
+from prm_critic._optional import require
+from prm_critic.critic import BaseCritic
+from prm_critic.robotics.layout import CriticInputLayout
+from prm_critic.wrappers._common import (
+    CriticCaller, ObsFlattener, check_critic_env, check_flag, check_layout_space, check_shaper_args, resolve_spec,
+)
+
+require("stable_baselines3.common.vec_env")  # a missing extra fails here with the exact ``pip install`` to run
+from stable_baselines3.common import vec_env  # noqa: E402
+
+__all__ = ["VecPRMRewardShaper"]
+
+
+def _venv_env_id(venv) -> str | None:
+    """The gymnasium id of the first sub-env (``None`` when the VecEnv cannot tell)."""
+    try:
+        spec = venv.get_attr("spec", indices=[0])[0]
+    except Exception:  # noqa: BLE001 - a VecEnv without env specs: the task is not checked
+        return None
+    env_id = getattr(spec, "id", None)
+    return env_id if isinstance(env_id, str) and env_id else None
+
+
+class VecPRMRewardShaper(vec_env.VecEnvWrapper):
+    r"""The vector twin of :class:`~prm_critic.wrappers.PRMRewardShaper`.
+
+    For each env ``i`` of the vector step, with ``Phi`` the critic's ``head`` score::
+
+        terminated_i = done_i and not infos[i]["TimeLimit.truncated"]
+        s'_i         = infos[i]["terminal_observation"] if done_i else obs_i
+        potential:  r'_i = r_i + scale * (gamma * (0 if terminated_i else Phi(s'_i)) - Phi(s_i))
+        subgoal:    r'_i = r_i + subgoal_bonus * #{subgoals first holding in s'_i this episode}
+        replace:    r'_i = scale * Phi(s'_i)
+
+    The critic is called ONCE per vector step on a batch ``(n_envs + n_done, D)``: every env's
+    returned observation (the reset observation for done envs) plus the terminal observations.
+    Each env's ``Phi(s)`` is kept across steps and replaced by ``Phi(reset obs)`` at autoreset.
+    ``infos[i]`` gets the same ``prm_*`` keys as the single-env shaper (``prm_x`` / ``prm_next_x``
+    are read-only rows of the step's batch; ``prm_subgoals`` only with ``info_subgoals=True``). With ``deadline_s`` a late
+    or failed call gives zero shaping for the whole step and unknown ``Phi`` (zero shaping next step
+    too); ``stats`` counts ``calls``, ``fallbacks``, ``timeouts``, ``errors``, ``busy``.
+
+    Pitfalls (stable-baselines3):
+
+    * Place this wrapper INSIDE ``VecNormalize`` (``VecNormalize(VecPRMRewardShaper(venv))``).
+      Off-policy algorithms (SAC, TD3, TQC, DDPG) store ``VecNormalize.get_original_reward()``: a
+      reward VecEnvWrapper placed outside ``VecNormalize`` is silently ignored by them; placed
+      outside, it would also see normalised observations. A warning is raised when the wrapped
+      VecEnv contains a ``VecNormalize``.
+    * ``make_vec_env`` puts ``Monitor`` before ``wrapper_class`` and below any VecEnvWrapper:
+      ``rollout/ep_rew_mean`` logs the ORIGINAL reward, not the shaped one.
+    * HER relabelling calls the envs' ``compute_reward``: VecEnvWrapper rewards never reach
+      relabelled samples. For HER use the gym-level ``PRMRewardShaper``.
+
+    Args:
+        venv: a stable-baselines3 ``VecEnv``.
+        critic, gamma, mode, scale, head, layout, spec, subgoal_bonus, deadline_s, fallback,
+            allow_task_mismatch, info_subgoals: as for :class:`~prm_critic.wrappers.PRMRewardShaper` (the task is
+            checked against the first sub-env's id).
+    """
+
+    def __init__(self, venv, critic: BaseCritic, *, gamma: float, mode: str = "potential", scale: float = 1.0,
+                 head: str = "progress", layout: CriticInputLayout | Mapping | None = None, spec: Any = None,
+                 subgoal_bonus: float = 1.0, deadline_s: float | None = None, fallback: str = "zero",
+                 allow_task_mismatch: bool = False, info_subgoals: bool = False):
+        if not isinstance(venv, vec_env.VecEnv):
+            raise TypeError(f"venv: expected a stable_baselines3 VecEnv, got {type(venv).__name__}")
+        super().__init__(venv)
+        self.info_subgoals = check_flag("info_subgoals", info_subgoals)
+        check_shaper_args(self, critic=critic, gamma=gamma, mode=mode, head=head, scale=scale,
+                          subgoal_bonus=subgoal_bonus, deadline_s=deadline_s, fallback=fallback, layout=layout)
+        check_layout_space(self.layout, venv.observation_space, where="venv")
+        check_critic_env(critic, self.layout, _venv_env_id(venv), venv.observation_space,
+                         allow_task_mismatch=allow_task_mismatch, explicit_layout=layout is not None)
+        self.allow_task_mismatch = allow_task_mismatch
+        self.task_spec = resolve_spec(critic, spec)
+        self.evaluator = None
+        if self.task_spec is not None and self.task_spec.subgoals:
+            ev = getattr(critic, "evaluator", None)
+            if ev is not None and getattr(critic, "spec", None) is self.task_spec:
+                self.evaluator = ev
+            elif not any(s.kind == "maze_path" for s in self.task_spec.subgoals):
+                from prm_critic.robotics.subgoals import SubgoalEvaluator
+                self.evaluator = SubgoalEvaluator(self.task_spec, self.layout)
+        for what, wanted in (("mode 'subgoal'", self.mode == "subgoal"), ("info_subgoals=True", self.info_subgoals)):
+            if wanted and self.evaluator is None:
+                raise ValueError(
+                    f"spec: {what} needs a task spec with [[subgoals]] (critic.spec or spec=...; maze_path "
+                    "subgoals need a SubgoalCritic), got "
+                    f"{None if self.task_spec is None else self.task_spec.name}"
+                )
+        self._eval_subgoals = self.mode == "subgoal" or self.info_subgoals
+        if vec_env.unwrap_vec_normalize(venv) is not None:
+            warnings.warn(
+                "VecPRMRewardShaper wraps a VecNormalize: it sees normalised observations and off-policy "
+                "algorithms ignore its reward (they store VecNormalize.get_original_reward()); wrap it inside "
+                "VecNormalize instead: VecNormalize(VecPRMRewardShaper(venv, ...))",
+                stacklevel=2,
+            )
+        self._caller = CriticCaller(self.critic, self.head, self.deadline_s)
+        self._flatten = ObsFlattener(self.layout)
+        n = self.num_envs
+        self._x = np.zeros((n, self.layout.obs_dim), dtype=np.float32)
+        self._phi = np.full(n, np.nan)
+        self._claimed: list[set[str]] = [set() for _ in range(n)]
+        self._started = False
+
+    @property
+    def stats(self) -> dict[str, int]:
+        """Critic-call counters: ``calls``, ``fallbacks``, ``timeouts``, ``errors``, ``busy``."""
+        return dict(self._caller.stats)
+
+    def _holds(self, x: np.ndarray) -> np.ndarray | None:
+        return self.evaluator.holds(x) if self._eval_subgoals else None
+
+    def reset(self):
+        obs = self.venv.reset()
+        x = self._flatten.batch(obs)
+        phi = self._caller(x)
+        self._x = x
+        self._phi = np.full(self.num_envs, np.nan) if phi is None else phi
+        h = self._holds(x) if self.mode == "subgoal" else None
+        self._claimed = [set() if h is None else {n for n, b in zip(self.evaluator.names, h[i]) if b}
+                         for i in range(self.num_envs)]
+        self._started = True
+        return obs
+
+    def step_wait(self):
+        if not self._started:
+            raise RuntimeError("step: call reset() before step()")
+        obs, rews, dones, infos = self.venv.step_wait()
+        n = self.num_envs
+        x_now = self._flatten.batch(obs)
+        done_idx = np.flatnonzero(dones)
+        if len(done_idx):
+            missing = [int(i) for i in done_idx if "terminal_observation" not in infos[i]]
+            if missing:
+                raise KeyError(f"infos: done env(s) {missing} have no 'terminal_observation' (not an SB3 VecEnv?)")
+            x_term = np.stack([self._flatten(infos[i]["terminal_observation"],
+                                               name=f"infos[{i}]['terminal_observation']") for i in done_idx])
+            batch = np.concatenate([x_now, x_term])
+        else:
+            batch = x_now
+        scores = self._caller(batch)  # the one critic call of this vector step
+        x_next = x_now.copy()
+        if len(done_idx):
+            x_next[done_idx] = batch[n:]
+        fell_back = scores is None
+        if fell_back:
+            phi_now = np.full(n, np.nan)
+            phi_next = np.full(n, np.nan)
+        else:
+            phi_now = scores[:n]
+            phi_next = phi_now.copy()
+            if len(done_idx):
+                phi_next[done_idx] = scores[n:]
+        dones_b = np.asarray(dones, dtype=bool)
+        terminated = dones_b.copy()
+        for i in done_idx:
+            terminated[i] = not infos[i].get("TimeLimit.truncated", False)
+        r = np.asarray(rews, dtype=np.float64)
+        phi = self._phi
+        unknown = np.isnan(phi) | np.isnan(phi_next)
+        h_next = self._holds(x_next)
+        if self.mode == "potential":
+            shaping = self.scale * (self.gamma * np.where(terminated, 0.0, phi_next) - phi)
+        elif self.mode == "replace":
+            shaping = self.scale * phi_next - r
+        else:
+            shaping = np.zeros(n)
+            for i in range(n):
+                new = [nm for nm, b in zip(self.evaluator.names, h_next[i]) if b and nm not in self._claimed[i]]
+                self._claimed[i].update(new)
+                shaping[i] = self.subgoal_bonus * len(new)
+        if self.mode != "subgoal":
+            shaping = np.where(unknown, 0.0, shaping)
+        new_rews = (r + shaping).astype(np.asarray(rews).dtype, copy=False)
+        # the rows handed out in the infos are views of this step's arrays, which are never written again
+        x_now.flags.writeable = False
+        x_next.flags.writeable = False
+        cols = zip(r.tolist(), phi.tolist(), phi_next.tolist(), shaping.tolist(), terminated.tolist(), self._x, x_next)
+        for info, (ri, pi, pni, si, ti, xi, xni) in zip(infos, cols):
+            info.update(prm_original_reward=ri, prm_phi=pi, prm_next_phi=pni, prm_shaping=si, prm_fallback=fell_back,
+                        prm_terminated=ti, prm_x=xi, prm_next_x=xni)
+        if self.info_subgoals:
+            for i in range(n):
+                infos[i]["prm_subgoals"] = {nm: bool(b) for nm, b in zip(self.evaluator.names, h_next[i])}
+        # autoreset: Phi(s) of a done env is the score of its reset observation, claims start over
+        self._x = x_now
+        self._phi = phi_now
+        if len(done_idx) and self.mode == "subgoal":
+            h_now = self._holds(x_now[done_idx])
+            for j, i in enumerate(done_idx):
+                self._claimed[i] = {nm for nm, b in zip(self.evaluator.names, h_now[j]) if b}
+        return obs, new_rews, dones, infos
+
+    def close(self) -> None:
+        self._caller.close()
+        self.venv.close()

@@ -1,0 +1,238 @@
+"""PRM reward shaping for gymnasium vector envs (``gym.make_vec``; one critic call per vector step)."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import numpy as np
+
+from prm_critic._optional import require
+from prm_critic.critic import BaseCritic
+from prm_critic.robotics.layout import CriticInputLayout
+from prm_critic.wrappers._common import (
+    CriticCaller, ObsFlattener, check_critic_env, check_flag, check_layout_space, check_shaper_args, env_id_of,
+    resolve_spec,
+)
+
+gym = require("gymnasium")
+
+__all__ = ["PRMRewardShaperVector"]
+
+_KEYS = ("prm_original_reward", "prm_phi", "prm_next_phi", "prm_shaping", "prm_fallback", "prm_terminated",
+         "prm_x", "prm_next_x")
+
+
+class PRMRewardShaperVector(gym.vector.VectorWrapper):
+    r"""The gymnasium vector twin of :class:`~prm_critic.wrappers.PRMRewardShaper`.
+
+    Wraps a ``gymnasium.vector.VectorEnv`` (``gym.make_vec(...)``, ``SyncVectorEnv``,
+    ``AsyncVectorEnv``). For each sub-env ``i`` of a vector step, with ``Phi`` the critic's ``head``
+    score of the critic input of a state::
+
+        potential:  r'_i = r_i + scale * (gamma * (0 if terminated_i else Phi(s'_i)) - Phi(s_i))
+        subgoal:    r'_i = r_i + subgoal_bonus * #{subgoals first holding in s'_i this episode}
+        replace:    r'_i = scale * Phi(s'_i)
+
+    ``Phi(s')`` is kept on truncation; only a true termination zeroes it, as in the single-env shaper.
+    The critic is called ONCE per vector step, on a batch of every sub-env's observation (plus the
+    final observations of the sub-envs that ended, in same-step autoreset mode).
+
+    Autoreset (gymnasium 1.x, ``env.metadata["autoreset_mode"]``):
+
+    * ``NEXT_STEP`` (the default of ``gym.make_vec``): the step after a sub-env ended returns its
+      reset observation (reward 0, the action ignored). That step is no transition: its reward is
+      left as the env gives it (shaping 0, ``info["_prm_shaping"][i]`` False) and ``Phi(s)`` of the
+      next step is the score of the reset observation. ``Phi`` is never differenced across the
+      episode boundary.
+    * ``SAME_STEP``: the step that ends returns the reset observation and the last one in
+      ``info["final_obs"]``; ``s'_i`` is the final observation and ``Phi(s)`` of the next step the
+      score of the reset observation.
+    * ``DISABLED`` is refused (the wrapper cannot see the partial resets).
+
+    ``info`` gets, as arrays over sub-envs (with gymnasium's ``_key`` masks, False on the no-op
+    autoreset steps): ``prm_original_reward``, ``prm_phi``, ``prm_next_phi``, ``prm_shaping``,
+    ``prm_fallback``, ``prm_terminated``, ``prm_x`` / ``prm_next_x`` (``(n, D)`` float32, read-only),
+    and with ``info_subgoals=True`` ``prm_subgoals`` (``{name: (n,) bool}``). With ``deadline_s`` a
+    late or failed call gives zero shaping for the whole step and unknown ``Phi`` (zero shaping next
+    step too); ``stats`` counts ``calls``, ``fallbacks``, ``timeouts``, ``errors``, ``busy``.
+
+    Args:
+        env: a ``gymnasium.vector.VectorEnv`` with Dict or Box single observations.
+        critic, gamma, mode, scale, head, layout, spec, subgoal_bonus, deadline_s, fallback,
+            allow_task_mismatch, info_subgoals: as for :class:`~prm_critic.wrappers.PRMRewardShaper`
+            (the task is checked against ``env.spec.id``; ``maze_path`` subgoals need a
+            ``SubgoalCritic``).
+    """
+
+    def __init__(self, env, critic: BaseCritic, *, gamma: float, mode: str = "potential", scale: float = 1.0,
+                 head: str = "progress", layout: CriticInputLayout | Mapping | None = None, spec: Any = None,
+                 subgoal_bonus: float = 1.0, deadline_s: float | None = None, fallback: str = "zero",
+                 allow_task_mismatch: bool = False, info_subgoals: bool = False):
+        if not isinstance(env, gym.vector.VectorEnv):
+            raise TypeError(
+                f"env: expected a gymnasium.vector.VectorEnv (gym.make_vec(...)), got {type(env).__name__}; "
+                "wrap a single env with PRMRewardShaper, a stable-baselines3 VecEnv with prm_critic.sb3.VecPRMRewardShaper"
+            )
+        super().__init__(env)
+        AutoresetMode = gym.vector.AutoresetMode
+        mode_ar = env.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP)
+        mode_ar = AutoresetMode(mode_ar) if isinstance(mode_ar, str) else mode_ar
+        if mode_ar not in (AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP):
+            raise ValueError(
+                f"env: autoreset_mode {mode_ar!r} is not supported; expected AutoresetMode.NEXT_STEP or SAME_STEP "
+                "(with DISABLED the partial resets happen outside the wrapper)"
+            )
+        self.same_step = mode_ar == AutoresetMode.SAME_STEP
+        self.info_subgoals = check_flag("info_subgoals", info_subgoals)
+        check_shaper_args(self, critic=critic, gamma=gamma, mode=mode, head=head, scale=scale,
+                          subgoal_bonus=subgoal_bonus, deadline_s=deadline_s, fallback=fallback, layout=layout)
+        space = env.single_observation_space
+        check_layout_space(self.layout, space, where="vector env's single")
+        check_critic_env(critic, self.layout, env_id_of(env), space,
+                         allow_task_mismatch=allow_task_mismatch, explicit_layout=layout is not None)
+        self.allow_task_mismatch = allow_task_mismatch
+        self.task_spec = resolve_spec(critic, spec)
+        self.evaluator = None
+        if self.task_spec is not None and self.task_spec.subgoals:
+            ev = getattr(critic, "evaluator", None)
+            if ev is not None and getattr(critic, "spec", None) is self.task_spec:
+                self.evaluator = ev
+            elif not any(s.kind == "maze_path" for s in self.task_spec.subgoals):
+                from prm_critic.robotics.subgoals import SubgoalEvaluator
+                self.evaluator = SubgoalEvaluator(self.task_spec, self.layout)
+        for what, wanted in (("mode 'subgoal'", self.mode == "subgoal"), ("info_subgoals=True", self.info_subgoals)):
+            if wanted and self.evaluator is None:
+                raise ValueError(
+                    f"spec: {what} needs a task spec with [[subgoals]] (critic.spec or spec=...; maze_path "
+                    "subgoals need a SubgoalCritic), got "
+                    f"{None if self.task_spec is None else self.task_spec.name}"
+                )
+        self._caller = CriticCaller(self.critic, self.head, self.deadline_s)
+        self._flatten = ObsFlattener(self.layout)
+        n = self.num_envs
+        self._x = np.zeros((n, self.layout.obs_dim), dtype=np.float32)
+        self._phi = np.full(n, np.nan)
+        self._claimed: list[set[str]] = [set() for _ in range(n)]
+        self._autoreset = np.zeros(n, dtype=bool)
+        self._started = False
+
+    @property
+    def stats(self) -> dict[str, int]:
+        """Critic-call counters: ``calls``, ``fallbacks``, ``timeouts``, ``errors``, ``busy``."""
+        return dict(self._caller.stats)
+
+    @property
+    def last_error(self) -> BaseException | None:
+        """The last exception raised by the critic under a deadline (``None`` if none)."""
+        return self._caller.last_error
+
+    def _claims(self, x: np.ndarray) -> list[set[str]]:
+        h = self.evaluator.holds(x)
+        return [{nm for nm, b in zip(self.evaluator.names, row) if b} for row in h]
+
+    def reset(self, *, seed: int | list[int] | None = None, options: dict | None = None):
+        obs, info = self.env.reset(seed=seed, options=options)
+        x = self._flatten.batch(obs)
+        phi = self._caller(x)
+        x.flags.writeable = False
+        self._x = x
+        self._phi = np.full(self.num_envs, np.nan) if phi is None else phi
+        self._claimed = self._claims(x) if self.mode == "subgoal" else [set() for _ in range(self.num_envs)]
+        self._autoreset = np.zeros(self.num_envs, dtype=bool)
+        self._started = True
+        info = dict(info)
+        info["prm_phi"] = self._phi.copy()
+        info["prm_fallback"] = np.full(self.num_envs, phi is None)
+        return obs, info
+
+    def step(self, actions):
+        if not self._started:
+            raise RuntimeError("step: call reset() before step()")
+        obs, rews, terms, truncs, infos = self.env.step(actions)
+        n = self.num_envs
+        x_now = self._flatten.batch(obs)
+        terminated = np.asarray(terms, dtype=bool)
+        done = terminated | np.asarray(truncs, dtype=bool)
+        done_idx = np.flatnonzero(done) if self.same_step else np.zeros(0, dtype=np.intp)
+        if len(done_idx):
+            final = infos.get("final_obs")
+            if final is None:
+                raise KeyError(f"info: sub-envs {done_idx.tolist()} ended but info has no 'final_obs' "
+                               "(expected in autoreset_mode SAME_STEP)")
+            x_final = np.stack([self._flatten(final[i], name=f"info['final_obs'][{i}]")
+                                for i in done_idx])
+            batch = np.concatenate([x_now, x_final])
+        else:
+            batch = x_now
+        scores = self._caller(batch)  # the one critic call of this vector step
+        heads = self._caller.last_heads
+        fell_back = scores is None
+        x_next = x_now
+        if len(done_idx):
+            x_next = x_now.copy()
+            x_next[done_idx] = batch[n:]
+        if fell_back:
+            phi_now = np.full(n, np.nan)
+            phi_next = phi_now
+        else:
+            phi_now = scores[:n]
+            phi_next = phi_now
+            if len(done_idx):
+                phi_next = phi_now.copy()
+                phi_next[done_idx] = scores[n:]
+        r = np.asarray(rews, dtype=np.float64)
+        phi = self._phi
+        live = ~self._autoreset  # False: the no-op step that returned a reset observation (NEXT_STEP)
+        if self.mode == "subgoal":
+            h_next = self.evaluator.holds(x_next)
+            shaping = np.zeros(n)
+            for i in np.flatnonzero(live):
+                new = [nm for nm, b in zip(self.evaluator.names, h_next[i]) if b and nm not in self._claimed[i]]
+                self._claimed[i].update(new)
+                shaping[i] = self.subgoal_bonus * len(new)
+        else:
+            h_next = self.evaluator.holds(x_next) if self.info_subgoals else None
+            if self.mode == "potential":
+                shaping = self.scale * (self.gamma * np.where(terminated, 0.0, phi_next) - phi)
+            else:  # replace
+                shaping = self.scale * phi_next - r
+            shaping[np.isnan(phi) | np.isnan(phi_next)] = 0.0
+        shaping[~live] = 0.0
+        new_rews = (r + shaping).astype(np.asarray(rews).dtype, copy=False)
+        x_now.flags.writeable = False
+        x_next.flags.writeable = False
+        infos = dict(infos)
+        values = (r, phi.copy(), phi_next.copy(), shaping, np.full(n, fell_back), terminated & live, self._x, x_next)
+        for k, v in zip(_KEYS, values):
+            infos[k] = v
+            infos["_" + k] = live
+        if heads is not None:  # every head of s' (the scores of x_next)
+            nxt = {}
+            for h, v in heads.items():
+                a = v[:n].copy()
+                if len(done_idx):
+                    a[done_idx] = v[n:]
+                nxt[h] = a
+            infos["prm_next_scores"], infos["_prm_next_scores"] = nxt, live
+        if self.info_subgoals:
+            infos["prm_subgoals"] = {nm: h_next[:, j].copy() for j, nm in enumerate(self.evaluator.names)}
+            infos["_prm_subgoals"] = live
+        # next step: Phi(s) is the score of the observation returned now (the reset observation for
+        # sub-envs that reset this step in SAME_STEP mode, or that will be replaced by one in NEXT_STEP mode)
+        self._x = x_now
+        self._phi = phi_now
+        if self.same_step:
+            if len(done_idx) and self.mode == "subgoal":
+                for j, c in zip(done_idx, self._claims(x_now[done_idx])):
+                    self._claimed[j] = c
+        else:
+            if self.mode == "subgoal" and self._autoreset.any():  # reset observations: claims start over
+                idx = np.flatnonzero(self._autoreset)
+                for j, c in zip(idx, self._claims(x_now[idx])):
+                    self._claimed[j] = c
+            self._autoreset = done
+        return obs, new_rews, terms, truncs, infos
+
+    def close(self, **kwargs):
+        self._caller.close()
+        return super().close(**kwargs)
