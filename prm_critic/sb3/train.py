@@ -18,6 +18,7 @@ import warnings
 from pathlib import Path
 from typing import Any, Mapping
 
+from prm_critic import validate
 from prm_critic._optional import require
 from prm_critic.robotics.spec import TaskSpec, load_spec
 from prm_critic.sb3.envs import SHAPING_MODES, check_prune, critic_reference, make_vec_train_env, resolve_critic
@@ -69,9 +70,7 @@ def check_algo_kwargs(algo: str, algo_kwargs: Mapping[str, Any] | None) -> dict[
             raise ValueError(f"algo_kwargs: {key!r} is not an argument of {cls.__name__}{hint} "
                              f"(expected some of {sorted(params - set(own))})")
     if "gamma" in algo_kwargs:
-        g = algo_kwargs["gamma"]
-        if isinstance(g, bool) or not isinstance(g, (int, float)) or not 0 < g <= 1:
-            raise ValueError(f"algo_kwargs['gamma']: expected a number in (0, 1], got {g!r}")
+        validate.check_gamma("algo_kwargs['gamma']", algo_kwargs["gamma"])
     return dict(algo_kwargs)
 
 
@@ -162,29 +161,20 @@ def train_policy(task: "str | TaskSpec", *, algo: str = "sac", critic: Any = Non
         ``trained_steps`` (the env steps trained, ``model.num_timesteps``).
     """
     if progress_bar is not None:
-        if not isinstance(progress_bar, bool):
-            raise ValueError(f"progress_bar: the older name of progress, expected True or False, got {progress_bar!r}")
-        progress = progress_bar
-    if not isinstance(progress, bool):
-        raise ValueError(f"progress: expected True or False, got {progress!r}")
+        progress = validate.check_flag("progress_bar", progress_bar)  # the older name of progress
+    validate.check_flag("progress", progress)
     spec = load_spec(task)
-    algo_class(algo)  # validates algo
+    validate.check_choice("algo", algo, ALGOS)
+    algo_class(algo)  # the algorithm's package is installed
     for name, v in (("total_steps", total_steps), ("n_envs", n_envs), ("eval_episodes", eval_episodes)):
-        if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
-            raise ValueError(f"{name}: expected a positive integer, got {v!r}")
-    if eval_freq is not None and (isinstance(eval_freq, bool) or not isinstance(eval_freq, int) or eval_freq <= 0):
-        raise ValueError(f"eval_freq: expected None or a positive integer, got {eval_freq!r}")
-    if checkpoint_freq is not None and (isinstance(checkpoint_freq, bool) or not isinstance(checkpoint_freq, int)
-                                        or checkpoint_freq <= 0):
-        raise ValueError(f"checkpoint_freq: expected None or a positive integer, got {checkpoint_freq!r}")
+        validate.positive_int(name, v)
+    validate.positive_int("eval_freq", eval_freq, allow_none=True)
+    validate.positive_int("checkpoint_freq", checkpoint_freq, allow_none=True)
     if (checkpoint_freq is not None or resume) and log_dir is None:
         raise ValueError(f"log_dir: checkpoint_freq={checkpoint_freq!r} / resume={resume!r} need a log_dir, got None")
-    if shaping is not None and shaping not in SHAPING_MODES:
-        raise ValueError(f"shaping: expected one of {list(SHAPING_MODES)} or None, got {shaping!r}")
-    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32:
-        raise ValueError(f"seed: expected an integer in [0, 2**32), got {seed!r}")
-    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not scale > 0:
-        raise ValueError(f"scale: expected a number > 0, got {scale!r}")
+    validate.check_choice("shaping", shaping, SHAPING_MODES, allow_none=True)
+    validate.check_seed("seed", seed)
+    validate.check_number("scale", scale, positive=True)
     prune = check_prune(prune)
     if shaping == "subgoal" and her:
         raise ValueError("shaping='subgoal' with her=True: the subgoal bonus is paid once per episode and HER's "
