@@ -3,6 +3,8 @@ reader, and results docs that must be what their scripts wrote."""
 
 from __future__ import annotations
 
+import argparse
+
 import importlib.util
 import json
 import os
@@ -232,6 +234,33 @@ def test_cli_defaults_equal_library_defaults(command, module, function):
     drift = {k: v for k, v in checked.items() if v[0] != v[1]}
     assert not drift, f"{command}: CLI default differs from {module}.{function} (cli, library): {drift}"
     correct(16, f"`prm-critic {command}` defaults", f"equal the library's for {sorted(checked)}")
+
+
+@pytest.mark.parametrize("command, module, function", [
+    (("export",), "prm_critic.onnx.export", "export_state_critic"),
+    (("export",), "prm_critic.onnx.export", "export_subgoal_critic"),
+    (("minari", "export"), "prm_critic.robotics.minari", "export_minari"),
+    (("minari", "import"), "prm_critic.robotics.minari", "import_minari"),
+])
+def test_more_cli_defaults_equal_library_defaults(command, module, function):
+    """The other commands whose options mirror a library parameter (``--opset`` -> ``opset``,
+    ``--shard-size`` -> ``shard_size``) have the library's default, read from its signature."""
+    import importlib
+    import inspect
+
+    from prm_critic.cli import build_parser
+
+    sub = build_parser()
+    for name in command:
+        sub = next(a for a in sub._actions if getattr(a, "choices", None) and name in a.choices).choices[name]
+    fn = getattr(importlib.import_module(module), function)
+    lib = {k: p.default for k, p in inspect.signature(fn).parameters.items() if p.default is not inspect.Parameter.empty}
+    checked = {a.dest: (a.default, lib[a.dest]) for a in sub._actions
+               if a.dest in lib and a.default is not None and a.default is not argparse.SUPPRESS}
+    assert checked, f"{' '.join(command)}: no option maps to a parameter of {module}.{function}"
+    norm = lambda v: list(v) if isinstance(v, (list, tuple)) else v
+    drift = {k: v for k, v in checked.items() if norm(v[0]) != norm(v[1])}
+    assert not drift, f"{' '.join(command)}: CLI default differs from {module}.{function} (cli, library): {drift}"
 
 
 # --------------------------------------------------------------------------------------------

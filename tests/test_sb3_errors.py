@@ -25,7 +25,7 @@ from prm_critic.sb3.monitor import step_success  # noqa: E402
     (dict(shaping="potentail", critic="subgoal"), r"shaping: expected one of .*got 'potentail'"),
     (dict(shaping="potential"), r"critic: shaping='potential' / prune=None need a critic"),
     (dict(critic="subgoal"), r"shaping: a critic \(subgoal\) was given but shaping=None"),
-    (dict(scale=0, critic="subgoal", shaping="potential"), r"scale: expected a number > 0, got 0"),
+    (dict(scale=0, critic="subgoal", shaping="potential"), r"scale: expected a finite number > 0, got 0"),
     (dict(prune={"threshold": 0.1}, critic="subgoal"), r"prune: expected keys threshold, patience"),
     (dict(algo="ppo", her=True), r"her: HER needs an off-policy algorithm .* got algo='ppo'"),
     (dict(eval_freq=-5), r"eval_freq: expected None or a positive integer, got -5"),

@@ -21,6 +21,7 @@ from prm_critic.cli import main as cli_main  # noqa: E402
 DOC = Path(__file__).resolve().parents[1] / "docs" / "readme" / "train_policy.md"
 
 
+@pytest.mark.slow
 def test_readme_train_policy_example_runs(tmp_path, monkeypatch):
     text = DOC.read_text()
     blocks = re.findall(r"```python\n(.*?)```", text, re.S)

@@ -94,6 +94,7 @@ def test_state_round_trip_continues_identically(tmp_path, algo, her):
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
+@pytest.mark.slow
 def test_killed_run_resumes_from_its_last_checkpoint(tmp_path):
     kw = dict(her=True, log_dir=tmp_path, checkpoint_freq=100, eval_freq=100, eval_episodes=2, algo_kwargs=TINY, **RUN)
     with pytest.raises(Killed):
@@ -155,6 +156,7 @@ def test_cli_checkpoints_and_resumes(tmp_path, capsys):
     assert latest_training_state(tmp_path / "resume")["extra"]["resumed_from"] == [100]
 
 
+@pytest.mark.slow
 def test_episode_in_progress_at_the_checkpoint_is_never_relabelled(tmp_path):
     """PointMaze episodes last up to 300 steps: the checkpoint at 450 cuts the second one in the
     middle. After the resume its transitions keep ep_length 0 (HER never samples them) and new

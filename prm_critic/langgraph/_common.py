@@ -8,11 +8,11 @@ call before it runs.
 
 from __future__ import annotations
 
-import numbers
 from typing import Any, Sequence
 
 import numpy as np
 
+from prm_critic import validate
 from prm_critic._optional import require
 from prm_critic.critic import BaseCritic, StepScores
 from prm_critic.text.steps import TextStep, format_tool_call, format_tool_step, message_text
@@ -39,41 +39,18 @@ def check_critic(critic: Any, name: str = "critic") -> BaseCritic:
 
 
 def check_int(name: str, value: Any, *, minimum: int, allow_none: bool = False) -> int | None:
-    if value is None and allow_none:
-        return None
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        expected = "an int" + (" or None" if allow_none else "")
-        raise TypeError(f"{name}: expected {expected} >= {minimum}, got {type(value).__name__} {value!r}")
-    if value < minimum:
-        raise ValueError(f"{name}: expected an int >= {minimum}, got {value!r}")
-    return int(value)
+    return validate.check_int(name, value, minimum=minimum, allow_none=allow_none)
 
 
 def check_prob(name: str, value: Any, *, allow_none: bool = False) -> float | None:
-    if value is None and allow_none:
-        return None
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        expected = "a float in [0, 1]" + (" or None" if allow_none else "")
-        raise TypeError(f"{name}: expected {expected}, got {type(value).__name__} {value!r}")
-    v = float(value)
-    if not (0.0 <= v <= 1.0):
-        raise ValueError(f"{name}: expected a float in [0, 1], got {value!r}")
-    return v
+    return validate.check_prob(name, value, allow_none=allow_none, noun="a float")
 
 
-def check_str(name: str, value: Any, *, allow_none: bool = False) -> str | None:
-    if value is None and allow_none:
-        return None
-    if not isinstance(value, str) or not value:
-        expected = "a non-empty str" + (" or None" if allow_none else "")
-        raise TypeError(f"{name}: expected {expected}, got {type(value).__name__} {value!r}")
-    return value
+check_str = validate.check_str
 
 
 def check_choice(name: str, value: Any, choices: Sequence[str]) -> str:
-    if not isinstance(value, str) or value not in choices:
-        raise ValueError(f"{name}: expected one of {list(choices)}, got {value!r}")
-    return value
+    return validate.check_choice(name, value, choices)  # type: ignore[return-value]
 
 
 def check_head(value: Any) -> str:

@@ -25,6 +25,7 @@ import numpy.typing as npt
 import torch
 from torch import nn
 
+from prm_critic import validate
 from prm_critic.critic import StateCritic, StepScores, as_obs_batch
 
 __all__ = ["StateCriticNet", "TorchStateCritic", "HEADS", "STD_FLOOR", "OBS_CLIP"]
@@ -39,10 +40,7 @@ OBS_CLIP = 10.0
 
 def check_std_floor(std_floor) -> float:
     """``std_floor`` as a float; a clear error unless it is a finite number > 0."""
-    if isinstance(std_floor, bool) or not isinstance(std_floor, (int, float, np.integer, np.floating)) \
-            or not np.isfinite(std_floor) or std_floor <= 0:
-        raise ValueError(f"std_floor: expected a finite number > 0, got {std_floor!r}")
-    return float(std_floor)
+    return validate.check_number("std_floor", std_floor, positive=True)  # type: ignore[return-value]
 
 
 def check_obs_clip(obs_clip) -> float:

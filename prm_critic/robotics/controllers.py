@@ -33,6 +33,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from prm_critic import validate
 from prm_critic._optional import require
 from prm_critic.robotics.spec import TaskSpec, load_spec
 
@@ -44,15 +45,11 @@ __all__ = [
 
 
 def _check_prob(name: str, v: Any) -> float:
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0.0 <= float(v) <= 1.0:
-        raise ValueError(f"{name}: expected a number in [0, 1], got {v!r}")
-    return float(v)
+    return validate.check_prob(name, v)  # type: ignore[return-value]
 
 
 def _check_nonneg(name: str, v: Any) -> float:
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not float(v) >= 0.0:
-        raise ValueError(f"{name}: expected a number >= 0, got {v!r}")
-    return float(v)
+    return validate.check_number(name, v, low=0.0)  # type: ignore[return-value]
 
 
 class Controller:

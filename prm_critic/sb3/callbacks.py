@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from prm_critic import validate
 from prm_critic._optional import require
 from prm_critic._io import atomic_write_bytes
 from prm_critic.robotics.spec import TaskSpec, load_spec
@@ -166,8 +167,7 @@ class UnshapedSuccessEval(BaseCallback):
                  deterministic: bool = True, verbose: int = 0):
         super().__init__(verbose)
         for name, v in (("eval_freq", eval_freq), ("n_episodes", n_episodes)):
-            if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
-                raise ValueError(f"{name}: expected a positive integer, got {v!r}")
+            validate.positive_int(name, v)
         self.spec = load_spec(spec)
         if eval_env is None:
             from prm_critic.robotics.make import make_env

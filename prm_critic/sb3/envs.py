@@ -20,6 +20,7 @@ import os
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from prm_critic import validate
 from prm_critic._optional import require
 from prm_critic.critic import BaseCritic
 from prm_critic.robotics.spec import TaskSpec, load_spec
@@ -41,11 +42,8 @@ def check_prune(prune: Any) -> dict[str, Any] | None:
     extra = set(prune) - allowed
     if extra or not {"threshold", "patience"} <= set(prune):
         raise ValueError(f"prune: expected keys threshold, patience (and optional head), got {sorted(prune)}")
-    t, n = prune["threshold"], prune["patience"]
-    if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0.0 <= t <= 1.0:
-        raise ValueError(f"prune['threshold']: expected a number in [0, 1] (a critic score), got {t!r}")
-    if isinstance(n, bool) or not isinstance(n, int) or n <= 0:
-        raise ValueError(f"prune['patience']: expected a positive integer (env steps), got {n!r}")
+    validate.check_prob("prune['threshold']", prune["threshold"], hint=" (a critic score)")
+    validate.positive_int("prune['patience']", prune["patience"], unit="env steps")
     return dict(prune)
 
 
@@ -109,8 +107,7 @@ def make_train_env(spec: "str | TaskSpec", *, critic: Any = None, shaping: str |
 
     spec = load_spec(spec)
     prune = check_prune(prune)
-    if shaping is not None and shaping not in SHAPING_MODES:
-        raise ValueError(f"shaping: expected one of {list(SHAPING_MODES)} or None, got {shaping!r}")
+    validate.check_choice("shaping", shaping, SHAPING_MODES, allow_none=True)
     if (shaping is not None or prune is not None) and critic is None:
         raise ValueError(f"critic: shaping={shaping!r} / prune={prune!r} need a critic, got None")
     env = make_env(spec, **make_kwargs)
@@ -131,8 +128,7 @@ def make_train_env(spec: "str | TaskSpec", *, critic: Any = None, shaping: str |
 def make_vec_train_env(spec: "str | TaskSpec", n_envs: int = 1, *, seed: int | None = None, **kwargs):
     """``DummyVecEnv`` of ``n_envs`` :func:`make_train_env` chains, seeded ``seed + i``."""
     DummyVecEnv = require("stable_baselines3.common.vec_env").DummyVecEnv
-    if isinstance(n_envs, bool) or not isinstance(n_envs, int) or n_envs <= 0:
-        raise ValueError(f"n_envs: expected a positive integer, got {n_envs!r}")
+    validate.positive_int("n_envs", n_envs)
     spec = load_spec(spec)
 
     def factory(i: int) -> Callable[[], Any]:

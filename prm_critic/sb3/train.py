@@ -18,6 +18,7 @@ import warnings
 from pathlib import Path
 from typing import Any, Mapping
 
+from prm_critic import validate
 from prm_critic._optional import require
 from prm_critic.robotics.spec import TaskSpec, load_spec
 from prm_critic.sb3.envs import SHAPING_MODES, check_prune, critic_reference, make_vec_train_env, resolve_critic
@@ -69,9 +70,7 @@ def check_algo_kwargs(algo: str, algo_kwargs: Mapping[str, Any] | None) -> dict[
             raise ValueError(f"algo_kwargs: {key!r} is not an argument of {cls.__name__}{hint} "
                              f"(expected some of {sorted(params - set(own))})")
     if "gamma" in algo_kwargs:
-        g = algo_kwargs["gamma"]
-        if isinstance(g, bool) or not isinstance(g, (int, float)) or not 0 < g <= 1:
-            raise ValueError(f"algo_kwargs['gamma']: expected a number in (0, 1], got {g!r}")
+        validate.check_gamma("algo_kwargs['gamma']", algo_kwargs["gamma"])
     return dict(algo_kwargs)
 
 
@@ -161,43 +160,11 @@ def train_policy(task: "str | TaskSpec", *, algo: str = "sac", critic: Any = Non
         The trained SB3 model. ``model.prm_config`` holds the run's JSON-able configuration, with
         ``trained_steps`` (the env steps trained, ``model.num_timesteps``).
     """
-    if progress_bar is not None:
-        if not isinstance(progress_bar, bool):
-            raise ValueError(f"progress_bar: the older name of progress, expected True or False, got {progress_bar!r}")
-        progress = progress_bar
-    if not isinstance(progress, bool):
-        raise ValueError(f"progress: expected True or False, got {progress!r}")
-    spec = load_spec(task)
-    algo_class(algo)  # validates algo
-    for name, v in (("total_steps", total_steps), ("n_envs", n_envs), ("eval_episodes", eval_episodes)):
-        if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
-            raise ValueError(f"{name}: expected a positive integer, got {v!r}")
-    if eval_freq is not None and (isinstance(eval_freq, bool) or not isinstance(eval_freq, int) or eval_freq <= 0):
-        raise ValueError(f"eval_freq: expected None or a positive integer, got {eval_freq!r}")
-    if checkpoint_freq is not None and (isinstance(checkpoint_freq, bool) or not isinstance(checkpoint_freq, int)
-                                        or checkpoint_freq <= 0):
-        raise ValueError(f"checkpoint_freq: expected None or a positive integer, got {checkpoint_freq!r}")
-    if (checkpoint_freq is not None or resume) and log_dir is None:
-        raise ValueError(f"log_dir: checkpoint_freq={checkpoint_freq!r} / resume={resume!r} need a log_dir, got None")
-    if shaping is not None and shaping not in SHAPING_MODES:
-        raise ValueError(f"shaping: expected one of {list(SHAPING_MODES)} or None, got {shaping!r}")
-    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32:
-        raise ValueError(f"seed: expected an integer in [0, 2**32), got {seed!r}")
-    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not scale > 0:
-        raise ValueError(f"scale: expected a number > 0, got {scale!r}")
-    prune = check_prune(prune)
-    if shaping == "subgoal" and her:
-        raise ValueError("shaping='subgoal' with her=True: the subgoal bonus is paid once per episode and HER's "
-                         "relabelled goals cannot reproduce that from one transition; use shaping='potential' "
-                         "with HER, or her=False")
-    if shaping == "subgoal" and critic is None:
-        critic = "subgoal"
-    if (shaping is not None or prune is not None) and critic is None:
-        raise ValueError(f"critic: shaping={shaping!r} / prune={prune} need a critic ('subgoal', a path or a "
-                         "BaseCritic), got None")
-    if critic is not None and shaping is None and prune is None:
-        raise ValueError(f"shaping: a critic ({critic_reference(critic)}) was given but shaping=None and prune=None; "
-                         f"choose shaping from {list(SHAPING_MODES)}")
+    progress, prune, critic = _check_train_args(
+        algo=algo, critic=critic, shaping=shaping, scale=scale, her=her, prune=prune, total_steps=total_steps,
+        seed=seed, n_envs=n_envs, eval_freq=eval_freq, eval_episodes=eval_episodes, log_dir=log_dir,
+        progress=progress, checkpoint_freq=checkpoint_freq, resume=resume, progress_bar=progress_bar)
+    spec = load_spec(task)  # the one place the task is resolved: everything below gets the TaskSpec
     kw = copy.deepcopy(check_algo_kwargs(algo, algo_kwargs))  # SB3 mutates policy_kwargs in place
     gamma = float(kw.get("gamma", algo_default(algo, "gamma")))
     kw["gamma"] = gamma
@@ -261,31 +228,8 @@ def train_policy(task: "str | TaskSpec", *, algo: str = "sac", critic: Any = Non
     }
     model.prm_resumed_from = []
     if log_path is not None and (checkpoint_freq is not None or resume):
-        from prm_critic.sb3.checkpoint import json_kwargs
-        from prm_critic.sb3.resume import TrainingStateCheckpoint, latest_training_state, load_training_state
-
-        state_dir = log_path / "resume"
-        run_config = {**{k: v for k, v in model.prm_config.items() if k != "total_steps"},
-                      "algo_kwargs": json_kwargs({k: v for k, v in kw.items()
-                                                   if k != "buffer_size" and k not in fitted})[0]}
-        run_config = json.loads(json.dumps(run_config))
-        state = latest_training_state(state_dir) if resume else None
-        if state is not None:
-            _check_resume_config(state["extra"].get("config", {}), run_config, state_dir)
-            load_training_state(state_dir, model)
-            stats.load_state_dict(state["extra"]["stats"])
-            if evaluator is not None and "eval" in state["extra"]:
-                evaluator.load_state_dict(state["extra"]["eval"])
-            model.prm_resumed_from = [*state["extra"].get("resumed_from", []), int(model.num_timesteps)]
-            venv.seed(seed + int(model.num_timesteps))  # a fresh episode, not a replay of the first one
-        if checkpoint_freq is not None:
-            def extra():
-                out = {"config": run_config, "stats": stats.state_dict(), "resumed_from": model.prm_resumed_from}
-                if evaluator is not None:
-                    out["eval"] = evaluator.state_dict()
-                return out
-
-            cbs.append(TrainingStateCheckpoint(state_dir, save_freq=checkpoint_freq, extra_fn=extra))
+        _restore_and_checkpoint(model, venv, log_path / "resume", kw=kw, fitted=fitted, seed=seed, resume=resume,
+                                checkpoint_freq=checkpoint_freq, stats=stats, evaluator=evaluator, cbs=cbs)
     remaining = total_steps - int(model.num_timesteps)
     if remaining > 0:
         planned = int(model.num_timesteps) + planned_steps(model, remaining)
@@ -305,6 +249,70 @@ def train_policy(task: "str | TaskSpec", *, algo: str = "sac", critic: Any = Non
         save_policy(log_path / "policy", model, spec=spec, algo=algo, her=her, algo_kwargs=kw,
                     extra=model.prm_config)
     return model
+
+
+def _check_train_args(*, algo, critic, shaping, scale, her, prune, total_steps, seed, n_envs, eval_freq,
+                      eval_episodes, log_dir, progress, checkpoint_freq, resume, progress_bar):
+    """The argument checks of :func:`train_policy`, before anything is built; returns
+    ``(progress, prune, critic)`` as train_policy uses them."""
+    if progress_bar is not None:
+        progress = validate.check_flag("progress_bar", progress_bar)  # the older name of progress
+    validate.check_flag("progress", progress)
+    validate.check_choice("algo", algo, ALGOS)
+    algo_class(algo)  # the algorithm's package is installed
+    for name, v in (("total_steps", total_steps), ("n_envs", n_envs), ("eval_episodes", eval_episodes)):
+        validate.positive_int(name, v)
+    validate.positive_int("eval_freq", eval_freq, allow_none=True)
+    validate.positive_int("checkpoint_freq", checkpoint_freq, allow_none=True)
+    if (checkpoint_freq is not None or resume) and log_dir is None:
+        raise ValueError(f"log_dir: checkpoint_freq={checkpoint_freq!r} / resume={resume!r} need a log_dir, got None")
+    validate.check_choice("shaping", shaping, SHAPING_MODES, allow_none=True)
+    validate.check_seed("seed", seed)
+    validate.check_number("scale", scale, positive=True)
+    prune = check_prune(prune)
+    if shaping == "subgoal" and her:
+        raise ValueError("shaping='subgoal' with her=True: the subgoal bonus is paid once per episode and HER's "
+                         "relabelled goals cannot reproduce that from one transition; use shaping='potential' "
+                         "with HER, or her=False")
+    if shaping == "subgoal" and critic is None:
+        critic = "subgoal"
+    if (shaping is not None or prune is not None) and critic is None:
+        raise ValueError(f"critic: shaping={shaping!r} / prune={prune} need a critic ('subgoal', a path or a "
+                         "BaseCritic), got None")
+    if critic is not None and shaping is None and prune is None:
+        raise ValueError(f"shaping: a critic ({critic_reference(critic)}) was given but shaping=None and prune=None; "
+                         f"choose shaping from {list(SHAPING_MODES)}")
+    return progress, prune, critic
+
+
+def _restore_and_checkpoint(model, venv, state_dir: Path, *, kw, fitted, seed, resume, checkpoint_freq, stats,
+                            evaluator, cbs) -> None:
+    """Resume ``model`` (and the callbacks' state) from ``state_dir`` when asked and a training
+    state is there; with ``checkpoint_freq`` append the callback that writes the training state."""
+    from prm_critic.sb3.checkpoint import json_kwargs
+    from prm_critic.sb3.resume import TrainingStateCheckpoint, latest_training_state, load_training_state
+
+    run_config = {**{k: v for k, v in model.prm_config.items() if k != "total_steps"},
+                  "algo_kwargs": json_kwargs({k: v for k, v in kw.items()
+                                               if k != "buffer_size" and k not in fitted})[0]}
+    run_config = json.loads(json.dumps(run_config))
+    state = latest_training_state(state_dir) if resume else None
+    if state is not None:
+        _check_resume_config(state["extra"].get("config", {}), run_config, state_dir)
+        load_training_state(state_dir, model)
+        stats.load_state_dict(state["extra"]["stats"])
+        if evaluator is not None and "eval" in state["extra"]:
+            evaluator.load_state_dict(state["extra"]["eval"])
+        model.prm_resumed_from = [*state["extra"].get("resumed_from", []), int(model.num_timesteps)]
+        venv.seed(seed + int(model.num_timesteps))  # a fresh episode, not a replay of the first one
+    if checkpoint_freq is not None:
+        def extra():
+            out = {"config": run_config, "stats": stats.state_dict(), "resumed_from": model.prm_resumed_from}
+            if evaluator is not None:
+                out["eval"] = evaluator.state_dict()
+            return out
+
+        cbs.append(TrainingStateCheckpoint(state_dir, save_freq=checkpoint_freq, extra_fn=extra))
 
 
 def fit_rollout(kw: dict[str, Any], algo: str, total_steps: int, n_envs: int) -> list[str]:

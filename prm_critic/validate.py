@@ -1,0 +1,145 @@
+"""Argument checks shared by the whole library: one place, one message style.
+
+Every check returns the value in its canonical type (``int``, ``float``, ``bool``, ``str``,
+``Path``) or raises :class:`ArgumentError` naming the argument, the value and what was expected::
+
+    positive_int("n_envs", 0)          # ArgumentError: n_envs: expected a positive integer, got 0
+    check_gamma("gamma", 1.5)           # ArgumentError: gamma: expected a number in (0, 1], got 1.5
+    check_choice("algo", "sax", ALGOS)  # ArgumentError: algo: expected one of [...], got 'sax'; did you mean 'sac'?
+
+:class:`ArgumentError` is both a ``ValueError`` and a ``TypeError``: a wrong value and a wrong
+type are the same mistake for the caller (a bad argument), and ``except ValueError`` catches both.
+``bool`` is never accepted as a number (``True`` is an ``int`` in Python). numpy scalars are
+accepted (they register as :class:`numbers.Integral` / :class:`numbers.Real`).
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import numbers
+import os
+from pathlib import Path
+from typing import Any, Sequence
+
+__all__ = [
+    "ArgumentError", "check_int", "positive_int", "check_number", "check_prob", "check_gamma", "check_seed",
+    "check_flag", "check_str", "check_choice", "check_file",
+]
+
+
+class ArgumentError(ValueError, TypeError):
+    """An argument the library cannot use; the message names it, its value and what was expected."""
+
+
+def _is_int(value: Any) -> bool:
+    return not isinstance(value, bool) and isinstance(value, numbers.Integral)
+
+
+def _is_real(value: Any) -> bool:
+    return not isinstance(value, bool) and isinstance(value, numbers.Real)
+
+
+def check_int(name: str, value: Any, *, minimum: int, allow_none: bool = False) -> int | None:
+    """``value`` as an ``int >= minimum`` (``None`` too with ``allow_none``)."""
+    if value is None and allow_none:
+        return None
+    if not _is_int(value):
+        expected = "an int" + (" or None" if allow_none else "")
+        raise ArgumentError(f"{name}: expected {expected} >= {minimum}, got {type(value).__name__} {value!r}")
+    if value < minimum:
+        raise ArgumentError(f"{name}: expected an int >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def positive_int(name: str, value: Any, *, allow_none: bool = False, unit: str = "") -> int | None:
+    """``value`` as an ``int > 0`` (``None`` too with ``allow_none``); ``unit`` is named in the message."""
+    if value is None and allow_none:
+        return None
+    if not _is_int(value) or value <= 0:
+        what = ("None or a positive integer" if allow_none else "a positive integer") + (f" ({unit})" if unit else "")
+        raise ArgumentError(f"{name}: expected {what}, got {value!r}")
+    return int(value)
+
+
+def check_number(name: str, value: Any, *, low: float | None = None, high: float | None = None,
+                 positive: bool = False, allow_none: bool = False) -> float | None:
+    """``value`` as a finite ``float`` with ``low <= value <= high`` (and ``> 0`` with ``positive``)."""
+    if value is None and allow_none:
+        return None
+    ok = _is_real(value)
+    if ok:
+        v = float(value)
+        ok = math.isfinite(v) and (low is None or v >= low) and (high is None or v <= high) and (not positive or v > 0)
+    if not ok:
+        rng = ([] if not positive else ["> 0"]) + ([] if low is None else [f">= {low}"]) \
+            + ([] if high is None else [f"<= {high}"])
+        what = "a finite number" + (f" {' and '.join(rng)}" if rng else "") + (" or None" if allow_none else "")
+        raise ArgumentError(f"{name}: expected {what}, got {value!r}")
+    return float(value)
+
+
+def check_prob(name: str, value: Any, *, allow_none: bool = False, noun: str = "a number",
+               hint: str = "") -> float | None:
+    """``value`` as a ``float`` in ``[0, 1]`` (a probability or a critic score); ``hint`` is added to the message."""
+    if value is None and allow_none:
+        return None
+    if not _is_real(value) or not 0.0 <= float(value) <= 1.0:
+        if not _is_real(value):
+            raise ArgumentError(f"{name}: expected {noun} in [0, 1]{' or None' if allow_none else ''}, "
+                                f"got {type(value).__name__} {value!r}")
+        raise ArgumentError(f"{name}: expected {noun} in [0, 1]{hint}, got {value!r}")
+    return float(value)
+
+
+def check_gamma(name: str, value: Any, *, hint: str = "") -> float:
+    """A discount factor: a ``float`` in ``(0, 1]``; ``hint`` is added to the message."""
+    if not _is_real(value) or not math.isfinite(float(value)) or not 0.0 < float(value) <= 1.0:
+        raise ArgumentError(f"{name}: expected a number in (0, 1]{hint}, got {value!r}")
+    return float(value)
+
+
+def check_seed(name: str, value: Any) -> int:
+    """A seed numpy and the RL libraries accept: an ``int`` in ``[0, 2**32)``."""
+    if not _is_int(value) or not 0 <= value < 2**32:
+        raise ArgumentError(f"{name}: expected an integer in [0, 2**32), got {value!r}")
+    return int(value)
+
+
+def check_flag(name: str, value: Any) -> bool:
+    """A ``bool`` flag (``1``, ``"yes"`` and ``None`` are refused: no truthiness guessing)."""
+    if not isinstance(value, bool):
+        raise ArgumentError(f"{name}: expected True or False, got {value!r}")
+    return value
+
+
+def check_str(name: str, value: Any, *, allow_none: bool = False) -> str | None:
+    """A non-empty ``str`` (``None`` too with ``allow_none``)."""
+    if value is None and allow_none:
+        return None
+    if not isinstance(value, str) or not value:
+        expected = "a non-empty str" + (" or None" if allow_none else "")
+        raise ArgumentError(f"{name}: expected {expected}, got {type(value).__name__} {value!r}")
+    return value
+
+
+def check_choice(name: str, value: Any, choices: Sequence[str], *, allow_none: bool = False) -> str | None:
+    """One of ``choices``; a near miss is named (``did you mean ...?``)."""
+    if value is None and allow_none:
+        return None
+    if not isinstance(value, str) or value not in choices:
+        close = difflib.get_close_matches(value, list(choices), n=1) if isinstance(value, str) else []
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        none = " or None" if allow_none else ""
+        raise ArgumentError(f"{name}: expected one of {list(choices)}{none}, got {value!r}{hint}")
+    return value
+
+
+def check_file(name: str, path: Any, *, what: str = "file") -> Path:
+    """``path`` (a ``str`` or ``os.PathLike``) as a :class:`Path` to an existing file."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise ArgumentError(f"{name}: expected a path to a {what}, got {type(path).__name__} {path!r}")
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"{name}: {what} {str(p)!r} does not exist")
+    return p
