@@ -321,6 +321,10 @@ class TqdmCallback(BaseCallback):
         return True
 
     def _on_training_end(self) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the bar (idempotent); ``train_policy`` calls it also when training raises."""
         if self._bar is not None:
             self._bar.close()
             self._bar = None

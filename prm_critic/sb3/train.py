@@ -239,7 +239,11 @@ def train_policy(task: "str | TaskSpec", *, algo: str = "sac", critic: Any = Non
             warnings.warn(note, UserWarning, stacklevel=2)
         if bar is not None:
             bar.total = planned  # the steps this run will train, not fewer
-        model.learn(total_timesteps=remaining, callback=cbs, reset_num_timesteps=not model.prm_resumed_from)
+        try:
+            model.learn(total_timesteps=remaining, callback=cbs, reset_num_timesteps=not model.prm_resumed_from)
+        finally:
+            if bar is not None:
+                bar.close()  # also when training stops with an error: no bar left behind on the terminal
     model.prm_config["trained_steps"] = int(model.num_timesteps)
     model.prm_stats = stats
     model.prm_eval = evaluator
