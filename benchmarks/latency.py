@@ -1,5 +1,10 @@
-"""Critic latency: torch eager vs onnxruntime (plain ``run`` and IOBinding), and the reward shaper's
-overhead on a FetchPush-v4 step, side by side in one run.
+"""Critic latency: torch eager vs onnxruntime (plain ``run`` and IOBinding), and the env wrappers'
+overhead in the control loop, side by side in one run: a FetchPush-v4 step raw, with the reward
+shaper (constant critic, OnnxCritic, + dead-end pruner, ``deadline_s``, and the per-step work of
+earlier versions: ``score()`` instead of the batch-1 path and ``info_subgoals=True``), a PointMaze
+step with and without a deadline, and 16 FetchPush envs with the SB3 and gymnasium vector shapers.
+Each step splits into the inner env's time, the critic's time and the wrapper's own time, all
+measured inside the same step (a pass-through timer below the wrapper, a timer around the critic).
 
 The critic is a FetchPush-sized state critic (obs_dim 31, hidden 256x256, ReLU), exported by
 ``prm_critic.onnx.export_state_critic``. All methods run on one thread (``torch.set_num_threads(1)``;
@@ -7,7 +12,7 @@ onnxruntime intra/inter-op threads 1, sequential execution, all graph optimisati
 measured in interleaved rounds (method A for n calls, method B for n calls, ... repeated), so a
 burst of load from other processes hits every method alike; percentiles pool all rounds.
 
-Run (1-2 minutes; ``--out docs/latency.md`` writes the raw data to ``benchmarks/results/latency.json``
+Run (about 5 minutes; ``--out docs/latency.md`` writes the raw data to ``benchmarks/results/latency.json``
 and renders the doc and its plot from it; ``--render`` rewrites the doc from the raw data alone)::
 
     python benchmarks/latency.py --out docs/latency.md
@@ -122,67 +127,228 @@ def bench_critic(args, paths, net, bar) -> list[dict]:
     return rows
 
 
+def _timed_wrappers():
+    """Pass-through wrappers that add up the time spent below them (the inner env's own step), so
+    that a wrapper's self time is ``total - inner`` in the same call: far less noisy than the
+    difference of two separately measured means on a loaded machine."""
+    import gymnasium as gym
+    from stable_baselines3.common.vec_env import VecEnvWrapper
+
+    pc = time.perf_counter_ns
+
+    class TimedEnv(gym.Wrapper):
+        inner_ns = 0
+
+        def step(self, action):
+            t0 = pc()
+            out = self.env.step(action)
+            self.inner_ns += pc() - t0
+            return out
+
+    class TimedVector(gym.vector.VectorWrapper):
+        inner_ns = 0
+
+        def step(self, actions):
+            t0 = pc()
+            out = self.env.step(actions)
+            self.inner_ns += pc() - t0
+            return out
+
+    class TimedVecEnv(VecEnvWrapper):
+        inner_ns = 0
+
+        def reset(self):
+            return self.venv.reset()
+
+        def step_wait(self):
+            t0 = pc()
+            out = self.venv.step_wait()
+            self.inner_ns += pc() - t0
+            return out
+
+    return TimedEnv, TimedVector, TimedVecEnv
+
+
+class _CriticClock:
+    """Adds up the time spent inside critic calls (``score`` / ``score_one``) of the critics it wraps."""
+
+    ns = 0
+
+    def wrap(self, critic):
+        import functools
+
+        pc = time.perf_counter_ns
+        for name in ("score", "score_one"):
+            fn = getattr(critic, name, None)
+            if fn is None:
+                continue
+
+            @functools.wraps(fn)  # keeps the signature (the shaper passes check=False to score_one)
+            def timed(*a, _fn=fn, **k):
+                t0 = pc()
+                try:
+                    return _fn(*a, **k)
+                finally:
+                    self.ns += pc() - t0
+
+            setattr(critic, name, timed)
+        return critic
+
+
+def _find_timed(env):
+    e = env
+    while not hasattr(e, "inner_ns"):
+        e = getattr(e, "env", None) or e.venv
+    return e
+
+
+def _step_rounds(variants: dict, actions: dict, rounds: int, per_round: int, bar, clock: _CriticClock) -> dict:
+    """Interleaved rounds over ``variants`` (name -> (env, kind)); per step: total ns, the ns spent
+    in the timed inner env and the ns spent in critic calls. Round 0 is warm-up."""
+    pc = time.perf_counter_ns
+    total: dict[str, list[int]] = {k: [] for k in variants}
+    inner: dict[str, list[int]] = {k: [] for k in variants}
+    crit: dict[str, list[int]] = {k: [] for k in variants}
+    for e, kind in variants.values():
+        if kind == "sb3":
+            e.reset()
+        else:
+            e.reset(seed=0)
+    counter = {k: 0 for k in variants}
+    for r in range(rounds + 1):
+        for k, (e, kind) in variants.items():
+            timed = _find_timed(e)
+            acts = actions[kind] if kind != "single" else actions[kind][:, :e.action_space.shape[0]]
+            for _ in range(per_round):
+                a = acts[counter[k] % len(acts)]
+                counter[k] += 1
+                before, c0 = timed.inner_ns, clock.ns
+                t0 = pc()
+                out = e.step(a)
+                dt = pc() - t0
+                if r:
+                    total[k].append(dt)
+                    inner[k].append(timed.inner_ns - before)
+                    crit[k].append(clock.ns - c0)
+                if kind == "single" and (out[2] or out[3]):
+                    e.reset()
+        if r and bar is not None:
+            bar.update(1)
+    return {"total": total, "inner": inner, "critic": crit}
+
+
 def bench_shaper(args, paths, bar) -> dict:
-    from prm_critic.onnx import OnnxCritic
-    from prm_critic.robotics.make import make_env
-    from prm_critic.wrappers import PRMRewardShaper
+    """Single FetchPush-v4 env: raw, shaper (constant critic / OnnxCritic / + pruner / deadline /
+    the earlier per-step work: ``score()`` and ``info_subgoals``); PointMaze_UMaze-v3 with a constant critic with and without a deadline; and
+    ``args.n_envs`` FetchPush envs in an SB3 DummyVecEnv and a gymnasium SyncVectorEnv, raw and with
+    the vector shapers (OnnxCritic, dynamic batch). All in one interleaved run."""
+    import gymnasium as gym
+    from stable_baselines3.common.vec_env import DummyVecEnv
 
     from prm_critic.critic import BaseCritic, StepScores
+    from prm_critic.onnx import OnnxCritic
+    from prm_critic.robotics.make import CriticInputLayout, make_env, register_robotics_envs
+    from prm_critic.robotics.spec import load_spec
+    from prm_critic.sb3 import VecPRMRewardShaper
+    from prm_critic.wrappers import DeadEndPruner, PRMRewardShaper, PRMRewardShaperVector
 
-    raw = make_env("FetchPush-v4")
-    critic = OnnxCritic(paths[1], provider="cpu", allow_spinning=args.spinning)
-    critic.check_env(raw)
+    TimedEnv, TimedVector, TimedVecEnv = _timed_wrappers()
+    push = "FetchPush-v4"
+    maze = "PointMaze_UMaze-v3"
+    spin = args.spinning
+    clock = _CriticClock()
+    critic = OnnxCritic(paths[1], provider="cpu", allow_spinning=spin)
+    critic.check_env(make_env(push))
+    critic_layout = critic.layout
+    clock.wrap(critic)
+    dyn = clock.wrap(OnnxCritic(paths["dynamic"], provider="cpu", allow_spinning=spin))
 
     class ConstantCritic(BaseCritic):
         """Scores nothing: isolates the wrapper's own cost from the critic's."""
 
-        obs_dim = critic.obs_dim
-        layout = critic.layout
+        def __init__(self, layout):
+            self.layout, self.obs_dim = layout, layout.obs_dim
 
         def score(self, steps):
             n = len(steps)
             return StepScores(np.zeros(n, np.float32), np.zeros(n, np.float32))
 
-    envs = {
-        "env.step (raw)": raw,
-        "PRMRewardShaper(constant critic)": PRMRewardShaper(make_env("FetchPush-v4"), ConstantCritic(), gamma=0.98),
-        "PRMRewardShaper(OnnxCritic)": PRMRewardShaper(make_env("FetchPush-v4"), critic, gamma=0.98),
-        "PRMRewardShaper(OnnxCritic, deadline_s=0.005)": PRMRewardShaper(
-            make_env("FetchPush-v4"), OnnxCritic(paths[1], provider="cpu", allow_spinning=args.spinning),
-            gamma=0.98, deadline_s=0.005),
+        def score_one(self, x):
+            return 0.0, 0.0
+
+    class ScoreOnly(BaseCritic):
+        """The OnnxCritic without its batch-1 entry: the shaper calls ``score(x[None])``, as earlier versions did."""
+
+        def __init__(self, inner):
+            self.inner, self.layout, self.obs_dim = inner, inner.layout, inner.obs_dim
+
+        def score(self, steps):
+            return self.inner.score(steps)
+
+    maze_env = make_env(maze)
+    maze_const = clock.wrap(ConstantCritic(CriticInputLayout.from_space(load_spec(maze), maze_env.observation_space)))
+    push_const = clock.wrap(ConstantCritic(critic_layout))
+    n = args.n_envs
+
+    def push_env():
+        return TimedEnv(make_env(push))
+
+    register_robotics_envs()
+    single = {
+        "FetchPush: env.step (raw)": TimedEnv(make_env(push)),
+        "FetchPush: PRMRewardShaper(constant critic)": PRMRewardShaper(push_env(), push_const,
+                                                                       gamma=0.98),
+        "FetchPush: PRMRewardShaper(OnnxCritic)": PRMRewardShaper(push_env(), critic, gamma=0.98),
+        "FetchPush: DeadEndPruner(PRMRewardShaper(OnnxCritic))": DeadEndPruner(
+            PRMRewardShaper(push_env(), critic, gamma=0.98), critic, threshold=0.0, patience=10),
+        "FetchPush: PRMRewardShaper(OnnxCritic, info_subgoals=True)": PRMRewardShaper(
+            push_env(), critic, gamma=0.98, spec=push, info_subgoals=True),
+        "FetchPush: PRMRewardShaper(OnnxCritic via score(), info_subgoals=True) [earlier per-step work]":
+            PRMRewardShaper(push_env(), ScoreOnly(critic), gamma=0.98, spec=push, info_subgoals=True),
+        "FetchPush: PRMRewardShaper(OnnxCritic, deadline_s=0.005)": PRMRewardShaper(
+            push_env(), clock.wrap(OnnxCritic(paths[1], provider="cpu", allow_spinning=spin)), gamma=0.98,
+            deadline_s=0.005),
+        "PointMaze: env.step (raw)": TimedEnv(make_env(maze)),
+        "PointMaze: PRMRewardShaper(constant critic)": PRMRewardShaper(TimedEnv(make_env(maze)), maze_const,
+                                                                       gamma=0.99),
+        "PointMaze: PRMRewardShaper(constant critic, deadline_s=0.005)": PRMRewardShaper(
+            TimedEnv(make_env(maze)), maze_const, gamma=0.99, deadline_s=0.005),
+    }
+    vec = {
+        f"DummyVecEnv({n}): raw": (TimedVecEnv(DummyVecEnv([lambda: make_env(push)] * n)), "sb3"),
+        f"DummyVecEnv({n}): VecPRMRewardShaper(OnnxCritic)": (
+            VecPRMRewardShaper(TimedVecEnv(DummyVecEnv([lambda: make_env(push)] * n)), dyn, gamma=0.98), "sb3"),
+        f"make_vec({n}, sync): raw": (TimedVector(gym.make_vec(push, num_envs=n, vectorization_mode="sync")), "gym"),
+        f"make_vec({n}, sync): PRMRewardShaperVector(OnnxCritic)": (
+            PRMRewardShaperVector(TimedVector(gym.make_vec(push, num_envs=n, vectorization_mode="sync")), dyn,
+                                  gamma=0.98), "gym"),
     }
     rng = np.random.default_rng(0)
-    actions = rng.uniform(-1, 1, (512, 4)).astype(np.float32)
-    for i, e in enumerate(envs.values()):
-        e.reset(seed=i)
-    times: dict[str, list[int]] = {k: [] for k in envs}
-    counter = {k: 0 for k in envs}
-    pc = time.perf_counter_ns
+    actions = {"single": rng.uniform(-1, 1, (512, 4)).astype(np.float32)}
+    actions["sb3"] = actions["gym"] = rng.uniform(-1, 1, (64, n, 4)).astype(np.float32)
     per_round = max(1, args.shaper_steps // args.rounds)
-    warm = True
-    for _ in range(args.rounds + 1):
-        for k, e in envs.items():
-            for _ in range(per_round):
-                a = actions[counter[k] % len(actions)]
-                counter[k] += 1
-                t0 = pc()
-                _, _, term, trunc, _ = e.step(a)
-                dt = pc() - t0
-                if not warm:
-                    times[k].append(dt)
-                if term or trunc:
-                    e.reset()
-        if warm:
-            warm = False
-        elif bar is not None:
-            bar.update(1)
-    stats = {k: _pcts(v) for k, v in times.items()}
-    means = {k: float(np.mean(v)) / 1e3 for k, v in times.items()}
-    shaped = envs["PRMRewardShaper(OnnxCritic, deadline_s=0.005)"]
-    fallbacks = shaped.stats["fallbacks"]
-    for e in envs.values():
+    vec_per_round = max(1, args.vec_steps // args.rounds)
+    res_single = _step_rounds({k: (e, "single") for k, e in single.items()}, actions, args.rounds, per_round, bar,
+                              clock)
+    res_vec = _step_rounds(vec, actions, args.rounds, vec_per_round, bar, clock)
+    out = {"single": {}, "vec": {}, "n_envs": n}
+    for group, res in (("single", res_single), ("vec", res_vec)):
+        for k in res["total"]:
+            tot = np.asarray(res["total"][k], np.float64)
+            own = tot - np.asarray(res["inner"][k], np.float64)
+            crit = np.asarray(res["critic"][k], np.float64)
+            wrap = own - crit
+            out[group][k] = {"p50": _pcts(tot)[0], "p99": _pcts(tot)[1], "mean": float(tot.mean()) / 1e3,
+                             "self_p50": float(np.median(own)) / 1e3, "self_mean": float(own.mean()) / 1e3,
+                             "critic_p50": float(np.median(crit)) / 1e3, "critic_mean": float(crit.mean()) / 1e3,
+                             "wrapper_p50": float(np.median(wrap)) / 1e3, "wrapper_mean": float(wrap.mean()) / 1e3,
+                             "n": len(tot)}
+    out["deadline_fallbacks"] = {k: e.stats["fallbacks"] for k, e in single.items() if "deadline" in k}
+    for e in single.values():
         e.close()
-    return {"stats": stats, "means": means, "n": {k: len(v) for k, v in times.items()}, "deadline_fallbacks": fallbacks}
+    for e, _ in vec.values():
+        e.close()
+    return out
 
 
 def bench_in_loop(args, paths, bar) -> dict:
@@ -248,7 +414,7 @@ def render(raw: dict) -> str:
     rows, shaper, in_loop = raw["rows"], raw.get("shaper"), raw.get("in_loop")
     gpu_rows, gpu_note = raw.get("gpu_rows") or [], raw.get("gpu_note", "")
     lines = ["# Critic latency: torch eager vs onnxruntime", ""]
-    lines += ["Reproduce (from the repository root, CPU, 1-2 minutes on 2 shared cores):", "", "```bash",
+    lines += ["Reproduce (from the repository root, CPU, about 5 minutes on 2 shared cores):", "", "```bash",
               raw["command"], "```", "",
               f"Generated by `python benchmarks/latency.py --render` from `{RAW.relative_to(ROOT).as_posix()}`, "
               "the raw data that command measured.", ""]
@@ -272,21 +438,7 @@ def render(raw: dict) -> str:
               f"- ONNX >= 4x faster than torch eager (p50): **{'met' if io['speedup'] >= 4 else 'not met'}** "
               f"({io['speedup']:.2f}x; `score_one` {b1['OnnxCritic.score_one']['speedup']:.2f}x)", ""]
     if shaper is not None:
-        st, means = shaper["stats"], shaper["means"]
-        raw50, rawm = st["env.step (raw)"][0], means["env.step (raw)"]
-        lines += ["## Reward-shaper overhead on a FetchPush-v4 step (µs per `env.step`)", "",
-                  "| env | p50 | p99 | p99.9 | mean | overhead vs raw (p50) | overhead vs raw (mean) | steps |",
-                  "|---|---:|---:|---:|---:|---:|---:|---:|"]
-        for k, (p50, p99, p999) in st.items():
-            lines.append(f"| {k} | {p50:.1f} | {p99:.1f} | {p999:.1f} | {means[k]:.1f} | "
-                         f"{100 * (p50 - raw50) / raw50:+.1f}% | {100 * (means[k] - rawm) / rawm:+.1f}% | {shaper['n'][k]} |")
-        ov = 100 * (st["PRMRewardShaper(OnnxCritic)"][0] - raw50) / raw50
-        wrap = 100 * (st["PRMRewardShaper(constant critic)"][0] - raw50) / raw50
-        lines += ["", f"Goal: shaper overhead <= 5% (p50, no deadline): **{'met' if ov <= 5 else 'not met'}** ({ov:+.1f}%; "
-                  f"the wrapper alone with a constant critic: {wrap:+.1f}%). "
-                  f"Deadline variant fell back {shaper['deadline_fallbacks']} times (critic later than 5 ms).",
-                  "The shaper's work per step: flatten the observation dict, validate it, one critic call "
-                  "(batch 1), and the info dict (critic inputs of s and s', subgoal flags).", ""]
+        lines += _render_shaper(shaper)
     if in_loop is not None:
         lines += ["## The critic inside a control loop (µs per `OnnxCritic.score_one`, batch-1 export)", "",
                   "A MuJoCo step evicts the critic's weights (~290 KB) from the core's caches; the first call after "
@@ -305,6 +457,71 @@ def render(raw: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _pct(part: float, whole: float) -> str:
+    return f"{100 * part / whole:.1f}%"
+
+
+def _render_shaper(sh: dict) -> list[str]:
+    single, vec, n = sh["single"], sh["vec"], sh["n_envs"]
+    lines = ["## Wrapper overhead in the control loop (µs per step, one interleaved run)", "",
+             "Every env sits on a pass-through timer and every critic on a call timer, so each step splits, "
+             "within the same call, into the inner env's time, the critic's time (*critic*) and the wrapper's "
+             "own work (*wrapper*: flatten and validate the observation, the shaping term, the info keys; "
+             "*self* = critic + wrapper). Splits measured within one call are barely touched by load from other "
+             "processes; the end-to-end overhead (p50 and mean vs the raw env, measured in separate steps) is "
+             "shown too and is the noisier figure. The critic is called right after a MuJoCo step, with its "
+             "weights evicted from the caches (see the control-loop section below).", "",
+             "| env | p50 | p99 | mean | vs raw (p50) | vs raw (mean) | self p50 | critic p50 | wrapper p50 "
+             "| self / raw p50 | wrapper / raw p50 | steps |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    raws = {k.split(":")[0]: v for k, v in single.items() if k.endswith("(raw)")}
+    for k, v in single.items():
+        raw = raws[k.split(":")[0]]
+        lines.append(f"| {k} | {v['p50']:.1f} | {v['p99']:.1f} | {v['mean']:.1f} | "
+                     f"{100 * (v['p50'] - raw['p50']) / raw['p50']:+.1f}% | "
+                     f"{100 * (v['mean'] - raw['mean']) / raw['mean']:+.1f}% | {v['self_p50']:.1f} | "
+                     f"{v['critic_p50']:.1f} | {v['wrapper_p50']:.1f} | {_pct(v['self_p50'], raw['p50'])} | "
+                     f"{_pct(v['wrapper_p50'], raw['p50'])} | {v['n']} |")
+    key = "FetchPush: PRMRewardShaper(OnnxCritic)"
+    old = next((k for k in single if k.endswith("[earlier per-step work]")), None)
+    raw = raws["FetchPush"]
+    cur = single[key]
+    share = 100 * cur["self_p50"] / raw["p50"]
+    e2e = 100 * (cur["p50"] - raw["p50"]) / raw["p50"]
+    lines += ["", f"Goal: shaper cost <= 5% of a FetchPush step (no deadline, critic included): "
+              f"**{'met' if share <= 5 else 'not met'}** (self time {cur['self_p50']:.1f} µs = {share:.1f}% of the "
+              f"raw step's p50 {raw['p50']:.1f} µs: critic {cur['critic_p50']:.1f} µs, wrapper "
+              f"{cur['wrapper_p50']:.1f} µs = {_pct(cur['wrapper_p50'], raw['p50'])}; end-to-end p50 {e2e:+.1f}%)."]
+    if old is not None:
+        o = single[old]
+        lines += [f"The earlier per-step work (`score()` instead of the batch-1 path, subgoals evaluated every "
+                  f"step) costs {o['self_p50']:.1f} µs = {_pct(o['self_p50'], raw['p50'])} (critic "
+                  f"{o['critic_p50']:.1f} µs, wrapper {o['wrapper_p50']:.1f} µs), so the default path takes "
+                  f"{100 * (1 - cur['self_p50'] / o['self_p50']):.0f}% less time."]
+    lines += ["Deadline variants fell back "
+              + ", ".join(f"{v} times ({k.split(':')[0]})" for k, v in sh["deadline_fallbacks"].items())
+              + " (critic later than 5 ms).", ""]
+    lines += [f"### {n} FetchPush-v4 envs, one critic call per vector step (µs per vector step)", "",
+              f"The critic scores all sub-envs' observations in one batch-{n} call of the dynamic export.",
+              "",
+              "| vector env | p50 | mean | vs raw (p50) | self p50 | critic p50 | wrapper p50 | self per env-step "
+              "| wrapper per env-step | steps |",
+              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    vraws = {k.split(":")[0]: v for k, v in vec.items() if k.endswith("raw")}
+    for k, v in vec.items():
+        raw = vraws[k.split(":")[0]]
+        lines.append(f"| {k} | {v['p50']:.1f} | {v['mean']:.1f} | {100 * (v['p50'] - raw['p50']) / raw['p50']:+.1f}% | "
+                     f"{v['self_p50']:.1f} | {v['critic_p50']:.1f} | {v['wrapper_p50']:.1f} | "
+                     f"{v['self_p50'] / n:.2f} | {v['wrapper_p50'] / n:.2f} | {v['n']} |")
+    vk = f"DummyVecEnv({n}): VecPRMRewardShaper(OnnxCritic)"
+    per, wper = vec[vk]["self_p50"] / n, vec[vk]["wrapper_p50"] / n
+    lines += ["", f"Goal: `VecPRMRewardShaper` <= 3 µs per env-step over {n} envs: "
+              f"**{'met' if per <= 3 else 'not met'}** with the critic call ({per:.2f} µs: critic "
+              f"{vec[vk]['critic_p50'] / n:.2f} µs, wrapper {wper:.2f} µs); the wrapper's own work alone: "
+              f"**{'met' if wper <= 3 else 'not met'}** ({wper:.2f} µs).", ""]
+    return lines
+
+
 def plot(raw: dict, path: Path) -> None:
     """Grouped bars of p50 latency per batch size and method (log scale), and the shaper overhead, from the raw data."""
     rows, shaper = raw["rows"], raw.get("shaper")
@@ -314,7 +531,7 @@ def plot(raw: dict, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     methods = list(dict.fromkeys(r["method"].replace("OnnxCritic.score_one", "OnnxCritic.score") for r in rows))
-    fig, axes = plt.subplots(1, 2 if shaper else 1, figsize=(12 if shaper else 7, 4.2), squeeze=False)
+    fig, axes = plt.subplots(1, 2 if shaper else 1, figsize=(14 if shaper else 7, 4.8), squeeze=False)
     ax = axes[0, 0]
     width = 0.8 / len(methods)
     for j, m in enumerate(methods):
@@ -329,13 +546,20 @@ def plot(raw: dict, path: Path) -> None:
     ax.legend(fontsize=8)
     if shaper:
         ax = axes[0, 1]
-        st = shaper["stats"]
+        st = shaper["single"]
         names = list(st)
-        ax.barh(range(len(names)), [st[k][0] for k in names], color="tab:gray")
-        ax.set_yticks(range(len(names)), [n.replace("PRMRewardShaper", "Shaper") for n in names], fontsize=8)
+        y = np.arange(len(names))
+        ax.barh(y, [st[k]["p50"] for k in names], color="tab:gray", label="p50 step")
+        ax.barh(y, [st[k]["critic_p50"] for k in names], color="tab:blue", label="critic (in the step)")
+        ax.barh(y, [st[k]["wrapper_p50"] for k in names], left=[st[k]["critic_p50"] for k in names],
+                color="tab:red", label="wrapper's own work")
+        short = [n.replace("PRMRewardShaper", "Shaper").replace("DeadEndPruner", "Pruner")
+                 .replace(" [earlier per-step work]", " [earlier]") for n in names]
+        ax.set_yticks(y, short, fontsize=6)
         ax.invert_yaxis()
-        ax.set_xlabel("p50 per FetchPush-v4 env.step (µs)")
-        ax.set_title("Reward-shaper overhead")
+        ax.set_xlabel("µs per env.step (p50)")
+        ax.set_title("Wrapper overhead in the control loop")
+        ax.legend(fontsize=7)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100)
@@ -349,7 +573,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--min-calls", type=int, default=300, help="minimum timed calls per method at large batches")
     p.add_argument("--rounds", type=int, default=20, help="interleaving rounds (default 20)")
     p.add_argument("--warmup", type=int, default=200, help="untimed warm-up calls per method (default 200)")
-    p.add_argument("--shaper-steps", type=int, default=3000, help="timed env steps per shaper variant")
+    p.add_argument("--shaper-steps", type=int, default=3000, help="timed env steps per single-env shaper variant")
+    p.add_argument("--vec-steps", type=int, default=200, help="timed vector steps per vector variant")
+    p.add_argument("--n-envs", type=int, default=16, help="sub-envs of the vector variants (default 16)")
     p.add_argument("--no-shaper", action="store_true", help="skip the reward-shaper section")
     p.add_argument("--no-spinning", dest="spinning", action="store_false",
                    help="session.intra_op.allow_spinning=0 (kinder to shared cores)")
@@ -364,7 +590,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"wrote {render_file(args.raw, args.md)}")
         return 0
     args.argv = [a for a in argv]
-    for name in ("iters", "min_calls", "rounds", "warmup", "shaper_steps"):
+    for name in ("iters", "min_calls", "rounds", "warmup", "shaper_steps", "vec_steps", "n_envs"):
         if getattr(args, name) <= 0:
             p.error(f"--{name.replace('_', '-')}: expected a positive int, got {getattr(args, name)}")
 
@@ -385,7 +611,8 @@ def main(argv: list[str] | None = None) -> int:
                   "sizes": {"observation": 25, "achieved_goal": 3, "desired_goal": 3}}
         paths = {1: export_state_critic(net, Path(d) / "c.b1.onnx", batch=1, task="FetchPush-v4", layout=layout),
                  "dynamic": export_state_critic(net, Path(d) / "c.onnx", task="FetchPush-v4", layout=layout)}
-        total = len(BATCHES) * args.rounds + (0 if args.no_shaper else 2 * args.rounds)
+        total = len(BATCHES) * args.rounds + (0 if args.no_shaper else 3 * args.rounds)
+        load0 = os.getloadavg() if hasattr(os, "getloadavg") else None
         with tqdm(total=total, desc="latency rounds", file=sys.stderr) as bar:
             rows = bench_critic(args, paths, net, bar)
             shaper = None if args.no_shaper else bench_shaper(args, paths, bar)
@@ -393,7 +620,8 @@ def main(argv: list[str] | None = None) -> int:
         gpu_rows, gpu_note = bench_gpu(args, paths)
     load = os.getloadavg() if hasattr(os, "getloadavg") else None
     env_info = (f"{platform.machine()} CPU, {os.cpu_count()} logical cores shared with other jobs "
-                f"(1-min load average at the end {load[0]:.1f})" if load else f"{platform.machine()} CPU")
+                f"(1-min load average {load0[0]:.1f} at the start, {load[0]:.1f} at the end)"
+                if load and load0 else f"{platform.machine()} CPU")
     env_info += (f"; Python {platform.python_version()}, torch {torch.__version__}, onnxruntime {ort.__version__}, "
                  f"allow_spinning={'1' if args.spinning else '0'}; {time.strftime('%Y-%m-%d')}")
     raw = {"about": "Latencies in microseconds measured by benchmarks/latency.py; docs/latency.md is rendered "

@@ -23,6 +23,8 @@ from stable_baselines3.common import vec_env  # noqa: E402
 
 __all__ = ["VecPRMRewardShaper"]
 
+_NO_ROWS = np.zeros(0, dtype=np.intp)
+
 
 def _venv_env_id(venv) -> str | None:
     """The gymnasium id of the first sub-env (``None`` when the VecEnv cannot tell)."""
@@ -144,8 +146,10 @@ class VecPRMRewardShaper(vec_env.VecEnvWrapper):
         obs, rews, dones, infos = self.venv.step_wait()
         n = self.num_envs
         x_now = self._flatten.batch(obs)
-        done_idx = np.flatnonzero(dones)
-        if len(done_idx):
+        dones_b = np.asarray(dones, dtype=bool)
+        any_done = bool(dones_b.any())
+        done_idx = np.flatnonzero(dones_b) if any_done else _NO_ROWS
+        if any_done:
             missing = [int(i) for i in done_idx if "terminal_observation" not in infos[i]]
             if missing:
                 raise KeyError(f"infos: done env(s) {missing} have no 'terminal_observation' (not an SB3 VecEnv?)")
@@ -155,28 +159,28 @@ class VecPRMRewardShaper(vec_env.VecEnvWrapper):
         else:
             batch = x_now
         scores = self._caller(batch)  # the one critic call of this vector step
-        x_next = x_now.copy()
-        if len(done_idx):
-            x_next[done_idx] = batch[n:]
         fell_back = scores is None
+        # steps without a done env (almost all of them) copy nothing: s' is the returned observation
+        x_next = x_now
         if fell_back:
-            phi_now = np.full(n, np.nan)
-            phi_next = np.full(n, np.nan)
+            phi_now = phi_next = np.full(n, np.nan)
         else:
-            phi_now = scores[:n]
-            phi_next = phi_now.copy()
-            if len(done_idx):
+            phi_now = phi_next = scores[:n]
+        terminated = dones_b
+        if any_done:
+            x_next = x_now.copy()
+            x_next[done_idx] = batch[n:]
+            if not fell_back:
+                phi_next = phi_now.copy()
                 phi_next[done_idx] = scores[n:]
-        dones_b = np.asarray(dones, dtype=bool)
-        terminated = dones_b.copy()
-        for i in done_idx:
-            terminated[i] = not infos[i].get("TimeLimit.truncated", False)
+            terminated = dones_b.copy()
+            for i in done_idx:
+                terminated[i] = not infos[i].get("TimeLimit.truncated", False)
         r = np.asarray(rews, dtype=np.float64)
         phi = self._phi
-        unknown = np.isnan(phi) | np.isnan(phi_next)
         h_next = self._holds(x_next)
         if self.mode == "potential":
-            shaping = self.scale * (self.gamma * np.where(terminated, 0.0, phi_next) - phi)
+            shaping = self.scale * (self.gamma * (np.where(terminated, 0.0, phi_next) if any_done else phi_next) - phi)
         elif self.mode == "replace":
             shaping = self.scale * phi_next - r
         else:
@@ -185,8 +189,10 @@ class VecPRMRewardShaper(vec_env.VecEnvWrapper):
                 new = [nm for nm, b in zip(self.evaluator.names, h_next[i]) if b and nm not in self._claimed[i]]
                 self._claimed[i].update(new)
                 shaping[i] = self.subgoal_bonus * len(new)
-        if self.mode != "subgoal":
-            shaping = np.where(unknown, 0.0, shaping)
+        if self.mode != "subgoal":  # Phi unknown (a fallback now or at the previous step): no shaping
+            unknown = np.isnan(phi) | np.isnan(phi_next)
+            if unknown.any():
+                shaping[unknown] = 0.0
         new_rews = (r + shaping).astype(np.asarray(rews).dtype, copy=False)
         # the rows handed out in the infos are views of this step's arrays, which are never written again
         x_now.flags.writeable = False
