@@ -46,7 +46,7 @@ class Task:
 
 
 class TaskError(RuntimeError):
-    """A task failed on a worker (or its worker was lost); the message names the task. ``task`` is
+    """A task failed on a worker (or its worker process died); the message names the task. ``task`` is
     its description, ``__cause__`` the worker's exception when it could be sent back."""
 
     def __init__(self, message: str, task: str):
@@ -223,7 +223,7 @@ class _RayPool(Pool):
                 raise TaskError(f"{desc}: {type(cause).__name__}: {cause}", desc) from cause
             raise TaskError(f"{desc}: failed on a worker: {exc}", desc) from exc
         except exc_mod.RayActorError as exc:
-            raise TaskError(f"{desc}: its worker process was lost and could not be restarted ({type(exc).__name__}); "
+            raise TaskError(f"{desc}: its worker process died and could not be restarted ({type(exc).__name__}); "
                             "finished shards are written, re-run to continue", desc) from exc
 
     def map(self, fn, tasks):

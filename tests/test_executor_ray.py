@@ -142,7 +142,7 @@ def test_lost_worker_is_restarted_and_its_task_retried(cluster, tmp_path):
     tasks = [Task(key=i, desc=f"task {i}", payload=i) for i in range(8)]
     with make_executor("ray", workers=2).start(dict) as pool:
         got = list(pool.map(functools.partial(_ctx_free, str(tmp_path)), tasks))
-    assert (tmp_path / "died").exists()  # the worker was lost once
+    assert (tmp_path / "died").exists()  # the worker process died once
     assert sorted(k for k, _ in got) == list(range(8))  # every task once: none lost, none duplicated
     assert dict(got) == {i: i * i for i in range(8)}
 

@@ -15,7 +15,10 @@ episode ``(E,)``: ``ep_index``, ``ep_seed``, ``ep_len``, ``ep_success``.
 
 Episode ``e`` is reset with seed ``seed + e`` and its controller draws from
 ``default_rng([seed + e, 1])``, so a re-run reproduces it bit for bit: complete shards are skipped,
-a killed run loses at most the shard being written (temp file + ``os.replace``).
+a killed run loses at most the shards being written (temp file + ``os.replace``). Each episode is
+one task of the chosen executor (``executor="local" | "ray"``, :mod:`prm_critic.executor`): workers
+return episodes, the driver writes a shard once all its episodes are back, so the shards are the
+same whatever the executor, worker count or order.
 """
 
 from __future__ import annotations

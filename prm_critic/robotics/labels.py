@@ -18,6 +18,11 @@ and never rounded.
   recorded ``next_x``, ``reward``, ``terminated``, ``truncated`` (exactly); a mismatch stops labelling
   with a :class:`~prm_critic.robotics.snapshot.ReplayMismatchError` naming the env, episode and step.
 * ``outcome``: ``label_t = gamma ** (T - 1 - t) * ep_success`` (``T`` = episode length).
+
+``mc`` runs on the chosen executor (``executor="local" | "ray"``, :mod:`prm_critic.executor`): one
+task per labelled state (:func:`state_tasks`, run by :func:`label_state_task` on a worker's
+:class:`MCLabeler` built by :func:`mc_setup`); :func:`run_shard_tasks` writes a shard's labels once
+all its states are back. Other state-level label modes can reuse these pieces.
 """
 
 from __future__ import annotations
