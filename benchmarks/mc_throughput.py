@@ -142,7 +142,8 @@ def render(raw: dict) -> str:
         "",
         f"Reproduce: `{raw['command']}` ({raw['seconds']:g} s per task and method).",
         f"Measured on: {raw['machine']}; absolute rates vary with load, the ratio is the figure.",
-        *([f"Load: {raw['load']}."] if raw.get("load") else []),
+        *([f"Load: {raw['load']}. A speed-up needs idle cores: with a load average above the core count, "
+           "2 workers get less than 2 cores."] if raw.get("load") else []),
         "",
     ]
     return "\n".join(lines)
