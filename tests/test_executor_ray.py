@@ -149,3 +149,18 @@ def test_lost_worker_is_restarted_and_its_task_retried(cluster, tmp_path):
 
 def _ctx_free(marker_dir, ctx, x):
     return _square_or_die_once(marker_dir, x)
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning:jericho.*")
+def test_textworld_mc_labels_identical_on_ray(cluster, tmp_path):
+    pytest.importorskip("textworld")
+    from agents.textworld_agent.labels import build_labels
+
+    kw = dict(episodes=1, k=2, max_steps=10, cache_dir=tmp_path / "games", show_progress=False)
+    local = build_labels(tmp_path / "local", [3, 4, 5], **kw)
+    ray2 = build_labels(tmp_path / "ray", [3, 4, 5], executor="ray", workers=2, **kw)
+    assert [d.to_dict() for d in ray2] == [d.to_dict() for d in local]
+    for name in ("labels.jsonl", "labels_hard.jsonl"):
+        assert (tmp_path / "ray" / name).read_bytes() == (tmp_path / "local" / name).read_bytes()
+    assert sorted(p.name for p in (tmp_path / "ray" / "units").iterdir()) == \
+        ["seed3_ep0.json", "seed4_ep0.json", "seed5_ep0.json"]
