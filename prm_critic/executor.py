@@ -164,6 +164,9 @@ class RayExecutor(Executor):
     def _init(self):
         ray = require("ray", "ray")
         started = False
+        if ray.is_initialized() and self.runtime_env is not None:
+            raise ValueError("runtime_env: Ray is already initialised in this process, so a runtime_env given here "
+                             "would not apply; pass it to ray.init() instead (or leave Ray to the executor)")
         if not ray.is_initialized():
             kw: dict[str, Any] = {"include_dashboard": False, "logging_level": "WARNING"}
             if self.runtime_env is not None:
