@@ -7,6 +7,13 @@ mc:  :class:`prm_critic.robotics.labels.MCLabeler` labelling stored states: per 
 Both single process, same env construction (``make_env``), interleaved in rounds so that load from
 other processes on the machine hits both alike; the ratio is mc / raw (goal >= 0.8).
 
+executors (``--executors``, needs ``prm-critic[ray]``): the same MC labelling of a fixed set of
+stored states as executor tasks (one task per state, :func:`prm_critic.robotics.labels.state_tasks`)
+on the local executor and on Ray with 1 and 2 workers (a local Ray instance with 2 CPUs); the rate
+counts rollout env steps over the wall time of the whole map (worker start-up, measured apart,
+excluded). Speed-up = Ray / local (goal >= 1.8 with 2 workers); per core = rate / (workers * raw)
+(goal >= 0.8). Methods are interleaved in rounds.
+
 The measured rates go to ``benchmarks/results/mc_throughput.json`` (``--raw``) and
 ``docs/mc_throughput.md`` is rendered from that file alone (``--render`` rewrites it without measuring).
 
@@ -55,6 +62,46 @@ def mc_rate(labeler, states, seconds):
     return (labeler.steps - start_steps) / (time.perf_counter() - t0)
 
 
+def _counted(labeler, payload):
+    """Executor task: the MC label of one state and the rollout env steps it took."""
+    from prm_critic.robotics.labels import label_state_task
+
+    s0 = labeler.steps
+    v = label_state_task(labeler, payload)
+    return v, labeler.steps - s0
+
+
+def executor_rates(meta, d, n_states, rounds, ray_workers=(1, 2)):
+    """{method: [steps/s per round]} and Ray start-up seconds, for the same tasks on each executor."""
+    from prm_critic.executor import LocalExecutor, RayExecutor
+    from prm_critic.robotics.collect import load_shard
+    from prm_critic.robotics.labels import label_params, mc_setup, state_tasks
+
+    f = d / "shards" / "shard_00000.npz"
+    sh = load_shard(f)
+    rows = np.arange(0, len(sh["t"]), 5)
+    # spread over the episodes: round-robin by episode
+    by_ep = [rows[sh["episode"][rows] == e] for e in np.unique(sh["episode"][rows])]
+    pick = [r for group in zip(*[np.resize(g, max(map(len, by_ep))) for g in by_ep]) for r in group]
+    pick = np.unique(np.asarray(pick[:n_states]))
+    tasks = state_tasks(f, sh, pick)
+    params = label_params("mc", k=4, seed=0)
+    rates: dict[str, list[float]] = {"local": []}
+    rates.update({f"ray{w}": [] for w in ray_workers})
+    startup: dict[str, list[float]] = {f"ray{w}": [] for w in ray_workers}
+    for _ in range(rounds):
+        for name in rates:
+            ex = LocalExecutor() if name == "local" else RayExecutor(int(name[3:]))
+            t0 = time.perf_counter()
+            with ex.start(mc_setup(meta, params, remote=ex.remote)) as pool:
+                if name in startup:
+                    startup[name].append(time.perf_counter() - t0)
+                t1 = time.perf_counter()
+                steps = sum(n for _, (_, n) in pool.map(_counted, tasks))
+                rates[name].append(steps / (time.perf_counter() - t1))
+    return rates, startup, len(tasks)
+
+
 def render(raw: dict) -> str:
     """The markdown of ``docs/mc_throughput.md`` from the raw-data file's content."""
     lines = [
@@ -70,10 +117,33 @@ def render(raw: dict) -> str:
         "|---|---:|---:|---:|",
     ]
     lines += [f"| {r['task']} | {r['raw']:,.0f} | {r['mc']:,.0f} | {r['mc'] / r['raw']:.2f} |" for r in raw["rows"]]
+    if raw.get("executor_rows"):
+        lines += [
+            "",
+            "## Local vs Ray executor",
+            "",
+            f"The same MC labelling (k = 4, one task per stored state, {raw['executor_states']} states per task) on the "
+            "local executor and on Ray workers",
+            "(a local Ray instance, `num_cpus=2`); rollout steps over the wall time of the whole map, worker start-up "
+            "excluded (shown apart).",
+            "Speed-up = Ray / local (goal >= 1.8 with 2 workers); per core = rate / (workers x raw env steps/s) "
+            "(goal >= 0.8).",
+            "",
+            "| task | executor | workers | MC rollout steps/s | speed-up vs local | per core vs raw | start-up s |",
+            "|---|---|---:|---:|---:|---:|---:|",
+        ]
+        raw_of = {r["task"]: r["raw"] for r in raw["rows"]}
+        for r in raw["executor_rows"]:
+            local = next(x["rate"] for x in raw["executor_rows"] if x["task"] == r["task"] and x["executor"] == "local")
+            su = "" if r["startup"] is None else f"{r['startup']:.1f}"
+            lines.append(f"| {r['task']} | {r['executor']} | {r['workers']} | {r['rate']:,.0f} | {r['rate'] / local:.2f} | "
+                         f"{r['rate'] / (r['workers'] * raw_of[r['task']]):.2f} | {su} |")
     lines += [
         "",
         f"Reproduce: `{raw['command']}` ({raw['seconds']:g} s per task and method).",
         f"Measured on: {raw['machine']}; absolute rates vary with load, the ratio is the figure.",
+        *([f"Load: {raw['load']}. A speed-up needs idle cores: with a load average above the core count, "
+           "2 workers get less than 2 cores."] if raw.get("load") else []),
         "",
     ]
     return "\n".join(lines)
@@ -93,6 +163,8 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, default=DOC, help="markdown rendered from the raw data")
     ap.add_argument("--raw", type=Path, default=RAW, help="raw-data JSON the measurement is written to")
     ap.add_argument("--render", action="store_true", help="only write --out from --raw (no measurement)")
+    ap.add_argument("--executors", action="store_true", help="also measure local vs Ray (1 and 2 workers)")
+    ap.add_argument("--states", type=int, default=32, help="stored states labelled per executor measurement")
     args = ap.parse_args(argv)
     if args.render:
         print(f"wrote {render_file(args.raw, args.out)}")
@@ -102,7 +174,13 @@ def main(argv=None) -> int:
     from prm_critic.robotics.labels import MCLabeler
     from prm_critic.robotics.make import make_env
 
-    rows = []
+    rows, ex_rows = [], []
+    load0 = os.getloadavg()
+    if args.executors:
+        import ray
+
+        ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING",
+                 runtime_env={"env_vars": {"PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}})
     with tempfile.TemporaryDirectory() as tmp:
         for task in TASKS:
             d = Path(tmp) / task
@@ -124,6 +202,14 @@ def main(argv=None) -> int:
             print(f"{task}: raw {r:,.0f} steps/s, mc {m:,.0f} steps/s, ratio {m / r:.2f}", flush=True)
             env.close()
             labeler.close()
+            if args.executors:
+                rates, startup, n = executor_rates(meta, d, args.states, args.rounds)
+                for name, v in rates.items():
+                    w = 1 if name == "local" else int(name[3:])
+                    ex_rows.append({"task": task, "executor": "local" if name == "local" else "ray", "workers": w,
+                                    "rate": float(np.mean(v)), "rounds": [float(x) for x in v],
+                                    "startup": float(np.mean(startup[name])) if name in startup else None})
+                    print(f"{task}: {name} {np.mean(v):,.0f} steps/s ({n} states)", flush=True)
     cmd = "python benchmarks/mc_throughput.py" + ("" if argv is None and len(sys.argv) == 1 else " " + " ".join(sys.argv[1:]))
     data = {"about": "Steps per second measured by benchmarks/mc_throughput.py; docs/mc_throughput.md is rendered "
                      "from this file (--render).",
@@ -131,6 +217,14 @@ def main(argv=None) -> int:
             "machine": f"{platform.processor() or platform.machine()}, Python {platform.python_version()}, "
                        f"{os.cpu_count()} CPU cores",
             "rows": rows}
+    if args.executors:
+        import ray
+
+        ray.shutdown()
+        load1 = os.getloadavg()
+        data.update({"executor_rows": ex_rows, "executor_states": args.states,
+                     "load": f"1-min load average {load0[0]:.1f} at the start and {load1[0]:.1f} at the end on "
+                             f"{os.cpu_count()} cores shared with other jobs"})
     atomic_write_bytes(args.raw, (json.dumps(data, indent=1) + "\n").encode())
     print(render(data))
     print(f"wrote {args.raw} and {render_file(args.raw, args.out)}")

