@@ -259,6 +259,36 @@ def resolve_spec(critic: BaseCritic, spec: Any) -> TaskSpec | None:
     return s if isinstance(s, TaskSpec) else None
 
 
+
+def attach_subgoal_evaluator(obj: Any, critic: BaseCritic, spec: Any, env: Any = None) -> None:
+    """Set ``obj.task_spec``, ``obj.evaluator`` and ``obj._eval_subgoals`` for a shaper.
+
+    The critic's own evaluator is reused when it evaluates the same spec on inputs of the same width;
+    otherwise one is built (``maze_path`` subgoals need the maze of ``env``: a single env, not a
+    vector one). ``mode="subgoal"`` and ``info_subgoals=True`` without an evaluator are refused.
+    """
+    obj.task_spec = resolve_spec(critic, spec)
+    obj.evaluator = None
+    ts = obj.task_spec
+    if ts is not None and ts.subgoals:
+        ev = getattr(critic, "evaluator", None)
+        if ev is not None and getattr(critic, "spec", None) is ts and ev.layout.obs_dim == obj.layout.obs_dim:
+            obj.evaluator = ev
+        else:
+            needs_maze = any(s.kind == "maze_path" for s in ts.subgoals)
+            if not needs_maze or env is not None:
+                from prm_critic.robotics.subgoals import MazeGeometry, SubgoalEvaluator
+
+                obj.evaluator = SubgoalEvaluator(ts, obj.layout, MazeGeometry.from_env(env) if needs_maze else None)
+    for what, wanted in (("mode 'subgoal'", obj.mode == "subgoal"), ("info_subgoals=True", obj.info_subgoals)):
+        if wanted and obj.evaluator is None:
+            raise ValueError(
+                f"spec: {what} needs a task spec with [[subgoals]] (critic.spec or spec=...; maze_path "
+                f"subgoals in a vector env need a SubgoalCritic), got "
+                f"{None if ts is None else ts.name + ('' if ts.subgoals else ' without subgoals')}"
+            )
+    obj._eval_subgoals = obj.mode == "subgoal" or obj.info_subgoals
+
 def goal_keys(spec: TaskSpec | None, space: Any) -> tuple[str, str] | None:
     """``(achieved_key, desired_key)`` for a goal-conditioned observation space, else ``None``."""
     import gymnasium as gym

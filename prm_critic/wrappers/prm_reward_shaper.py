@@ -10,8 +10,8 @@ from prm_critic._optional import require
 from prm_critic.critic import BaseCritic
 from prm_critic.robotics.layout import CriticInputLayout
 from prm_critic.wrappers._common import (
-    CriticCaller, ObsFlattener, check_critic_env, check_flag, check_layout_space, check_shaper_args, env_id_of,
-    goal_keys, resolve_spec,
+    CriticCaller, ObsFlattener, attach_subgoal_evaluator, check_critic_env, check_flag, check_layout_space,
+    check_shaper_args, env_id_of, goal_keys,
 )
 
 require("gymnasium")  # a missing extra fails here with the exact ``pip install`` to run
@@ -113,25 +113,7 @@ class PRMRewardShaper(gym.Wrapper, gym.utils.RecordConstructorArgs):
         check_critic_env(critic, self.layout, env_id_of(env), env.observation_space,
                          allow_task_mismatch=allow_task_mismatch, explicit_layout=layout is not None)
         self.allow_task_mismatch = allow_task_mismatch
-        self.task_spec = resolve_spec(critic, spec)
-        self.evaluator = None
-        if self.task_spec is not None and self.task_spec.subgoals:
-            ev = getattr(critic, "evaluator", None)
-            if ev is not None and getattr(critic, "spec", None) is self.task_spec and ev.layout.obs_dim == self.layout.obs_dim:
-                self.evaluator = ev
-            else:
-                from prm_critic.robotics.subgoals import MazeGeometry, SubgoalEvaluator
-                maze = None
-                if any(s.kind == "maze_path" for s in self.task_spec.subgoals):
-                    maze = MazeGeometry.from_env(env)
-                self.evaluator = SubgoalEvaluator(self.task_spec, self.layout, maze)
-        for what, wanted in (("mode 'subgoal'", self.mode == "subgoal"), ("info_subgoals=True", self.info_subgoals)):
-            if wanted and self.evaluator is None:
-                raise ValueError(
-                    f"spec: {what} needs a task spec with [[subgoals]] (critic.spec or spec=...), got "
-                    f"{None if self.task_spec is None else self.task_spec.name + ' without subgoals'}"
-                )
-        self._eval_subgoals = self.mode == "subgoal" or self.info_subgoals
+        attach_subgoal_evaluator(self, critic, spec, env)
         self._flatten = ObsFlattener(self.layout)
         # (achieved, desired) keys; a critic whose input lacks them is goal-independent under relabelling
         self.goal_keys = goal_keys(self.task_spec, env.observation_space)

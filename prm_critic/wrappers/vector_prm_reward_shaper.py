@@ -10,8 +10,8 @@ from prm_critic._optional import require
 from prm_critic.critic import BaseCritic
 from prm_critic.robotics.layout import CriticInputLayout
 from prm_critic.wrappers._common import (
-    CriticCaller, ObsFlattener, check_critic_env, check_flag, check_layout_space, check_shaper_args, env_id_of,
-    resolve_spec,
+    CriticCaller, ObsFlattener, attach_subgoal_evaluator, check_critic_env, check_flag, check_layout_space,
+    check_shaper_args, env_id_of,
 )
 
 gym = require("gymnasium")
@@ -91,22 +91,7 @@ class PRMRewardShaperVector(gym.vector.VectorWrapper):
         check_critic_env(critic, self.layout, env_id_of(env), space,
                          allow_task_mismatch=allow_task_mismatch, explicit_layout=layout is not None)
         self.allow_task_mismatch = allow_task_mismatch
-        self.task_spec = resolve_spec(critic, spec)
-        self.evaluator = None
-        if self.task_spec is not None and self.task_spec.subgoals:
-            ev = getattr(critic, "evaluator", None)
-            if ev is not None and getattr(critic, "spec", None) is self.task_spec:
-                self.evaluator = ev
-            elif not any(s.kind == "maze_path" for s in self.task_spec.subgoals):
-                from prm_critic.robotics.subgoals import SubgoalEvaluator
-                self.evaluator = SubgoalEvaluator(self.task_spec, self.layout)
-        for what, wanted in (("mode 'subgoal'", self.mode == "subgoal"), ("info_subgoals=True", self.info_subgoals)):
-            if wanted and self.evaluator is None:
-                raise ValueError(
-                    f"spec: {what} needs a task spec with [[subgoals]] (critic.spec or spec=...; maze_path "
-                    "subgoals need a SubgoalCritic), got "
-                    f"{None if self.task_spec is None else self.task_spec.name}"
-                )
+        attach_subgoal_evaluator(self, critic, spec)
         self._caller = CriticCaller(self.critic, self.head, self.deadline_s)
         self._flatten = ObsFlattener(self.layout)
         n = self.num_envs
