@@ -1,4 +1,4 @@
-"""Step labels for collected trajectories: ``subgoal``, ``mc`` (Math-Shepherd) and ``outcome``.
+"""Step labels for collected trajectories: ``subgoal``, ``mc`` (Math-Shepherd), ``mc_bisect`` and ``outcome``.
 
 Each family writes ``out_dir/labels/<family>/shard_00000.npz`` (one per trajectory shard, atomic,
 resumable per shard) and ``out_dir/labels/<family>.json`` with its parameters. All labels are float32
@@ -17,6 +17,10 @@ and never rounded.
   its snapshot, step the recorded action and compare the critic input, reward and flags with the
   recorded ``next_x``, ``reward``, ``terminated``, ``truncated`` (exactly); a mismatch stops labelling
   with a :class:`~prm_critic.robotics.snapshot.ReplayMismatchError` naming the env, episode and step.
+  The rollout cost of each shard goes to ``labels/mc.stats.json``.
+* ``mc_bisect``: ``mc`` estimates only where a binary search for the drop of the success estimate
+  needs them, every other step interpolated between them (OmegaPRM-style, far fewer rollout steps);
+  see :mod:`prm_critic.robotics.bisect_labels`.
 * ``outcome``: ``label_t = gamma ** (T - 1 - t) * ep_success`` (``T`` = episode length).
 """
 
@@ -46,7 +50,7 @@ from prm_critic.robotics.spec import load_spec
 
 __all__ = ["FAMILIES", "label", "label_params", "unflatten_obs", "MCLabeler"]
 
-FAMILIES = ("subgoal", "mc", "outcome")
+FAMILIES = ("subgoal", "mc", "mc_bisect", "outcome")
 
 
 def _shard_files(out_dir: Path) -> list[Path]:
@@ -77,11 +81,20 @@ def subgoal_evaluator(meta: dict):
 
 
 def label_params(family: str, *, k: int = 8, stride: int = 1, gamma: float = 0.99, seed: int = 0,
-                 rollout_policy: str = "scripted", trust_pickle: bool = False) -> dict[str, Any]:
+                 rollout_policy: str = "scripted", trust_pickle: bool = False, threshold: float = 0.0,
+                 resolution: int = 1) -> dict[str, Any]:
     """Validated parameter record of a label family (what ``labels/<family>.json`` stores;
-    ``trust_pickle`` is checked, not stored)."""
+    ``trust_pickle`` is checked, not stored). ``threshold`` and ``resolution``: ``mc_bisect`` only."""
     if family not in FAMILIES:
         raise ValueError(f"family: expected one of {list(FAMILIES)}, got {family!r}")
+    if family == "mc_bisect":
+        from prm_critic.robotics.bisect_labels import bisect_params
+
+        if isinstance(stride, bool) or stride != 1:
+            raise ValueError(f"stride: family 'mc_bisect' chooses the states it estimates by binary search, so it "
+                             f"takes no stride (got {stride!r}); set its granularity with resolution")
+        return bisect_params(k=k, seed=seed, threshold=threshold, resolution=resolution,
+                             rollout_policy=rollout_policy, trust_pickle=trust_pickle)
     if family == "subgoal":
         return {"family": family}
     if family == "outcome":
@@ -113,7 +126,7 @@ class MCLabeler:
     """
 
     def __init__(self, meta: dict, *, k: int = 8, seed: int = 0, rollout_policy: str = "scripted",
-                 trust_pickle: bool = False, policy_loader: Any = None):
+                 trust_pickle: bool = False, policy_loader: Any = None, family: str = "mc"):
         self.spec = load_spec(meta["spec"])
         self.layout = CriticInputLayout.from_dict(meta["layout"])
         self.k = int(k)
@@ -124,7 +137,7 @@ class MCLabeler:
             self.snap = Snapshotter(self.env)  # refuses an env without a snapshot hook
         except SnapshotUnsupportedError as exc:
             self.env.close()
-            raise SnapshotUnsupportedError(f"family 'mc' restores snapshots of every labelled state: {exc}") from exc
+            raise SnapshotUnsupportedError(f"family {family!r} restores snapshots of every labelled state: {exc}") from exc
         except Exception:
             self.env.close()
             raise
@@ -184,8 +197,12 @@ class MCLabeler:
 
 def label(out_dir: "str | Path", family: str, *, k: int = 8, stride: int = 1, gamma: float = 0.99,
           seed: int = 0, rollout_policy: str = "scripted", progress: bool = True,
-          trust_pickle: bool = False, policy_loader: Any = None) -> Path:
+          trust_pickle: bool = False, policy_loader: Any = None, threshold: float = 0.0,
+          resolution: int = 1) -> Path:
     """Label every trajectory shard of ``out_dir`` with ``family`` (resumable per shard).
+
+    ``threshold`` and ``resolution`` are the ``mc_bisect`` search parameters
+    (:func:`prm_critic.robotics.bisect_labels.bisect_episode`).
 
     ``trust_pickle=True`` allows an ``mc`` ``rollout_policy`` that is a stable-baselines3 ``.zip``
     (loading one unpickles objects stored in the file, which runs arbitrary code from it). An ``mc``
@@ -197,6 +214,14 @@ def label(out_dir: "str | Path", family: str, *, k: int = 8, stride: int = 1, ga
     """
     from tqdm.auto import tqdm
 
+    if family == "mc_bisect":
+        from prm_critic.robotics.bisect_labels import label_bisect
+
+        label_params(family, k=k, stride=stride, seed=seed, rollout_policy=rollout_policy, trust_pickle=trust_pickle,
+                     threshold=threshold, resolution=resolution)
+        return label_bisect(out_dir, k=k, seed=seed, threshold=threshold, resolution=resolution,
+                            rollout_policy=rollout_policy, progress=progress, trust_pickle=trust_pickle,
+                            policy_loader=policy_loader)
     out = Path(out_dir)
     meta = read_meta(out)
     params = label_params(family, k=k, stride=stride, gamma=gamma, seed=seed, rollout_policy=rollout_policy,
@@ -262,6 +287,7 @@ def label(out_dir: "str | Path", family: str, *, k: int = 8, stride: int = 1, ga
             else:
                 mask = d["t"] % params["stride"] == 0
                 soft = np.full(n, np.nan, dtype=np.float32)
+                steps0 = labeler.steps
                 for i in np.nonzero(mask)[0]:
                     row = {key: d[key][i] for key in ("action", "next_x", "reward", "terminated", "truncated")}
                     soft[i] = labeler.label_state(d["sim"][i], str(d["py"][i]), d["x"][i], d["episode"][i],
@@ -270,6 +296,13 @@ def label(out_dir: "str | Path", family: str, *, k: int = 8, stride: int = 1, ga
                 hard = np.where(mask, (soft > 0).astype(np.float32), np.float32(np.nan)).astype(np.float32)
                 atomic_savez(lab_dir / f.name, label=soft, soft=soft, hard=hard, mask=mask,
                              k=np.int64(params["k"]))
+                from prm_critic.robotics.bisect_labels import update_stats
+
+                n_est = int(mask.sum())
+                update_stats(out, family, f.name, {
+                    "episodes": len(np.unique(d["episode"])), "states": n, "estimated_states": n_est,
+                    "rollouts": n_est * params["k"], "rollout_steps": labeler.steps - steps0 - n_est,
+                    "replay_steps": n_est})
         bar.close()
     finally:
         if labeler is not None:
