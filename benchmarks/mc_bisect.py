@@ -75,7 +75,7 @@ def render(raw: dict) -> str:
     for run in raw["runs"]:
         c = run["config"]
         hidden = "x".join(str(h) for h in c["hidden"])
-        out += ["", f"## {run['task']}", "",
+        out += ["", f"## {run['task']}, bisect resolution {c['resolution']}", "",
                 f"{run['episodes']} episodes (success rate {run['success_rate']:.2f}), TimeLimit {run['max_episode_steps']}, "
                 f"{run['steps']} steps; held-out {c['holdout']:.0%} of episodes ({run['test_episodes']}, split seed "
                 f"{c['split_seed']}). MC: k = {c['k']}; dense stride {c['stride']}; bisect resolution {c['resolution']}, "
@@ -178,7 +178,10 @@ def main() -> None:
             "rows": rows,
         })
     raw = json.loads(args.raw.read_text()) if args.raw.exists() else {"runs": []}
-    raw["runs"] = [r for r in raw["runs"] if r["task"] not in {x["task"] for x in runs}] + runs
+    def key(r):  # a rerun of the same task and settings replaces the old run
+        return (r["task"], r["episodes"], r["config"]["stride"], r["config"]["resolution"], r["config"]["threshold"])
+
+    raw["runs"] = [r for r in raw["runs"] if key(r) not in {key(x) for x in runs}] + runs
     raw["machine"] = (f"{platform.machine()}, Python {platform.python_version()}, shared CPU cores, "
                       "OMP_NUM_THREADS=1; labelling times vary with load, rollout steps do not")
     from prm_critic._io import atomic_write_bytes
