@@ -94,11 +94,13 @@ def render(raw: dict) -> str:
                        f"{'1' if fam == 'mc' else f'1/{ratio:.1f}'} | "
                        f"{a.mean():.3f} ({a.min():.3f} - {a.max():.3f}) | {e.mean():.3f} ({e.min():.3f} - {e.max():.3f}) |")
         d_auc = float(np.mean(rows["mc_bisect"]["auroc"]) - np.mean(rows["mc"]["auroc"]))
+        d_early = float(np.mean(rows["mc_bisect"]["auroc_early"]) - np.mean(rows["mc"]["auroc_early"]))
         ratio = dense_steps / rows["mc_bisect"]["rollout_steps"]
         auc_ok, cost_ok = d_auc >= -0.01, ratio >= 3.0
         out += ["", f"Mean success AUROC, bisect - dense: {d_auc:+.3f} (goal: at least -0.010; "
                 f"{'met' if auc_ok else '**not met**'}); rollout steps {ratio:.1f}x fewer (goal: >= 3x; "
-                f"{'met' if cost_ok else '**not met**'}). Goal {'met' if auc_ok and cost_ok else '**not met**'}."]
+                f"{'met' if cost_ok else '**not met**'}). Goal {'met' if auc_ok and cost_ok else '**not met**'}. "
+                f"First-25% AUROC, bisect - dense: {d_early:+.3f} (not part of the goal)."]
     out += ["", "The held-out sets are small (sizes above): read an AUROC difference next to the min - max range",
             "over init seeds in its table. Rollout-step counts are exact (the labels are deterministic).", "",
             f"Measured on: {raw.get('machine', 'n/a')}.", ""]
