@@ -1,4 +1,4 @@
-"""Step labels for collected trajectories: ``subgoal``, ``mc`` (Math-Shepherd) and ``outcome``.
+"""Step labels for collected trajectories: ``subgoal``, ``mc`` (Math-Shepherd), ``mc_bisect`` and ``outcome``.
 
 Each family writes ``out_dir/labels/<family>/shard_00000.npz`` (one per trajectory shard, atomic,
 resumable per shard) and ``out_dir/labels/<family>.json`` with its parameters. All labels are float32
@@ -17,6 +17,10 @@ and never rounded.
   its snapshot, step the recorded action and compare the critic input, reward and flags with the
   recorded ``next_x``, ``reward``, ``terminated``, ``truncated`` (exactly); a mismatch stops labelling
   with a :class:`~prm_critic.robotics.snapshot.ReplayMismatchError` naming the env, episode and step.
+  The rollout cost of each shard goes to ``labels/mc.stats.json``.
+* ``mc_bisect``: ``mc`` estimates only where a binary search for the drop of the success estimate
+  needs them, every other step interpolated between them (OmegaPRM-style, far fewer rollout steps);
+  see :mod:`prm_critic.robotics.bisect_labels`.
 * ``outcome``: ``label_t = gamma ** (T - 1 - t) * ep_success`` (``T`` = episode length).
 
 ``mc`` runs on the chosen executor (``executor="local" | "ray"``, :mod:`prm_critic.executor`): one
@@ -55,9 +59,9 @@ from prm_critic.robotics.snapshot import Snapshot, Snapshotter, SnapshotUnsuppor
 from prm_critic.robotics.spec import load_spec
 
 __all__ = ["FAMILIES", "label", "label_params", "unflatten_obs", "MCLabeler", "state_tasks", "label_state_task",
-           "mc_setup", "run_shard_tasks"]
+           "mc_setup", "run_shard_tasks", "label_state_cost_task"]
 
-FAMILIES = ("subgoal", "mc", "outcome")
+FAMILIES = ("subgoal", "mc", "mc_bisect", "outcome")
 
 
 def _shard_files(out_dir: Path) -> list[Path]:
@@ -88,11 +92,20 @@ def subgoal_evaluator(meta: dict):
 
 
 def label_params(family: str, *, k: int = 8, stride: int = 1, gamma: float = 0.99, seed: int = 0,
-                 rollout_policy: str = "scripted", trust_pickle: bool = False) -> dict[str, Any]:
+                 rollout_policy: str = "scripted", trust_pickle: bool = False, threshold: float = 0.0,
+                 resolution: int = 1) -> dict[str, Any]:
     """Validated parameter record of a label family (what ``labels/<family>.json`` stores;
-    ``trust_pickle`` is checked, not stored)."""
+    ``trust_pickle`` is checked, not stored). ``threshold`` and ``resolution``: ``mc_bisect`` only."""
     if family not in FAMILIES:
         raise ValueError(f"family: expected one of {list(FAMILIES)}, got {family!r}")
+    if family == "mc_bisect":
+        from prm_critic.robotics.bisect_labels import bisect_params
+
+        if isinstance(stride, bool) or stride != 1:
+            raise ValueError(f"stride: family 'mc_bisect' chooses the states it estimates by binary search, so it "
+                             f"takes no stride (got {stride!r}); set its granularity with resolution")
+        return bisect_params(k=k, seed=seed, threshold=threshold, resolution=resolution,
+                             rollout_policy=rollout_policy, trust_pickle=trust_pickle)
     if family == "subgoal":
         return {"family": family}
     if family == "outcome":
@@ -124,7 +137,7 @@ class MCLabeler:
     """
 
     def __init__(self, meta: dict, *, k: int = 8, seed: int = 0, rollout_policy: "str | dict[str, Any]" = "scripted",
-                 trust_pickle: bool = False, policy_loader: Any = None):
+                 trust_pickle: bool = False, policy_loader: Any = None, family: str = "mc"):
         self._tmp = None
         if not isinstance(rollout_policy, str):  # the policy's files, shipped to a worker (ship_policy)
             import tempfile
@@ -141,7 +154,7 @@ class MCLabeler:
             self.snap = Snapshotter(self.env)  # refuses an env without a snapshot hook
         except SnapshotUnsupportedError as exc:
             self.close()
-            raise SnapshotUnsupportedError(f"family 'mc' restores snapshots of every labelled state: {exc}") from exc
+            raise SnapshotUnsupportedError(f"family {family!r} restores snapshots of every labelled state: {exc}") from exc
         except Exception:
             self.close()
             raise
@@ -228,6 +241,13 @@ def label_state_task(labeler: MCLabeler, payload: dict[str, Any]) -> float:
                                row=payload["row"])
 
 
+def label_state_cost_task(labeler: MCLabeler, payload: dict[str, Any]) -> tuple[float, int]:
+    """:func:`label_state_task` and the rollout env steps it took (the replay-check step not counted)."""
+    before = labeler.steps
+    value = label_state_task(labeler, payload)
+    return value, labeler.steps - before - 1
+
+
 def mc_setup(meta: dict, params: dict[str, Any], *, remote: bool, trust_pickle: bool = False,
              policy_loader: Any = None):
     """Picklable ``setup`` building a worker's :class:`MCLabeler` for ``params`` (:func:`label_params`);
@@ -272,8 +292,12 @@ def run_shard_tasks(pool: Pool, fn: Any, shards: "Iterable[tuple[Path, list[Task
 def label(out_dir: "str | Path", family: str, *, k: int = 8, stride: int = 1, gamma: float = 0.99,
           seed: int = 0, rollout_policy: str = "scripted", progress: bool = True,
           trust_pickle: bool = False, policy_loader: Any = None, executor: "str | Executor" = "local",
-          workers: int | None = None, address: str | None = None) -> Path:
+          workers: int | None = None, address: str | None = None, threshold: float = 0.0,
+          resolution: int = 1) -> Path:
     """Label every trajectory shard of ``out_dir`` with ``family`` (resumable per shard).
+
+    ``threshold`` and ``resolution`` are the ``mc_bisect`` search parameters
+    (:func:`prm_critic.robotics.bisect_labels.bisect_episode`).
 
     ``trust_pickle=True`` allows an ``mc`` ``rollout_policy`` that is a stable-baselines3 ``.zip``
     (loading one unpickles objects stored in the file, which runs arbitrary code from it). An ``mc``
@@ -291,6 +315,18 @@ def label(out_dir: "str | Path", family: str, *, k: int = 8, stride: int = 1, ga
     """
     tqdm = require("tqdm.auto").tqdm  # the robotics extra installs it
 
+    if family == "mc_bisect":
+        from prm_critic.robotics.bisect_labels import label_bisect
+
+        if executor != "local":
+            raise ValueError(f"executor: family 'mc_bisect' runs its binary searches in this process (executor "
+                             f"'local'), got {executor!r}; use family 'mc' to label on Ray workers")
+
+        label_params(family, k=k, stride=stride, seed=seed, rollout_policy=rollout_policy, trust_pickle=trust_pickle,
+                     threshold=threshold, resolution=resolution)
+        return label_bisect(out_dir, k=k, seed=seed, threshold=threshold, resolution=resolution,
+                            rollout_policy=rollout_policy, progress=progress, trust_pickle=trust_pickle,
+                            policy_loader=policy_loader)
     out = Path(out_dir)
     meta = read_meta(out)
     params = label_params(family, k=k, stride=stride, gamma=gamma, seed=seed, rollout_policy=rollout_policy,
@@ -358,16 +394,23 @@ def label(out_dir: "str | Path", family: str, *, k: int = 8, stride: int = 1, ga
                 d = load_shard(f)
                 yield f, state_tasks(f, d, np.nonzero(d["t"] % params["stride"] == 0)[0])
 
-        def write(f: Path, results: list[float]) -> None:
-            t = load_shard(f, ("t",))["t"]
-            mask = t % params["stride"] == 0
-            soft = np.full(len(t), np.nan, dtype=np.float32)
-            soft[np.nonzero(mask)[0]] = np.asarray(results, dtype=np.float32)
+        def write(f: Path, results: list[tuple[float, int]]) -> None:
+            from prm_critic.robotics.bisect_labels import update_stats
+
+            d = load_shard(f, ("t", "episode"))
+            mask = d["t"] % params["stride"] == 0
+            soft = np.full(len(mask), np.nan, dtype=np.float32)
+            soft[np.nonzero(mask)[0]] = np.asarray([v for v, _ in results], dtype=np.float32)
             hard = np.where(mask, (soft > 0).astype(np.float32), np.float32(np.nan)).astype(np.float32)
             atomic_savez(lab_dir / f.name, label=soft, soft=soft, hard=hard, mask=mask, k=np.int64(params["k"]))
+            n_est = int(mask.sum())
+            update_stats(out, family, f.name, {
+                "episodes": len(np.unique(d["episode"])), "states": int(len(mask)), "estimated_states": n_est,
+                "rollouts": n_est * params["k"], "rollout_steps": int(sum(n for _, n in results)),
+                "replay_steps": n_est})
 
         try:
-            run_shard_tasks(pool, label_state_task, shards(), write, on_result=lambda key: bar.update(1))
+            run_shard_tasks(pool, label_state_cost_task, shards(), write, on_result=lambda key: bar.update(1))
         finally:
             bar.close()
     return lab_dir

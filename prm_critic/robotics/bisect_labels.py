@@ -1,0 +1,233 @@
+"""Binary-search Monte-Carlo step labels (family ``mc_bisect``, OmegaPRM-style).
+
+Dense ``mc`` labels run ``k`` continuations from every ``stride``-th state. ``mc_bisect`` runs them
+only at the states a binary search needs, per episode of ``T`` states ``s_0 .. s_{T-1}``:
+
+1. estimate ``v(0)`` and ``v(T-1)`` (``k`` continuations each, exactly as ``mc`` does);
+2. if ``v(0) > threshold >= v(T-1)`` (the success probability drops somewhere along the episode),
+   bisect: ``lo, hi = 0, T-1``; while ``hi - lo > resolution``: estimate ``v(m)``,
+   ``m = (lo + hi) // 2``; ``lo = m`` if ``v(m) > threshold`` else ``hi = m``. This locates the first
+   drop to ``<= threshold`` (OmegaPRM's "first error step") within ``resolution`` steps using about
+   ``log2(T / resolution)`` estimated states instead of ``T / stride``;
+3. otherwise (no drop between the ends, e.g. a successful episode whose last state succeeds, or an
+   episode hopeless from its start) only the two ends are estimated.
+
+Every state of the episode is then labelled by linear interpolation between the estimates of the
+nearest estimated states on its left and right (``np.interp`` over the estimated ``(t, v(t))``):
+
+``label_t = v(a) + (v(b) - v(a)) * (t - a) / (b - a)``, ``a <= t <= b`` consecutive estimated steps.
+
+Why interpolation (not the left estimate): by construction every estimated state left of the located
+drop has ``v > threshold`` and every one right of it ``v <= threshold``, so interpolation never
+crosses the drop by more than ``resolution`` steps, and where the success probability decays or rises
+gradually (a successful episode climbing to its goal) it follows the trend instead of holding a stale
+value. Estimated states keep exactly the label ``mc`` would give them: continuation ``j`` of step
+``(episode, t)`` draws from ``default_rng([seed, episode, t, j])``, so labels do not depend on shard
+order, resumption or which worker ran them.
+
+Mask: every step is labelled (``mask = True``): inferring the states between estimates is the point
+of the family. The label shard also stores ``estimated`` (True where the label is a ``k``-rollout
+estimate, False where it is interpolated) and ``hard = label > 0``.
+
+Every estimated state is first checked to replay its recorded step (restore the snapshot, step the
+recorded action, compare the critic input, reward and flags exactly), as for ``mc``.
+
+Cost: ``labels/mc_bisect.stats.json`` (and ``labels/mc.stats.json`` for dense labels) records per
+shard and in total the labelled and estimated states, the rollouts, the rollout steps (env steps in
+continuations) and the replay-check steps.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from prm_critic.robotics.collect import ShardError, atomic_savez, atomic_write_json, load_shard
+
+__all__ = ["FAMILY", "bisect_params", "bisect_episode", "label_bisect", "read_stats", "update_stats"]
+
+FAMILY = "mc_bisect"
+STAT_KEYS = ("episodes", "states", "estimated_states", "rollouts", "rollout_steps", "replay_steps")
+
+
+def bisect_params(*, k: int = 8, seed: int = 0, threshold: float = 0.0, resolution: int = 1,
+                  rollout_policy: str = "scripted", trust_pickle: bool = False) -> dict[str, Any]:
+    """Validated parameter record of ``mc_bisect`` (what ``labels/mc_bisect.json`` stores)."""
+    from prm_critic.robotics.collect import policy_id
+
+    for name, v in (("k", k), ("resolution", resolution)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or int(v) < 1:
+            raise ValueError(f"{name}: expected an integer >= 1, got {v!r}")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or int(seed) < 0:
+        raise ValueError(f"seed: expected an integer >= 0, got {seed!r}")
+    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0.0 <= float(threshold) < 1.0:
+        raise ValueError(f"threshold: expected a number in [0, 1) (the success estimate at or below which a state "
+                         f"counts as dropped), got {threshold!r}")
+    policy_id(rollout_policy, name="rollout_policy", trust_pickle=trust_pickle)
+    return {"family": FAMILY, "k": int(k), "seed": int(seed), "threshold": float(threshold),
+            "resolution": int(resolution), "rollout_policy": str(rollout_policy)}
+
+
+def bisect_episode(T: int, estimate: Callable[[int], float], *, threshold: float = 0.0,
+                   resolution: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """Labels of one episode's ``T`` states from estimates at the states a binary search needs.
+
+    Args:
+        T: number of states (steps) of the episode.
+        estimate: ``i -> v(i)``, the success estimate of state ``i`` (called once per estimated state).
+        threshold: ``v <= threshold`` counts as dropped.
+        resolution: stop bisecting when the bracket ``[lo, hi]`` is at most this many steps wide.
+
+    Returns:
+        ``(label, estimated)``: ``(T,)`` float32 labels (estimates, linearly interpolated between
+        consecutive estimated states) and the ``(T,)`` bool mask of estimated states.
+    """
+    T = int(T)
+    if T < 1:
+        raise ValueError(f"T: expected an episode of at least one step, got {T}")
+    est: dict[int, float] = {}
+
+    def ev(i: int) -> float:
+        if i not in est:
+            est[i] = float(estimate(i))
+        return est[i]
+
+    lo, hi = 0, T - 1
+    v_lo, v_hi = ev(lo), ev(hi)  # both ends are always estimated
+    if v_lo > threshold >= v_hi:
+        while hi - lo > resolution:
+            mid = (lo + hi) // 2
+            if ev(mid) > threshold:
+                lo = mid
+            else:
+                hi = mid
+    xs = np.asarray(sorted(est), dtype=np.float64)
+    lab = np.interp(np.arange(T, dtype=np.float64), xs, [est[int(i)] for i in xs]).astype(np.float32)
+    estimated = np.zeros(T, dtype=bool)
+    estimated[xs.astype(np.int64)] = True
+    return lab, estimated
+
+
+def read_stats(out_dir: "str | Path", family: str) -> dict[str, Any]:
+    """``labels/<family>.stats.json`` (rollout cost per shard and in total); ``{}`` when absent."""
+    path = Path(out_dir) / "labels" / f"{family}.stats.json"
+    if not path.exists():
+        return {}
+    try:
+        doc = json.loads(path.read_text())
+        if not isinstance(doc, dict) or not isinstance(doc.get("shards"), dict):
+            raise ValueError("expected an object with a 'shards' object")
+    except ValueError as exc:
+        raise ShardError(f"label stats file {str(path)!r} is not a valid stats record ({exc}); delete it and "
+                         f"relabel the family {family!r}") from exc
+    return doc
+
+
+def update_stats(out_dir: "str | Path", family: str, shard: str, record: dict[str, int]) -> None:
+    """Store one shard's labelling cost in ``labels/<family>.stats.json`` and recompute the total."""
+    doc = read_stats(out_dir, family) or {"family": family, "shards": {}}
+    doc["shards"][shard] = {k: int(record[k]) for k in STAT_KEYS}
+    doc["total"] = {k: int(sum(r[k] for r in doc["shards"].values())) for k in STAT_KEYS}
+    atomic_write_json(Path(out_dir) / "labels" / f"{family}.stats.json", doc)
+
+
+def _episodes(d: dict[str, np.ndarray]) -> list[np.ndarray]:
+    """Row indices of each episode of a shard, ordered by ``t`` (checked to be 0 .. T-1)."""
+    out = []
+    for e in np.unique(d["episode"]):
+        idx = np.nonzero(d["episode"] == e)[0]
+        idx = idx[np.argsort(d["t"][idx], kind="stable")]
+        if not np.array_equal(d["t"][idx], np.arange(len(idx))):
+            raise ShardError(f"episode {int(e)}: steps are not 0 .. {len(idx) - 1} (got t = {d['t'][idx].tolist()[:10]}...)")
+        out.append(idx)
+    return out
+
+
+def _check_stored_params(out: Path, family: str, params: dict[str, Any]) -> None:
+    pjson = out / "labels" / f"{family}.json"
+    if pjson.exists():
+        old = json.loads(pjson.read_text())
+        if old != params:
+            diff = {kk: (old.get(kk), params.get(kk)) for kk in set(old) | set(params) if old.get(kk) != params.get(kk)}
+            raise ValueError(
+                f"family: {str(out / 'labels' / family)!r} holds {family!r} labels made with other parameters "
+                f"(stored vs requested: {diff}); delete that folder to relabel, or pass the stored parameters"
+            )
+
+
+def _shards_todo(files: list[Path], lab_dir: Path) -> list[Path]:
+    todo = []
+    for f in files:
+        target = lab_dir / f.name
+        if target.exists():
+            try:
+                if len(load_shard(target, ("label",))["label"]) == len(load_shard(f, ("t",))["t"]):
+                    continue
+            except ShardError:
+                pass
+        todo.append(f)
+    return todo
+
+
+def label_bisect(out_dir: "str | Path", *, k: int = 8, seed: int = 0, threshold: float = 0.0, resolution: int = 1,
+                 rollout_policy: str = "scripted", progress: bool = True, trust_pickle: bool = False,
+                 policy_loader: Any = None) -> Path:
+    """Label every trajectory shard of ``out_dir`` with ``mc_bisect`` (resumable per shard).
+
+    What :func:`prm_critic.robotics.labels.label` runs for ``family="mc_bisect"``.
+
+    Returns:
+        the folder ``out_dir/labels/mc_bisect``.
+    """
+    from tqdm.auto import tqdm
+
+    from prm_critic.robotics.collect import check_policy_loader, read_meta
+    from prm_critic.robotics.labels import MCLabeler, _shard_files
+
+    out = Path(out_dir)
+    meta = read_meta(out)
+    params = bisect_params(k=k, seed=seed, threshold=threshold, resolution=resolution,
+                           rollout_policy=rollout_policy, trust_pickle=trust_pickle)
+    check_policy_loader(params["rollout_policy"], policy_loader, name="rollout_policy")
+    files = _shard_files(out)
+    lab_dir = out / "labels" / FAMILY
+    _check_stored_params(out, FAMILY, params)
+    read_stats(out, FAMILY)  # a corrupt stats file is refused before any rollout
+    labeler = MCLabeler(meta, k=params["k"], seed=params["seed"], rollout_policy=params["rollout_policy"],
+                        trust_pickle=trust_pickle, policy_loader=policy_loader, family=FAMILY)
+    try:
+        atomic_write_json(out / "labels" / f"{FAMILY}.json", params)
+        todo = _shards_todo(files, lab_dir)
+        bar = tqdm(total=len(todo), desc=f"label {FAMILY} ({out.name})", unit="shard", disable=not progress)
+        for f in todo:
+            d = load_shard(f)
+            n = len(d["t"])
+            soft = np.full(n, np.nan, dtype=np.float32)
+            estimated = np.zeros(n, dtype=bool)
+            steps0, checks, episodes = labeler.steps, 0, _episodes(d)
+            for idx in episodes:
+                def estimate(i: int, idx=idx, d=d) -> float:
+                    r = int(idx[i])
+                    row = {key: d[key][r] for key in ("action", "next_x", "reward", "terminated", "truncated")}
+                    return labeler.label_state(d["sim"][r], str(d["py"][r]), d["x"][r], d["episode"][r], d["t"][r],
+                                               row=row)
+
+                lab, est = bisect_episode(len(idx), estimate, threshold=params["threshold"],
+                                          resolution=params["resolution"])
+                soft[idx], estimated[idx] = lab, est
+                checks += int(est.sum())
+            hard = (soft > 0).astype(np.float32)
+            atomic_savez(lab_dir / f.name, label=soft, soft=soft, hard=hard, mask=np.ones(n, dtype=bool),
+                         estimated=estimated, k=np.int64(params["k"]))
+            n_est = int(estimated.sum())
+            update_stats(out, FAMILY, f.name, {
+                "episodes": len(episodes), "states": n, "estimated_states": n_est, "rollouts": n_est * params["k"],
+                "rollout_steps": labeler.steps - steps0 - checks, "replay_steps": checks})
+            bar.update(1)
+        bar.close()
+    finally:
+        labeler.close()
+    return lab_dir
