@@ -261,6 +261,7 @@ def test_more_cli_defaults_equal_library_defaults(command, module, function):
     norm = lambda v: list(v) if isinstance(v, (list, tuple)) else v
     drift = {k: v for k, v in checked.items() if norm(v[0]) != norm(v[1])}
     assert not drift, f"{' '.join(command)}: CLI default differs from {module}.{function} (cli, library): {drift}"
+    correct(16, f"`prm-critic {' '.join(command)}` defaults", f"equal {function}'s for {sorted(checked)}")
 
 
 # --------------------------------------------------------------------------------------------
