@@ -84,12 +84,25 @@ def run_dir(task: str, label: str, seed: int, root: Path = RESULTS) -> Path:
 
 def run_one(task: str, config: str, seed: int, steps: int | None = None, *, scale: float = 1.0,
             prune: bool = False, algo: str = "sac", root: Path = RESULTS, progress_bar: bool = False,
-            spec: "str | Path | None" = None) -> Path:
+            spec: "str | Path | None" = None, eval_freq: int | None = None, eval_episodes: int | None = None,
+            learning_starts: int | None = None) -> Path:
+    """One run; ``eval_freq``, ``eval_episodes`` and ``learning_starts`` override the task's settings
+    (``None``: the task's own, as in the benchmark's results)."""
     if task not in TASKS:
         raise ValueError(f"--task: expected one of {sorted(TASKS)}, got {task!r}")
     if config not in CONFIGS:
         raise ValueError(f"--config: expected one of {list(CONFIGS)}, got {config!r}")
-    cfg = TASKS[task]
+    for name, v in (("--steps", steps), ("--eval-freq", eval_freq), ("--eval-episodes", eval_episodes),
+                    ("--learning-starts", learning_starts)):
+        if v is not None and (not isinstance(v, int) or v < (0 if name == "--learning-starts" else 1)):
+            raise ValueError(f"{name}: expected a positive integer, got {v!r}")
+    cfg = dict(TASKS[task])
+    if eval_freq is not None:
+        cfg["eval_freq"] = eval_freq
+    if eval_episodes is not None:
+        cfg["eval_episodes"] = eval_episodes
+    if learning_starts is not None:
+        cfg["algo_kwargs"] = {**cfg["algo_kwargs"], "learning_starts": learning_starts}
     steps = steps or cfg["steps"]
     if spec is not None:
         from prm_critic.robotics.spec import load_spec
@@ -190,9 +203,13 @@ def main(argv=None) -> int:
     p.add_argument("--root", type=Path, default=RESULTS)
     p.add_argument("--progress", action="store_true", help="show a tqdm progress bar")
     p.add_argument("--spec", type=Path, default=None, help="spec TOML to use instead of the built-in one")
+    p.add_argument("--eval-freq", type=int, default=None, help="evaluate every N env steps (default: per task)")
+    p.add_argument("--eval-episodes", type=int, default=None, help="episodes per evaluation (default: per task)")
+    p.add_argument("--learning-starts", type=int, default=None, help="random steps before training (default: per task)")
     a = p.parse_args(argv)
     run_one(a.task, a.config, a.seed, a.steps, scale=a.scale, prune=a.prune, algo=a.algo, root=a.root,
-            progress_bar=a.progress, spec=a.spec)
+            progress_bar=a.progress, spec=a.spec, eval_freq=a.eval_freq, eval_episodes=a.eval_episodes,
+            learning_starts=a.learning_starts)
     return 0
 
 

@@ -15,11 +15,21 @@ seeded by its own seed, so it gives the same result wherever it runs. Run folder
 ``run.py`` on the worker's machine: use one machine, or nodes sharing this repository's folder::
 
     OMP_NUM_THREADS=1 python benchmarks/rl/sweep.py --plan core more --executor ray --workers 2
+
+``--plan-file PLAN.json`` runs a plan of one's own instead: a JSON list of runs
+``[task, config, [seeds], scale, prune]`` (optionally followed by a spec TOML path, relative to the
+plan file, and an env-step budget). ``--root``, ``--steps``, ``--eval-freq``, ``--eval-episodes`` and
+``--learning-starts`` are passed to every run (default: each task's settings, as in the results;
+``--steps`` applies to runs without a budget of their own).
+
+A run that fails (non-zero exit) does not stop the others; the sweep then exits with status 1 and
+names every failed run as ``task config seed`` (the config's label, e.g. ``prm_her_s10``).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
 import sys
 import time
@@ -109,6 +119,37 @@ def _run_cmd(ctx, cmd: list[str]) -> tuple[int, float]:
     return rc, time.time() - t
 
 
+def load_plan_file(path: Path) -> list[tuple]:
+    """A plan from a JSON file (see the module docstring), checked entry by entry."""
+    from run import CONFIGS, TASKS
+
+    try:
+        runs = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        raise SystemExit(f"--plan-file: cannot read {str(path)!r} as JSON ({exc})") from None
+    if not isinstance(runs, list) or not runs:
+        raise SystemExit(f"--plan-file: {str(path)!r}: expected a non-empty JSON list of runs, got {runs!r}")
+    plan = []
+    for i, r in enumerate(runs):
+        where = f"--plan-file: {str(path)!r}, run {i}"
+        if not (isinstance(r, list) and 5 <= len(r) <= 7):
+            raise SystemExit(f"{where}: expected [task, config, [seeds], scale, prune(, spec)(, steps)], got {r!r}")
+        task, config, seeds, scale, prune, *extra = r
+        if task not in TASKS:
+            raise SystemExit(f"{where}: task: expected one of {sorted(TASKS)}, got {task!r}")
+        if config not in CONFIGS:
+            raise SystemExit(f"{where}: config: expected one of {list(CONFIGS)}, got {config!r}")
+        if not (isinstance(seeds, list) and seeds and all(isinstance(x, int) and x >= 0 for x in seeds)):
+            raise SystemExit(f"{where}: seeds: expected a non-empty list of integers >= 0, got {seeds!r}")
+        if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not isinstance(prune, bool):
+            raise SystemExit(f"{where}: expected a number scale and a true/false prune, got {scale!r}, {prune!r}")
+        if not all(isinstance(e, str) or (isinstance(e, int) and not isinstance(e, bool) and e > 0) for e in extra):
+            raise SystemExit(f"{where}: expected a spec path (string) and/or a step budget (integer > 0), got {extra!r}")
+        extra = [str((Path(path).parent / e).resolve()) if isinstance(e, str) else e for e in extra]
+        plan.append((task, config, tuple(seeds), float(scale), prune, *extra))
+    return plan
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--plan", nargs="+", default=["core"], choices=sorted(PLANS))
@@ -117,25 +158,44 @@ def main(argv=None) -> int:
                    help="local: one run after the other here; ray: runs in parallel on Ray workers")
     p.add_argument("--workers", type=int, default=None, help="ray: worker processes (default: one per CPU)")
     p.add_argument("--address", default=None, help="ray: address of an existing cluster")
+    p.add_argument("--plan-file", type=Path, default=None, help="JSON plan to run instead of --plan")
+    p.add_argument("--root", type=Path, default=None, help="folder of the run folders (default: results/runs)")
+    for name, what in (("steps", "env-step budget"), ("eval-freq", "evaluate every N env steps"),
+                       ("eval-episodes", "episodes per evaluation"), ("learning-starts", "random steps before training")):
+        p.add_argument(f"--{name}", type=int, default=None, help=f"{what} of every run (default: per task)")
     a = p.parse_args(argv)
-    cmds = []
-    for plan in a.plan:
-        for task, config, seeds, scale, prune, *extra in PLANS[plan]:
-            spec = [e for e in extra if isinstance(e, str)]
-            steps = [e for e in extra if isinstance(e, int)]
-            for seed in seeds:
-                cmd = [sys.executable, str(HERE / "run.py"), "--task", task, "--config", config, "--seed", str(seed),
-                       "--scale", str(scale), "--algo", a.algo] + (["--prune"] if prune else [])
-                cmd += ["--spec", str(HERE / spec[0])] if spec else []
-                cmd += ["--steps", str(steps[0])] if steps else []
-                cmds.append(cmd)
+    runs = load_plan_file(a.plan_file) if a.plan_file is not None else [r for plan in a.plan for r in PLANS[plan]]
+    common = ["--root", str(a.root)] if a.root is not None else []
+    for name in ("eval_freq", "eval_episodes", "learning_starts"):
+        if getattr(a, name) is not None:
+            common += ["--" + name.replace("_", "-"), str(getattr(a, name))]
+    from run import config_label
+
+    cmds, names = [], []
+    for task, config, seeds, scale, prune, *extra in runs:
+        spec = [e for e in extra if isinstance(e, str)]
+        steps = [e for e in extra if isinstance(e, int)]
+        for seed in seeds:
+            cmd = [sys.executable, str(HERE / "run.py"), "--task", task, "--config", config, "--seed", str(seed),
+                   "--scale", str(scale), "--algo", a.algo] + (["--prune"] if prune else [])
+            cmd += ["--spec", str(HERE / spec[0])] if spec else []
+            cmd += ["--steps", str(steps[0])] if steps else (["--steps", str(a.steps)] if a.steps else [])
+            cmds.append(cmd + common)
+            names.append(f"{task} {config_label(config, scale, prune, spec[0] if spec else None)} {seed}")
     from prm_critic.executor import Task, make_executor
 
     ex = make_executor(a.executor, workers=a.workers, address=a.address)
-    tasks = [Task(key=" ".join(cmd[1:]), desc=" ".join(cmd[1:]), payload=cmd) for cmd in cmds]
+    tasks = [Task(key=name, desc=f"run {name} ({' '.join(cmd[1:])})", payload=cmd) for name, cmd in zip(names, cmds)]
+    failed = []
     with ex.start(dict) as pool:
         for i, (run, (rc, secs)) in enumerate(pool.map(_run_cmd, tasks)):
             print(f"  [{i + 1}/{len(tasks)}] rc={rc} in {secs:.0f}s: {run}", flush=True)
+            if rc != 0:
+                failed.append(f"{run} (exit status {rc})")
+    if failed:
+        print(f"sweep: {len(failed)} of {len(tasks)} runs failed (task config seed): " + "; ".join(failed),
+              file=sys.stderr, flush=True)
+        return 1
     return 0
 
 
