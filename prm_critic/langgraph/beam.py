@@ -122,6 +122,19 @@ def build_beam_search_graph(
         an uncompiled ``StateGraph``; compile it with your checkpointer, invoke with
         ``{"prompt": ..., "root": env_state}`` and a ``recursion_limit`` above ``2 * max_depth + 2``.
     """
+    expand, critic, beam_width, branch_factor, max_depth, dead_end_threshold, budget, head = _check_beam_args(
+        expand, critic, beam_width, branch_factor, max_depth, dead_end_threshold, budget, is_terminal, aggregate, head
+    )
+    prune = _make_prune_node(critic, beam_width=beam_width, max_depth=max_depth,
+                             dead_end_threshold=dead_end_threshold, budget=budget,
+                             is_terminal=is_terminal, aggregate=aggregate, head=head)
+    fan_out = _make_fan_out(branch_factor=branch_factor, budget=budget)
+    return _wire_beam_graph(_beam_init, _make_expand_node(expand), prune, fan_out)
+
+
+def _check_beam_args(expand, critic, beam_width, branch_factor, max_depth, dead_end_threshold, budget,
+                     is_terminal, aggregate, head):
+    """Check :func:`build_beam_search_graph`'s arguments; return the normalised ones."""
     if not callable(expand):
         raise TypeError(f"expand: expected a callable expand(env_state, history, k), got {type(expand).__name__} {expand!r}")
     critic = check_critic(critic)
@@ -135,27 +148,34 @@ def build_beam_search_graph(
     if aggregate not in AGGREGATES:
         raise ValueError(f"aggregate: expected one of {sorted(AGGREGATES)}, got {aggregate!r}")
     head = check_head(head)
-    Overwrite, Send = _types.Overwrite, _types.Send
+    return expand, critic, beam_width, branch_factor, max_depth, dead_end_threshold, budget, head
 
-    def init(state: BeamState) -> dict:
-        if "root" not in state:
-            raise KeyError("root: the input must hold the initial env state under 'root' (and the task under 'prompt')")
-        prompt = state.get("prompt", "")
-        if not isinstance(prompt, str):
-            raise TypeError(f"prompt: expected str, got {type(prompt).__name__} {prompt!r}")
-        root = {"steps": [], "step_scores": [], "score": 1.0, "state": state["root"], "terminal": False}
-        return {
-            "prompt": prompt,
-            "beam": Overwrite([root]),
-            "candidates": Overwrite([]),
-            "depth": 0,
-            "policy_calls": Overwrite(0),
-            "pruned_dead_end": Overwrite(0),
-            "pruned_beam": Overwrite(0),
-            "solution": None,
-            "best": None,
-            "stop_reason": "recursion_limit" if _too_few(state) else "",
-        }
+
+def _beam_init(state: BeamState) -> dict:
+    """The ``init`` node: check the input and start the beam at the root env state."""
+    Overwrite = _types.Overwrite
+    if "root" not in state:
+        raise KeyError("root: the input must hold the initial env state under 'root' (and the task under 'prompt')")
+    prompt = state.get("prompt", "")
+    if not isinstance(prompt, str):
+        raise TypeError(f"prompt: expected str, got {type(prompt).__name__} {prompt!r}")
+    root = {"steps": [], "step_scores": [], "score": 1.0, "state": state["root"], "terminal": False}
+    return {
+        "prompt": prompt,
+        "beam": Overwrite([root]),
+        "candidates": Overwrite([]),
+        "depth": 0,
+        "policy_calls": Overwrite(0),
+        "pruned_dead_end": Overwrite(0),
+        "pruned_beam": Overwrite(0),
+        "solution": None,
+        "best": None,
+        "stop_reason": "recursion_limit" if _too_few(state) else "",
+    }
+
+
+def _make_expand_node(expand):
+    """The ``expand`` node: ask ``expand`` for up to ``k`` proposals from one beam item."""
 
     def expand_node(inp: ExpandInput) -> dict:
         item, k = inp["item"], inp["k"]
@@ -173,6 +193,28 @@ def build_beam_search_graph(
             cands.append({"steps": list(item["steps"]) + [p[0]], "step_scores": list(item["step_scores"]),
                           "state": p[1], "terminal": False})
         return {"candidates": cands, "policy_calls": len(proposals)}
+
+    return expand_node
+
+
+def _beam_stop_reason(state, *, solved, beam, depth, used, budget, max_depth) -> str:
+    """The first stop reason that applies after a prune (``""``: keep searching)."""
+    if solved:
+        return "solved"
+    if budget is not None and used >= budget:
+        return "budget"
+    if not beam:
+        return "dead_ends"
+    if depth >= max_depth:
+        return "max_depth"
+    if _too_few(state):
+        return "recursion_limit"
+    return ""
+
+
+def _make_prune_node(critic, *, beam_width, max_depth, dead_end_threshold, budget, is_terminal, aggregate, head):
+    """The ``prune`` node: score the new candidates in one batch and keep the best ``beam_width``."""
+    Overwrite = _types.Overwrite
 
     def prune(state: BeamState) -> dict:
         cands = list(state.get("candidates") or [])
@@ -199,18 +241,8 @@ def build_beam_search_graph(
         if best_prev is not None and best is not None and not solved and best_prev["score"] > best["score"]:
             best = best_prev
         used = int(state.get("policy_calls", 0))
-        if solved:
-            reason = "solved"
-        elif budget is not None and used >= budget:
-            reason = "budget"
-        elif not beam:
-            reason = "dead_ends"
-        elif depth >= max_depth:
-            reason = "max_depth"
-        elif _too_few(state):
-            reason = "recursion_limit"
-        else:
-            reason = ""
+        reason = _beam_stop_reason(state, solved=solved, beam=beam, depth=depth, used=used,
+                                   budget=budget, max_depth=max_depth)
         out = {
             "beam": Overwrite(beam),
             "candidates": Overwrite([]),
@@ -227,6 +259,13 @@ def build_beam_search_graph(
                "stop_reason": reason})
         return out
 
+    return prune
+
+
+def _make_fan_out(*, branch_factor, budget):
+    """The router after ``init``/``prune``: one ``Send`` per beam item within the budget, or ``END``."""
+    Send = _types.Send
+
     def fan_out(state: BeamState):
         if state.get("stop_reason"):
             return _graph.END
@@ -241,6 +280,11 @@ def build_beam_search_graph(
                 left -= k
         return sends or _graph.END
 
+    return fan_out
+
+
+def _wire_beam_graph(init, expand_node, prune, fan_out):
+    """Wire ``START -> init -> (expand -> prune)* -> END`` into an uncompiled ``StateGraph``."""
     builder = _graph.StateGraph(BeamState)
     builder.add_node("init", init)
     builder.add_node("expand", expand_node)

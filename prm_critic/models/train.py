@@ -445,6 +445,50 @@ def _train(x, progress, success, *, episode, t, ep_success, mask, config: TrainC
         raise ValueError(f"device: {config.device!r} requested but CUDA is not available")
 
     tr, va = _split_val(arrs, config.val_fraction, config.seed)
+    net = _init_net(arrs, tr, config, device)
+    opt = torch.optim.AdamW(net.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    losses = _make_losses(net, arrs, config, device)
+    pairs = _PairIndex(arrs.episode[tr], arrs.t[tr], arrs.ep_success[tr])
+    use_pairs = config.pairwise_weight > 0 and bool(pairs)
+
+    history: dict[str, Any] = {k: [] for k in ("loss", "bce_progress", "bce_success", "pairwise", "val_loss")}
+    history.update(best_epoch=None, n_train_steps=int(len(tr)), n_val_steps=int(len(va)),
+                   n_pair_episodes=int(len(pairs.lens)) if use_pairs else 0, resumed_from_epoch=0)
+    loop = _Loop(history=history, rng=np.random.default_rng([config.seed, 0]), fingerprint=_fingerprint(arrs, config))
+    sp = None
+    if state_path is not None:
+        sp = Path(state_path)
+        _resume(sp, net, opt, loop)
+
+    stopped = _run_epochs(net, opt, losses, tr, va, pairs if use_pairs else None, config, loop, sp,
+                          progress_bar=progress_bar, on_epoch_end=on_epoch_end)
+    if loop.best_state is not None:
+        net.load_state_dict(loop.best_state)
+    history = loop.history
+    history["epochs_run"] = len(history["loss"])
+    history["early_stopped"] = stopped
+    if sp is not None:
+        for f in _state_files(sp):
+            if f.exists():
+                f.unlink()
+    return net.cpu().eval(), history
+
+
+@dataclass
+class _Loop:
+    """What the training loop carries from epoch to epoch (and saves to resume)."""
+
+    history: dict[str, Any]
+    rng: np.random.Generator
+    fingerprint: str
+    best_val: float = math.inf
+    best_state: dict | None = None
+    bad_epochs: int = 0
+    start_epoch: int = 0
+
+
+def _init_net(arrs, tr: np.ndarray, config: TrainConfig, device) -> StateCriticNet:
+    """A seeded network with input normalisation fitted on the training rows ``tr``."""
     xt = arrs.x[tr]
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(config.seed)
@@ -452,16 +496,17 @@ def _train(x, progress, success, *, episode, t, ep_success, mask, config: TrainC
     xt64 = xt.astype(np.float64)
     net.set_normalization(xt64.mean(axis=0), xt64.std(axis=0), std_floor=config.std_floor, obs_clip=config.obs_clip)
     net.to(device)
-    opt = torch.optim.AdamW(net.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    return net
+
+
+def _make_losses(net: StateCriticNet, arrs, config: TrainConfig, device):
+    """``losses(idx, pair_idx=None) -> (bce_progress, masked bce_success, pairwise)`` on rows ``idx``."""
 
     def dev(a):
         return torch.from_numpy(np.ascontiguousarray(a)).to(device)
 
     X, P, S, M = dev(arrs.x), dev(arrs.progress), dev(arrs.success), dev(arrs.mask)
-    pairs = _PairIndex(arrs.episode[tr], arrs.t[tr], arrs.ep_success[tr])
-    use_pairs = config.pairwise_weight > 0 and bool(pairs)
     heads = [("progress", "success").index(h) for h in config.pairwise_heads]
-    k_pairs = config.pairs_per_batch or config.batch_size
 
     def losses(idx: np.ndarray, pair_idx=None):
         ii = dev(idx)
@@ -481,83 +526,99 @@ def _train(x, progress, success, *, episode, t, ep_success, mask, config: TrainC
             lpair = (F.softplus(arg) if config.pairwise_loss == "logistic" else F.relu(arg)).mean()
         return lp, ls, lpair
 
-    history: dict[str, Any] = {k: [] for k in ("loss", "bce_progress", "bce_success", "pairwise", "val_loss")}
-    history.update(best_epoch=None, n_train_steps=int(len(tr)), n_val_steps=int(len(va)),
-                   n_pair_episodes=int(len(pairs.lens)) if use_pairs else 0, resumed_from_epoch=0)
-    rng = np.random.default_rng([config.seed, 0])
-    best_val, best_state, bad_epochs, start_epoch = math.inf, None, 0, 0
-    fp = _fingerprint(arrs, config)
-    sp = None
-    if state_path is not None:
-        sp = Path(state_path)
-        loaded = _load_state(sp, fp)
-        if loaded is not None:
-            payload, tensors = loaded
-            net.load_state_dict({k[4:]: v for k, v in tensors.items() if k.startswith("net.")})
-            best = {k[5:]: v for k, v in tensors.items() if k.startswith("best.")}
-            best_state = best or None
-            osd = {"param_groups": payload["param_groups"], "state": {}}
-            for key in payload["opt_keys"]:
-                pid, name = key.split(".", 1)
-                osd["state"].setdefault(int(pid), {})[name] = tensors[f"opt.{key}"]
-            opt.load_state_dict(osd)
-            history = payload["history"]
-            rng.bit_generator.state = payload["rng"]
-            best_val = payload["best_val"] if payload["best_val"] is not None else math.inf
-            bad_epochs = payload["bad_epochs"]
-            start_epoch = payload["epoch"]
-            history["resumed_from_epoch"] = start_epoch
+    return losses
 
+
+def _resume(sp: Path, net: StateCriticNet, opt, loop: _Loop) -> None:
+    """Restore net, optimiser and loop state from the training state at ``sp``, if it matches."""
+    loaded = _load_state(sp, loop.fingerprint)
+    if loaded is None:
+        return
+    payload, tensors = loaded
+    net.load_state_dict({k[4:]: v for k, v in tensors.items() if k.startswith("net.")})
+    best = {k[5:]: v for k, v in tensors.items() if k.startswith("best.")}
+    loop.best_state = best or None
+    osd: dict[str, Any] = {"param_groups": payload["param_groups"], "state": {}}
+    for key in payload["opt_keys"]:
+        pid, name = key.split(".", 1)
+        osd["state"].setdefault(int(pid), {})[name] = tensors[f"opt.{key}"]
+    opt.load_state_dict(osd)
+    loop.history = payload["history"]
+    loop.rng.bit_generator.state = payload["rng"]
+    loop.best_val = payload["best_val"] if payload["best_val"] is not None else math.inf
+    loop.bad_epochs = payload["bad_epochs"]
+    loop.start_epoch = payload["epoch"]
+    loop.history["resumed_from_epoch"] = loop.start_epoch
+
+
+def _train_epoch(net: StateCriticNet, opt, losses, tr: np.ndarray, pairs, config: TrainConfig, rng) -> np.ndarray:
+    """One pass over the shuffled training rows; returns the mean ``[bce_progress, bce_success, pairwise]``."""
     n_batches = max(1, math.ceil(len(tr) / config.batch_size))
+    k_pairs = config.pairs_per_batch or config.batch_size
+    net.train()
+    perm = tr[rng.permutation(len(tr))]
+    sums = np.zeros(3)
+    for b in range(n_batches):
+        idx = perm[b * config.batch_size : (b + 1) * config.batch_size]
+        pair_idx = pairs.sample(rng, k_pairs) if pairs is not None else None
+        if pair_idx is not None:
+            pair_idx = (tr[pair_idx[0]], tr[pair_idx[1]])
+        lp, ls, lpair = losses(idx, pair_idx)
+        loss = lp + ls + config.pairwise_weight * lpair
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        if config.max_grad_norm is not None:
+            torch.nn.utils.clip_grad_norm_(net.parameters(), config.max_grad_norm)
+        opt.step()
+        sums += [lp.item(), ls.item(), lpair.item()]
+    sums /= n_batches
+    return sums
+
+
+def _validate(net: StateCriticNet, losses, va: np.ndarray, epoch: int, loop: _Loop) -> float | None:
+    """Validation loss after ``epoch`` (``None`` without validation rows); keeps the best weights."""
+    if not len(va):
+        return None
+    net.eval()
+    with torch.no_grad():
+        vp, vs, _ = losses(va)
+    val = float(vp + vs)
+    if val < loop.best_val - 1e-6:
+        loop.best_val, loop.bad_epochs = val, 0
+        loop.best_state = {k: v.detach().clone() for k, v in net.state_dict().items()}
+        loop.history["best_epoch"] = epoch + 1
+    else:
+        loop.bad_epochs += 1
+    return val
+
+
+def _run_epochs(net: StateCriticNet, opt, losses, tr, va, pairs, config: TrainConfig, loop: _Loop, sp,
+                *, progress_bar, on_epoch_end) -> bool:
+    """Train from ``loop.start_epoch`` to ``config.epochs``; returns whether early stopping fired."""
     bar = None
     if progress_bar:
         tqdm = require("tqdm.auto", "torch").tqdm
 
-        bar = tqdm(total=config.epochs, initial=start_epoch, desc="train critic", unit="epoch")
+        bar = tqdm(total=config.epochs, initial=loop.start_epoch, desc="train critic", unit="epoch")
     stopped = False
     try:
-        for epoch in range(start_epoch, config.epochs):
-            net.train()
-            perm = tr[rng.permutation(len(tr))]
-            sums = np.zeros(3)
-            for b in range(n_batches):
-                idx = perm[b * config.batch_size : (b + 1) * config.batch_size]
-                pair_idx = pairs.sample(rng, k_pairs) if use_pairs else None
-                if pair_idx is not None:
-                    pair_idx = (tr[pair_idx[0]], tr[pair_idx[1]])
-                lp, ls, lpair = losses(idx, pair_idx)
-                loss = lp + ls + config.pairwise_weight * lpair
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                if config.max_grad_norm is not None:
-                    torch.nn.utils.clip_grad_norm_(net.parameters(), config.max_grad_norm)
-                opt.step()
-                sums += [lp.item(), ls.item(), lpair.item()]
-            sums /= n_batches
+        for epoch in range(loop.start_epoch, config.epochs):
+            sums = _train_epoch(net, opt, losses, tr, pairs, config, loop.rng)
+            history = loop.history
             history["bce_progress"].append(float(sums[0]))
             history["bce_success"].append(float(sums[1]))
             history["pairwise"].append(float(sums[2]))
             history["loss"].append(float(sums[0] + sums[1] + config.pairwise_weight * sums[2]))
-            val = None
-            if len(va):
-                net.eval()
-                with torch.no_grad():
-                    vp, vs, _ = losses(va)
-                val = float(vp + vs)
-                if val < best_val - 1e-6:
-                    best_val, bad_epochs = val, 0
-                    best_state = {k: v.detach().clone() for k, v in net.state_dict().items()}
-                    history["best_epoch"] = epoch + 1
-                else:
-                    bad_epochs += 1
+            val = _validate(net, losses, va, epoch, loop)
             history["val_loss"].append(val)
-            if config.patience is not None and bad_epochs >= config.patience:
+            if config.patience is not None and loop.bad_epochs >= config.patience:
                 stopped = True
             if sp is not None:
-                _save_state(sp, net, opt, best_state, {
-                    "fingerprint": fp, "epoch": epoch + 1, "history": history,
-                    "rng": rng.bit_generator.state, "best_val": None if best_val == math.inf else best_val,
-                    "bad_epochs": bad_epochs})
+                _save_state(sp, net, opt, loop.best_state, {
+                    "fingerprint": loop.fingerprint, "epoch": epoch + 1, "history": history,
+                    "rng": loop.rng.bit_generator.state,
+                    "best_val": None if loop.best_val == math.inf else loop.best_val,
+                    "bad_epochs": loop.bad_epochs})
             if bar is not None:
                 post = {"loss": f"{history['loss'][-1]:.4f}"}
                 if val is not None:
@@ -571,12 +632,4 @@ def _train(x, progress, success, *, episode, t, ep_success, mask, config: TrainC
     finally:
         if bar is not None:
             bar.close()
-    if best_state is not None:
-        net.load_state_dict(best_state)
-    history["epochs_run"] = len(history["loss"])
-    history["early_stopped"] = stopped
-    if sp is not None:
-        for f in _state_files(sp):
-            if f.exists():
-                f.unlink()
-    return net.cpu().eval(), history
+    return stopped

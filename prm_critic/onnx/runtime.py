@@ -156,6 +156,42 @@ def _is_int(v: Any, lo: int) -> bool:
     return not isinstance(v, bool) and isinstance(v, (int, np.integer)) and int(v) >= lo
 
 
+def _check_init_args(provider, *, strict, intra_op_threads, inter_op_threads, allow_spinning, io_binding, cuda_graph,
+                     device_id, allow_unverified) -> None:
+    """Check :class:`OnnxCritic`'s settings (before the file is touched)."""
+    if provider not in ("auto", *PROVIDERS):
+        raise ValueError(f"provider: expected one of 'auto', 'cpu', 'cuda', 'tensorrt', got {provider!r}")
+    for name, val in (("strict", strict), ("allow_spinning", allow_spinning), ("io_binding", io_binding),
+                      ("cuda_graph", cuda_graph), ("allow_unverified", allow_unverified)):
+        if not isinstance(val, bool):
+            raise TypeError(f"{name}: expected a bool, got {val!r}")
+    for name, num in (("intra_op_threads", intra_op_threads), ("inter_op_threads", inter_op_threads)):
+        if not _is_int(num, 0):
+            raise ValueError(f"{name}: expected an int >= 0 (0 = onnxruntime default), got {num!r}")
+    if not _is_int(device_id, 0):
+        raise ValueError(f"device_id: expected an int >= 0, got {device_id!r}")
+    if cuda_graph and provider not in ("cuda", "auto"):
+        raise ValueError(f"cuda_graph: needs provider='cuda' (or 'auto' on a CUDA machine), got provider={provider!r}")
+    if cuda_graph and not io_binding:
+        raise ValueError("cuda_graph: needs io_binding=True (CUDA graphs replay fixed device buffers), got io_binding=False")
+
+
+def _session_options(ort, intra_op_threads: int, inter_op_threads: int, allow_spinning: bool, *, strict_gpu: bool):
+    """The latency session options (threads, sequential execution, all graph optimisations)."""
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = int(intra_op_threads)
+    so.inter_op_num_threads = int(inter_op_threads)
+    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    so.add_session_config_entry("session.intra_op.allow_spinning", "1" if allow_spinning else "0")
+    so.add_session_config_entry("session.inter_op.allow_spinning", "1" if allow_spinning else "0")
+    if strict_gpu:
+        # the CPU EP is not in a strict chain (onnxruntime rejects an explicit CPU EP together with
+        # this option as a conflicting configuration)
+        so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
+    return so
+
+
 class OnnxCritic(StateCritic):
     """A critic exported by :func:`~prm_critic.onnx.export_state_critic`, run by onnxruntime.
 
@@ -204,21 +240,9 @@ class OnnxCritic(StateCritic):
         device_id: int = 0,
         allow_unverified: bool = False,
     ):
-        if provider not in ("auto", *PROVIDERS):
-            raise ValueError(f"provider: expected one of 'auto', 'cpu', 'cuda', 'tensorrt', got {provider!r}")
-        for name, val in (("strict", strict), ("allow_spinning", allow_spinning), ("io_binding", io_binding),
-                          ("cuda_graph", cuda_graph), ("allow_unverified", allow_unverified)):
-            if not isinstance(val, bool):
-                raise TypeError(f"{name}: expected a bool, got {val!r}")
-        for name, num in (("intra_op_threads", intra_op_threads), ("inter_op_threads", inter_op_threads)):
-            if not _is_int(num, 0):
-                raise ValueError(f"{name}: expected an int >= 0 (0 = onnxruntime default), got {num!r}")
-        if not _is_int(device_id, 0):
-            raise ValueError(f"device_id: expected an int >= 0, got {device_id!r}")
-        if cuda_graph and provider not in ("cuda", "auto"):
-            raise ValueError(f"cuda_graph: needs provider='cuda' (or 'auto' on a CUDA machine), got provider={provider!r}")
-        if cuda_graph and not io_binding:
-            raise ValueError("cuda_graph: needs io_binding=True (CUDA graphs replay fixed device buffers), got io_binding=False")
+        _check_init_args(provider, strict=strict, intra_op_threads=intra_op_threads, inter_op_threads=inter_op_threads,
+                         allow_spinning=allow_spinning, io_binding=io_binding, cuda_graph=cuda_graph,
+                         device_id=device_id, allow_unverified=allow_unverified)
         p = Path(path)
         if not p.is_file():
             raise FileNotFoundError(f"path: {str(p)!r} does not exist (expected an exported .onnx critic)")
@@ -228,17 +252,19 @@ class OnnxCritic(StateCritic):
         self._ort = ort
 
         providers, requested = self._provider_chain(ort, provider, strict, cuda_graph, int(device_id))
-        so = ort.SessionOptions()
-        so.intra_op_num_threads = int(intra_op_threads)
-        so.inter_op_num_threads = int(inter_op_threads)
-        so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        so.add_session_config_entry("session.intra_op.allow_spinning", "1" if allow_spinning else "0")
-        so.add_session_config_entry("session.inter_op.allow_spinning", "1" if allow_spinning else "0")
-        if strict and requested in _GPU:
-            # the CPU EP is not in a strict chain (onnxruntime rejects an explicit CPU EP together with
-            # this option as a conflicting configuration)
-            so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
+        so = _session_options(ort, intra_op_threads, inter_op_threads, allow_spinning,
+                              strict_gpu=strict and requested in _GPU)
+        raw = self._open_session(so, providers, provider, requested, strict, allow_unverified)
+        self._read_meta(raw, cuda_graph)
+        self._init_buffers(io_binding, cuda_graph, int(device_id))
+        if env is not None:
+            self.check_env(env)
+
+    # ------------------------------------------------------------------ setup
+    def _open_session(self, so, providers: list, provider: str, requested: str, strict: bool,
+                      allow_unverified: bool) -> dict[str, str]:
+        """Check the file's bytes, build the session, and refuse/warn on a GPU fallback; returns the raw metadata."""
+        ort, p = self._ort, self.path
         # format, single file and content hash are checked on the bytes, before any session is built
         data = p.read_bytes()
         raw = check_model_bytes(data, str(p), fmt=FORMAT, error=OnnxModelError, allow_unverified=allow_unverified)
@@ -262,12 +288,16 @@ class OnnxCritic(StateCritic):
                    f"(session providers {self.providers}); onnxruntime reported: {log.cause() if log is not None else 'nothing'}")
             if strict:
                 raise OnnxModelError(msg + " (strict=True: not falling back to CPU)")
-            warnings.warn(msg + "; falling back to CPUExecutionProvider", RuntimeWarning, stacklevel=2)
+            # stacklevel 3: the warning points at the code that built the OnnxCritic
+            warnings.warn(msg + "; falling back to CPUExecutionProvider", RuntimeWarning, stacklevel=3)
+        return raw
 
+    def _read_meta(self, raw: dict[str, str], cuda_graph: bool) -> None:
+        """Decode the metadata and check the graph's signature against it."""
         try:
             self.meta = decode_metadata(raw)
         except ValueError as exc:
-            raise OnnxModelError(f"path: {str(p)!r} has corrupt metadata: {exc}") from exc
+            raise OnnxModelError(f"path: {str(self.path)!r} has corrupt metadata: {exc}") from exc
         self.obs_dim = int(self.meta["obs_dim"])
         self.batch = self.meta.get("batch", "dynamic")
         self.task = self.meta.get("task")
@@ -277,6 +307,8 @@ class OnnxCritic(StateCritic):
         if cuda_graph and self.batch != 1:
             raise ValueError(f"cuda_graph: needs a batch-1 export (static shapes), got a model with batch={self.batch!r}")
 
+    def _init_buffers(self, io_binding: bool, cuda_graph: bool, device_id: int) -> None:
+        """Preallocate the batch-1 buffers and, with ``io_binding``, bind them."""
         self.io_binding = io_binding
         self._cuda_graph = bool(cuda_graph and self.provider == "CUDAExecutionProvider")
         self._lock = threading.Lock()
@@ -290,13 +322,9 @@ class OnnxCritic(StateCritic):
         self._io1 = None
         self._fast_run: Callable[[], None] | None = None
         if io_binding:
-            self._io1 = self._make_binding_one(int(device_id))
+            self._io1 = self._make_binding_one(device_id)
             if not self._cuda_graph:
                 self._fast_run = self._direct_runner(self._io1)
-        if env is not None:
-            self.check_env(env)
-
-    # ------------------------------------------------------------------ setup
     @staticmethod
     def _provider_chain(ort, provider: str, strict: bool, cuda_graph: bool, device_id: int):
         available = list(ort.get_available_providers())
