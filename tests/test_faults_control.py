@@ -3,7 +3,6 @@ or failing critic under a shaper + pruner stack, and HER relabelling in subgoal 
 
 from __future__ import annotations
 
-import time
 
 import numpy as np
 import pytest
@@ -23,7 +22,7 @@ from prm_critic.robotics.spec import load_spec  # noqa: E402
 from prm_critic.robotics.subgoals import SubgoalCritic  # noqa: E402
 from prm_critic.sb3 import VecPRMRewardShaper  # noqa: E402
 from prm_critic.wrappers import DeadEndPruner, PRMRewardShaper  # noqa: E402
-from wrappers_helpers import BlockingCritic, SlowCritic  # noqa: E402
+from wrappers_helpers import BlockingCritic, SlowCritic, wait_for_handover  # noqa: E402
 
 pytestmark = pytest.mark.fault
 
@@ -191,13 +190,7 @@ def test_slow_critic_under_deadline_stack_makes_one_call_per_step_and_no_pruner_
         if t == 4:  # the late call has been left behind for two steps: let it finish
             critic.release.set()
             assert critic.finished.wait(30)
-            # ``finished`` is set inside the critic, before the worker thread hands the result back:
-            # wait for that hand-over too (a condition, not a duration), or step 4 may see it busy
-            worker = shaped._caller._worker
-            for _ in range(3000):
-                if not worker._done.locked():
-                    break
-                time.sleep(0.01)
+            wait_for_handover(shaped)  # or step 4 may still see the worker busy
         n_before = critic.n
         _, _, _, _, info = pruner.step(pruner.action_space.sample())
         assert critic.n - n_before <= 1

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 
 import numpy as np
 import pytest
@@ -10,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from prm_critic.wrappers import PRMRewardShaper
-from wrappers_helpers import ListEnv, SlowCritic, torch_critic
+from wrappers_helpers import ListEnv, SlowCritic, torch_critic, wait_for_handover
 
 D = 3
 _state = st.lists(st.floats(-5, 5, allow_nan=False, width=32), min_size=D, max_size=D)
@@ -109,11 +108,7 @@ def test_deadline_timeout_falls_back_without_blocking():
     _, r, _, _, info = env.step(env.action_space.sample())
     assert info["prm_fallback"] is True and r == 0.5
     assert critic.finished.wait(10.0)
-    worker = env._caller._worker  # wait for the worker to hand the late result back (a condition)
-    for _ in range(3000):
-        if not worker._done.locked():
-            break
-        time.sleep(0.01)
+    wait_for_handover(env)
     # critic is back: Phi(s') known again, but Phi(s) was unknown -> shaping still 0 this step
     _, r, _, _, info = env.step(env.action_space.sample())
     assert info["prm_fallback"] is False and info["prm_shaping"] == 0.0 and np.isnan(info["prm_phi"])

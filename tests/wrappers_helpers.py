@@ -111,3 +111,15 @@ class BlockingCritic(BaseCritic):
             self.finished.set()
             return out
         return self.inner.score(steps)
+
+
+def wait_for_handover(wrapper, tries: int = 3000) -> None:
+    """Wait until the wrapper's deadline worker has handed a late result back (a condition, polled).
+
+    A slow critic's ``finished`` event is set inside the critic, before the worker thread hands its
+    result back; a step taken in between would still see the worker busy."""
+    worker = wrapper._caller._worker
+    for _ in range(tries):
+        if not worker._done.locked():
+            return
+        time.sleep(0.01)

@@ -387,7 +387,6 @@ def route_after_agent(
     messages = _get(state, messages_key)
     if messages is None:
         raise KeyError(f"messages_key: the state has no {messages_key!r} key")
-    messages = list(messages)
     last = messages[-1] if messages else None
     if last is None or getattr(last, "type", None) != "ai" or not getattr(last, "tool_calls", None):
         return _END

@@ -146,32 +146,6 @@ def _episodes(d: dict[str, np.ndarray]) -> list[np.ndarray]:
     return out
 
 
-def _check_stored_params(out: Path, family: str, params: dict[str, Any]) -> None:
-    pjson = out / "labels" / f"{family}.json"
-    if pjson.exists():
-        old = json.loads(pjson.read_text())
-        if old != params:
-            diff = {kk: (old.get(kk), params.get(kk)) for kk in set(old) | set(params) if old.get(kk) != params.get(kk)}
-            raise ValueError(
-                f"family: {str(out / 'labels' / family)!r} holds {family!r} labels made with other parameters "
-                f"(stored vs requested: {diff}); delete that folder to relabel, or pass the stored parameters"
-            )
-
-
-def _shards_todo(files: list[Path], lab_dir: Path) -> list[Path]:
-    todo = []
-    for f in files:
-        target = lab_dir / f.name
-        if target.exists():
-            try:
-                if len(load_shard(target, ("label",))["label"]) == len(load_shard(f, ("t",))["t"]):
-                    continue
-            except ShardError:
-                pass
-        todo.append(f)
-    return todo
-
-
 def label_bisect(out_dir: "str | Path", *, k: int = 8, seed: int = 0, threshold: float = 0.0, resolution: int = 1,
                  rollout_policy: str = "scripted", progress: bool = True, trust_pickle: bool = False,
                  policy_loader: Any = None) -> Path:
@@ -182,25 +156,26 @@ def label_bisect(out_dir: "str | Path", *, k: int = 8, seed: int = 0, threshold:
     Returns:
         the folder ``out_dir/labels/mc_bisect``.
     """
-    from tqdm.auto import tqdm
-
+    from prm_critic._optional import require
     from prm_critic.robotics.collect import check_policy_loader, read_meta
-    from prm_critic.robotics.labels import MCLabeler, _shard_files
+    from prm_critic.robotics.labels import MCLabeler, check_stored_params, shard_files, shards_todo
+
+    tqdm = require("tqdm.auto").tqdm  # the robotics extra installs it
 
     out = Path(out_dir)
     meta = read_meta(out)
     params = bisect_params(k=k, seed=seed, threshold=threshold, resolution=resolution,
                            rollout_policy=rollout_policy, trust_pickle=trust_pickle)
     check_policy_loader(params["rollout_policy"], policy_loader, name="rollout_policy")
-    files = _shard_files(out)
+    files = shard_files(out)
     lab_dir = out / "labels" / FAMILY
-    _check_stored_params(out, FAMILY, params)
+    check_stored_params(out, FAMILY, params)
     read_stats(out, FAMILY)  # a corrupt stats file is refused before any rollout
     labeler = MCLabeler(meta, k=params["k"], seed=params["seed"], rollout_policy=params["rollout_policy"],
                         trust_pickle=trust_pickle, policy_loader=policy_loader, family=FAMILY)
     try:
         atomic_write_json(out / "labels" / f"{FAMILY}.json", params)
-        todo = _shards_todo(files, lab_dir)
+        todo = shards_todo(files, lab_dir)
         bar = tqdm(total=len(todo), desc=f"label {FAMILY} ({out.name})", unit="shard", disable=not progress)
         for f in todo:
             d = load_shard(f)

@@ -64,7 +64,7 @@ __all__ = ["FAMILIES", "label", "label_params", "unflatten_obs", "MCLabeler", "s
 FAMILIES = ("subgoal", "mc", "mc_bisect", "outcome")
 
 
-def _shard_files(out_dir: Path) -> list[Path]:
+def shard_files(out_dir: Path) -> list[Path]:
     files = sorted((out_dir / "shards").glob("shard_*.npz"))
     if not files:
         raise FileNotFoundError(f"data: no shard files in {str(out_dir / 'shards')!r} (run `prm-critic collect` first)")
@@ -289,6 +289,34 @@ def run_shard_tasks(pool: Pool, fn: Any, shards: "Iterable[tuple[Path, list[Task
             del want[name], got[name]
 
 
+def shards_todo(files: list[Path], lab_dir: Path) -> list[Path]:
+    """The shards of ``files`` without a complete label file in ``lab_dir`` (one label per row)."""
+    todo = []
+    for f in files:
+        target = lab_dir / f.name
+        if target.exists():
+            try:
+                if len(load_shard(target, ("label",))["label"]) == len(load_shard(f, ("t",))["t"]):
+                    continue
+            except ShardError:
+                pass
+        todo.append(f)
+    return todo
+
+
+def check_stored_params(out: Path, family: str, params: dict[str, Any]) -> None:
+    """Refuse to continue ``family`` labels of ``out`` that were made with other parameters."""
+    pjson = out / "labels" / f"{family}.json"
+    if pjson.exists():
+        old = json.loads(pjson.read_text())
+        if old != params:
+            diff = {kk: (old.get(kk), params.get(kk)) for kk in set(old) | set(params) if old.get(kk) != params.get(kk)}
+            raise ValueError(
+                f"family: {str(out / 'labels' / family)!r} holds {family!r} labels made with other parameters "
+                f"(stored vs requested: {diff}); delete that folder to relabel, or pass the stored parameters"
+            )
+
+
 def label(out_dir: "str | Path", family: str, *, k: int = 8, stride: int = 1, gamma: float = 0.99,
           seed: int = 0, rollout_policy: str = "scripted", progress: bool = True,
           trust_pickle: bool = False, policy_loader: Any = None, executor: "str | Executor" = "local",
@@ -333,30 +361,12 @@ def label(out_dir: "str | Path", family: str, *, k: int = 8, stride: int = 1, ga
                           trust_pickle=trust_pickle)
     if family == "mc":
         check_policy_loader(params["rollout_policy"], policy_loader, name="rollout_policy")
-    files = _shard_files(out)
+    files = shard_files(out)
     lab_dir = out / "labels" / family
     pjson = out / "labels" / f"{family}.json"
-    if pjson.exists():
-        old = json.loads(pjson.read_text())
-        if old != params:
-            diff = {kk: (old.get(kk), params.get(kk)) for kk in set(old) | set(params) if old.get(kk) != params.get(kk)}
-            raise ValueError(
-                f"family: {str(lab_dir)!r} holds {family!r} labels made with other parameters "
-                f"(stored vs requested: {diff}); delete that folder to relabel, or pass the stored parameters"
-            )
+    check_stored_params(out, family, params)
     ex = make_executor(executor, workers=workers, address=address)
-    todo = []
-    for f in files:
-        target = lab_dir / f.name
-        if target.exists():
-            try:
-                n_lab = len(load_shard(target, ("label",))["label"])
-                n_rows = len(load_shard(f, ("t",))["t"])
-                if n_lab == n_rows:
-                    continue
-            except ShardError:
-                pass
-        todo.append(f)
+    todo = shards_todo(files, lab_dir)
 
     if family != "mc":
         # subgoal and outcome labels are numpy over a shard's arrays (no env): computed here, not shipped

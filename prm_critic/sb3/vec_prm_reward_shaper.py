@@ -15,8 +15,7 @@ from prm_critic._optional import require
 from prm_critic.critic import BaseCritic
 from prm_critic.robotics.layout import CriticInputLayout
 from prm_critic.wrappers._common import (
-    CriticCaller, ObsFlattener, attach_subgoal_evaluator, check_critic_env, check_flag, check_layout_space,
-    check_shaper_args,
+    CallerStats, ObsFlattener, setup_shaper,
 )
 
 require("stable_baselines3.common.vec_env")  # a missing extra fails here with the exact ``pip install`` to run
@@ -37,7 +36,7 @@ def _venv_env_id(venv) -> str | None:
     return env_id if isinstance(env_id, str) and env_id else None
 
 
-class VecPRMRewardShaper(vec_env.VecEnvWrapper):
+class VecPRMRewardShaper(CallerStats, vec_env.VecEnvWrapper):
     r"""The vector twin of :class:`~prm_critic.wrappers.PRMRewardShaper`.
 
     For each env ``i`` of the vector step, with ``Phi`` the critic's ``head`` score::
@@ -82,14 +81,10 @@ class VecPRMRewardShaper(vec_env.VecEnvWrapper):
         if not isinstance(venv, vec_env.VecEnv):
             raise TypeError(f"venv: expected a stable_baselines3 VecEnv, got {type(venv).__name__}")
         super().__init__(venv)
-        self.info_subgoals = check_flag("info_subgoals", info_subgoals)
-        check_shaper_args(self, critic=critic, gamma=gamma, mode=mode, head=head, scale=scale,
-                          subgoal_bonus=subgoal_bonus, deadline_s=deadline_s, fallback=fallback, layout=layout)
-        check_layout_space(self.layout, venv.observation_space, where="venv")
-        check_critic_env(critic, self.layout, _venv_env_id(venv), venv.observation_space,
-                         allow_task_mismatch=allow_task_mismatch, explicit_layout=layout is not None)
-        self.allow_task_mismatch = allow_task_mismatch
-        attach_subgoal_evaluator(self, critic, spec)
+        setup_shaper(self, critic=critic, gamma=gamma, mode=mode, head=head, scale=scale,
+                     subgoal_bonus=subgoal_bonus, deadline_s=deadline_s, fallback=fallback, layout=layout, spec=spec,
+                     info_subgoals=info_subgoals, allow_task_mismatch=allow_task_mismatch,
+                     space=venv.observation_space, env_id=_venv_env_id(venv), where="venv")
         if vec_env.unwrap_vec_normalize(venv) is not None:
             warnings.warn(
                 "VecPRMRewardShaper wraps a VecNormalize: it sees normalised observations and off-policy "
@@ -97,18 +92,12 @@ class VecPRMRewardShaper(vec_env.VecEnvWrapper):
                 "VecNormalize instead: VecNormalize(VecPRMRewardShaper(venv, ...))",
                 stacklevel=2,
             )
-        self._caller = CriticCaller(self.critic, self.head, self.deadline_s)
         self._flatten = ObsFlattener(self.layout)
         n = self.num_envs
         self._x = np.zeros((n, self.layout.obs_dim), dtype=np.float32)
         self._phi = np.full(n, np.nan)
         self._claimed: list[set[str]] = [set() for _ in range(n)]
         self._started = False
-
-    @property
-    def stats(self) -> dict[str, int]:
-        """Critic-call counters: ``calls``, ``fallbacks``, ``timeouts``, ``errors``, ``busy``."""
-        return dict(self._caller.stats)
 
     def _holds(self, x: np.ndarray) -> np.ndarray | None:
         return self.evaluator.holds(x) if self._eval_subgoals else None

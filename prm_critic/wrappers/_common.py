@@ -260,6 +260,38 @@ def resolve_spec(critic: BaseCritic, spec: Any) -> TaskSpec | None:
 
 
 
+
+def setup_shaper(obj: Any, *, critic: BaseCritic, gamma: Any, mode: Any, head: Any, scale: Any, subgoal_bonus: Any,
+                 deadline_s: Any, fallback: Any, layout: Any, spec: Any, info_subgoals: Any, allow_task_mismatch: bool,
+                 space: Any, env_id: str | None, where: str = "env", env: Any = None) -> None:
+    """The construction shared by :class:`PRMRewardShaper` and its vector twins: check the arguments,
+    the observation ``space`` (one env's) against the layout and the critic against the env, attach the
+    subgoal evaluator and the critic caller (``obj._caller``)."""
+    obj.info_subgoals = check_flag("info_subgoals", info_subgoals)
+    check_shaper_args(obj, critic=critic, gamma=gamma, mode=mode, head=head, scale=scale,
+                      subgoal_bonus=subgoal_bonus, deadline_s=deadline_s, fallback=fallback, layout=layout)
+    check_layout_space(obj.layout, space, where=where)
+    check_critic_env(critic, obj.layout, env_id, space,
+                     allow_task_mismatch=allow_task_mismatch, explicit_layout=layout is not None)
+    obj.allow_task_mismatch = allow_task_mismatch
+    attach_subgoal_evaluator(obj, critic, spec, env)
+    obj._caller = CriticCaller(obj.critic, obj.head, obj.deadline_s)
+
+
+class CallerStats:
+    """``stats`` and ``last_error`` of a wrapper's critic caller (``self._caller``)."""
+
+    @property
+    def stats(self) -> dict[str, int]:
+        """Critic-call counters: ``calls``, ``fallbacks``, ``timeouts``, ``errors``, ``busy``."""
+        return dict(self._caller.stats)
+
+    @property
+    def last_error(self) -> BaseException | None:
+        """The last exception raised by the critic under a deadline (``None`` if none)."""
+        return self._caller.last_error
+
+
 def attach_subgoal_evaluator(obj: Any, critic: BaseCritic, spec: Any, env: Any = None) -> None:
     """Set ``obj.task_spec``, ``obj.evaluator`` and ``obj._eval_subgoals`` for a shaper.
 

@@ -10,8 +10,7 @@ from prm_critic._optional import require
 from prm_critic.critic import BaseCritic
 from prm_critic.robotics.layout import CriticInputLayout
 from prm_critic.wrappers._common import (
-    CriticCaller, ObsFlattener, attach_subgoal_evaluator, check_critic_env, check_flag, check_layout_space,
-    check_shaper_args, env_id_of, goal_keys,
+    CallerStats, ObsFlattener, env_id_of, goal_keys, setup_shaper,
 )
 
 require("gymnasium")  # a missing extra fails here with the exact ``pip install`` to run
@@ -22,7 +21,7 @@ __all__ = ["PRMRewardShaper"]
 _NEEDED_INFO = ("prm_x", "prm_next_x", "prm_terminated")
 
 
-class PRMRewardShaper(gym.Wrapper, gym.utils.RecordConstructorArgs):
+class PRMRewardShaper(CallerStats, gym.Wrapper, gym.utils.RecordConstructorArgs):
     r"""Add a critic-based shaping term to the env reward.
 
     ``Phi(s)`` is the critic's ``head`` score of ``s``'s critic input ``x = layout.flatten(obs)``.
@@ -106,32 +105,16 @@ class PRMRewardShaper(gym.Wrapper, gym.utils.RecordConstructorArgs):
             layout=layout, spec=spec, subgoal_bonus=subgoal_bonus, deadline_s=deadline_s, fallback=fallback,
             allow_task_mismatch=allow_task_mismatch, info_subgoals=info_subgoals)
         gym.Wrapper.__init__(self, env)
-        self.info_subgoals = check_flag("info_subgoals", info_subgoals)
-        check_shaper_args(self, critic=critic, gamma=gamma, mode=mode, head=head, scale=scale,
-                          subgoal_bonus=subgoal_bonus, deadline_s=deadline_s, fallback=fallback, layout=layout)
-        check_layout_space(self.layout, env.observation_space)
-        check_critic_env(critic, self.layout, env_id_of(env), env.observation_space,
-                         allow_task_mismatch=allow_task_mismatch, explicit_layout=layout is not None)
-        self.allow_task_mismatch = allow_task_mismatch
-        attach_subgoal_evaluator(self, critic, spec, env)
+        setup_shaper(self, critic=critic, gamma=gamma, mode=mode, head=head, scale=scale,
+                     subgoal_bonus=subgoal_bonus, deadline_s=deadline_s, fallback=fallback, layout=layout, spec=spec,
+                     info_subgoals=info_subgoals, allow_task_mismatch=allow_task_mismatch,
+                     space=env.observation_space, env_id=env_id_of(env), env=env)
         self._flatten = ObsFlattener(self.layout)
         # (achieved, desired) keys; a critic whose input lacks them is goal-independent under relabelling
         self.goal_keys = goal_keys(self.task_spec, env.observation_space)
-        self._caller = CriticCaller(self.critic, self.head, self.deadline_s)
         self._x: np.ndarray | None = None
         self._phi: float | None = None
         self._claimed: set[str] = set()
-
-    # ------------------------------------------------------------------ stats
-    @property
-    def stats(self) -> dict[str, int]:
-        """Critic-call counters: ``calls``, ``fallbacks``, ``timeouts``, ``errors``, ``busy``."""
-        return dict(self._caller.stats)
-
-    @property
-    def last_error(self) -> BaseException | None:
-        """The last exception raised by the critic under a deadline (``None`` if none)."""
-        return self._caller.last_error
 
     # ------------------------------------------------------------------ helpers
     def _subgoals(self, x: np.ndarray) -> dict[str, bool] | None:

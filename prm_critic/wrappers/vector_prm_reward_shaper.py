@@ -10,8 +10,7 @@ from prm_critic._optional import require
 from prm_critic.critic import BaseCritic
 from prm_critic.robotics.layout import CriticInputLayout
 from prm_critic.wrappers._common import (
-    CriticCaller, ObsFlattener, attach_subgoal_evaluator, check_critic_env, check_flag, check_layout_space,
-    check_shaper_args, env_id_of,
+    CallerStats, ObsFlattener, env_id_of, setup_shaper,
 )
 
 gym = require("gymnasium")
@@ -22,7 +21,7 @@ _KEYS = ("prm_original_reward", "prm_phi", "prm_next_phi", "prm_shaping", "prm_f
          "prm_x", "prm_next_x")
 
 
-class PRMRewardShaperVector(gym.vector.VectorWrapper):
+class PRMRewardShaperVector(CallerStats, gym.vector.VectorWrapper):
     r"""The gymnasium vector twin of :class:`~prm_critic.wrappers.PRMRewardShaper`.
 
     Wraps a ``gymnasium.vector.VectorEnv`` (``gym.make_vec(...)``, ``SyncVectorEnv``,
@@ -83,16 +82,10 @@ class PRMRewardShaperVector(gym.vector.VectorWrapper):
                 "(with DISABLED the partial resets happen outside the wrapper)"
             )
         self.same_step = mode_ar == AutoresetMode.SAME_STEP
-        self.info_subgoals = check_flag("info_subgoals", info_subgoals)
-        check_shaper_args(self, critic=critic, gamma=gamma, mode=mode, head=head, scale=scale,
-                          subgoal_bonus=subgoal_bonus, deadline_s=deadline_s, fallback=fallback, layout=layout)
-        space = env.single_observation_space
-        check_layout_space(self.layout, space, where="vector env's single")
-        check_critic_env(critic, self.layout, env_id_of(env), space,
-                         allow_task_mismatch=allow_task_mismatch, explicit_layout=layout is not None)
-        self.allow_task_mismatch = allow_task_mismatch
-        attach_subgoal_evaluator(self, critic, spec)
-        self._caller = CriticCaller(self.critic, self.head, self.deadline_s)
+        setup_shaper(self, critic=critic, gamma=gamma, mode=mode, head=head, scale=scale,
+                     subgoal_bonus=subgoal_bonus, deadline_s=deadline_s, fallback=fallback, layout=layout, spec=spec,
+                     info_subgoals=info_subgoals, allow_task_mismatch=allow_task_mismatch,
+                     space=env.single_observation_space, env_id=env_id_of(env), where="vector env's single")
         self._flatten = ObsFlattener(self.layout)
         n = self.num_envs
         self._x = np.zeros((n, self.layout.obs_dim), dtype=np.float32)
@@ -100,16 +93,6 @@ class PRMRewardShaperVector(gym.vector.VectorWrapper):
         self._claimed: list[set[str]] = [set() for _ in range(n)]
         self._autoreset = np.zeros(n, dtype=bool)
         self._started = False
-
-    @property
-    def stats(self) -> dict[str, int]:
-        """Critic-call counters: ``calls``, ``fallbacks``, ``timeouts``, ``errors``, ``busy``."""
-        return dict(self._caller.stats)
-
-    @property
-    def last_error(self) -> BaseException | None:
-        """The last exception raised by the critic under a deadline (``None`` if none)."""
-        return self._caller.last_error
 
     def _claims(self, x: np.ndarray) -> list[set[str]]:
         h = self.evaluator.holds(x)
