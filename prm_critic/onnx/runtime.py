@@ -460,26 +460,19 @@ class OnnxCritic(StateCritic):
         validated ``x`` (the env wrappers validate each observation once, naming its key); a
         non-finite ``x`` then gives non-finite scores instead of an error.
         """
-        if not check:
-            with self._lock:
-                self._row[...] = x
-                if self._fast_run is not None:
-                    self._fast_run()
-                else:
-                    self._run_one()
-                progress, success = self._out_row.tolist()
-                return progress, success
-        a = x if type(x) is np.ndarray else np.asarray(x)
-        if a.shape != self._d_shape:
-            raise ValueError(f"x: expected shape ({self.obs_dim},), got shape {a.shape}")
-        if a.dtype.kind not in "fiub":
-            raise TypeError(f"x: expected a real-valued numeric array of shape ({self.obs_dim},), got dtype {a.dtype}")
+        a = x
+        if check:
+            a = x if type(x) is np.ndarray else np.asarray(x)
+            if a.shape != self._d_shape:
+                raise ValueError(f"x: expected shape ({self.obs_dim},), got shape {a.shape}")
+            if a.dtype.kind not in "fiub":
+                raise TypeError(f"x: expected a real-valued numeric array of shape ({self.obs_dim},), got dtype {a.dtype}")
         with self._lock:
             row = self._row
             row[...] = a
             # one dot product with a tiny probe: finite for any finite row (|x| * 1e-30 * D cannot
             # overflow), inf or nan as soon as one entry is inf or nan (no numpy warning for a lone inf)
-            if not math.isfinite(row.dot(self._probe)):
+            if check and not math.isfinite(row.dot(self._probe)):
                 bad = int(np.argwhere(~np.isfinite(row))[0][0])
                 raise ValueError(f"x: expected finite values, got {a[bad]} at index {bad}")
             if self._fast_run is not None:
