@@ -47,6 +47,16 @@ def test_non_finite_numbers_are_refused():
     assert validate.check_number("scale", None, allow_none=True) is None
 
 
+def test_int_hint_is_in_both_messages():
+    hint = " (consecutive steps below threshold)"
+    with pytest.raises(ValueError, match=r"patience: expected an int >= 1 \(consecutive steps below threshold\), got 0$"):
+        validate.check_int("patience", 0, minimum=1, hint=hint)
+    with pytest.raises(TypeError, match=r"patience: expected an int >= 1 \(consecutive steps below threshold\), "
+                                        r"got float 2\.0$"):
+        validate.check_int("patience", 2.0, minimum=1, hint=hint)
+    assert validate.check_int("patience", np.int32(2), minimum=1, hint=hint) == 2
+
+
 def test_choice_names_the_near_miss():
     with pytest.raises(ArgumentError, match=r"algo: expected one of \['sac', 'tqc', 'ppo'\], got 'sax'; did you mean 'sac'\?"):
         validate.check_choice("algo", "sax", ("sac", "tqc", "ppo"))
@@ -76,3 +86,4 @@ def test_train_policy_uses_the_shared_checks():
         train_policy("PointMaze_UMaze-v3", algo="sca", total_steps=10)
     with pytest.raises(ArgumentError, match=r"scale: expected a finite number > 0, got inf"):
         train_policy("PointMaze_UMaze-v3", critic="subgoal", shaping="potential", scale=float("inf"), total_steps=10)
+
