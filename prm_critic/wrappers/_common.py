@@ -9,7 +9,7 @@ import functools
 import inspect
 import math
 import threading
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 
@@ -17,6 +17,9 @@ from prm_critic import validate
 from prm_critic.critic import BaseCritic
 from prm_critic.robotics.layout import CriticInputLayout
 from prm_critic.robotics.spec import SpecError, TaskSpec, list_builtin_specs, load_spec
+
+if TYPE_CHECKING:
+    from prm_critic.robotics.subgoals import SubgoalEvaluator
 
 __all__: list[str] = []
 
@@ -69,7 +72,8 @@ def check_layout_space(layout: CriticInputLayout, space: Any, where: str = "env"
                 raise ValueError(
                     f"layout: key {k!r} is not in the {where} observation space; expected keys from {sorted(space.spaces)}"
                 )
-            size = int(np.prod(space.spaces[k].shape))
+            # the ignore: shape is None only for non-array sub-spaces (Text, Graph); int() raises then, as before
+            size = int(np.prod(space.spaces[k].shape))  # type: ignore[arg-type]
             if size != layout.sizes[k]:
                 raise ValueError(
                     f"layout: key {k!r} has size {layout.sizes[k]} in the critic layout but {size} in the {where} "
@@ -223,7 +227,7 @@ def resolve_spec(critic: BaseCritic, spec: Any) -> TaskSpec | None:
 
 
 
-def setup_shaper(obj: Any, *, critic: BaseCritic, gamma: Any, mode: Any, head: Any, scale: Any, subgoal_bonus: Any,
+def setup_shaper(obj: ShaperBase, *, critic: BaseCritic, gamma: Any, mode: Any, head: Any, scale: Any, subgoal_bonus: Any,
                  deadline_s: Any, fallback: Any, layout: Any, spec: Any, info_subgoals: Any, allow_task_mismatch: bool,
                  space: Any, env_id: str | None, where: str = "env", env: Any = None) -> None:
     """The construction shared by :class:`PRMRewardShaper` and its vector twins: check the arguments,
@@ -243,6 +247,8 @@ def setup_shaper(obj: Any, *, critic: BaseCritic, gamma: Any, mode: Any, head: A
 class CallerStats:
     """``stats`` and ``last_error`` of a wrapper's critic caller (``self._caller``)."""
 
+    _caller: CriticCaller
+
     @property
     def stats(self) -> dict[str, int]:
         """Critic-call counters: ``calls``, ``fallbacks``, ``timeouts``, ``errors``, ``busy``."""
@@ -254,7 +260,28 @@ class CallerStats:
         return self._caller.last_error
 
 
-def attach_subgoal_evaluator(obj: Any, critic: BaseCritic, spec: Any, env: Any = None) -> None:
+class ShaperBase(CallerStats):
+    """What the reward shapers (single env, gymnasium vector, SB3 VecEnv) have in common: the
+    attributes :func:`setup_shaper` sets (declared here for type checkers; the annotations add no
+    class attributes) and :class:`CallerStats`."""
+
+    critic: BaseCritic
+    gamma: float
+    mode: str
+    head: str
+    scale: float
+    subgoal_bonus: float
+    deadline_s: float | None
+    fallback: str
+    layout: CriticInputLayout
+    info_subgoals: bool
+    allow_task_mismatch: bool
+    task_spec: TaskSpec | None
+    evaluator: SubgoalEvaluator | None
+    _eval_subgoals: bool
+
+
+def attach_subgoal_evaluator(obj: ShaperBase, critic: BaseCritic, spec: Any, env: Any = None) -> None:
     """Set ``obj.task_spec``, ``obj.evaluator`` and ``obj._eval_subgoals`` for a shaper.
 
     The critic's own evaluator is reused when it evaluates the same spec on inputs of the same width;
@@ -523,8 +550,8 @@ class CriticCaller:
 
     def _run_one(self, x: np.ndarray) -> tuple[float, dict[str, float]]:
         if self._score_one is None:
-            v, heads = self._run(x[None, :])
-            return float(v[0]), {h: float(a[0]) for h, a in heads.items()}
+            vb, hb = self._run(x[None, :])
+            return float(vb[0]), {h: float(a[0]) for h, a in hb.items()}
         progress, success = self._score_one(x)
         heads = {"progress": float(progress), "success": float(success)}
         v = heads[self.head]
@@ -596,7 +623,7 @@ def find_max_episode_steps(env: Any) -> int | None:
     return int(mes) if isinstance(mes, int) and mes > 0 else None
 
 
-def check_shaper_args(obj: Any, *, critic, gamma, mode, head, scale, subgoal_bonus, deadline_s, fallback,
+def check_shaper_args(obj: ShaperBase, *, critic, gamma, mode, head, scale, subgoal_bonus, deadline_s, fallback,
                       layout) -> None:
     """Validate the reward shapers' shared settings and set them on ``obj`` (single and vector
     shaper): ``critic, gamma, mode, head, scale, subgoal_bonus, deadline_s, fallback, layout``."""
