@@ -11,6 +11,8 @@ Every check returns the value in its canonical type (``int``, ``float``, ``bool`
 type are the same mistake for the caller (a bad argument), and ``except ValueError`` catches both.
 ``bool`` is never accepted as a number (``True`` is an ``int`` in Python). numpy scalars are
 accepted (they register as :class:`numbers.Integral` / :class:`numbers.Real`).
+The checks that take ``allow_none`` are typed ``int`` / ``float`` / ``str`` without it and
+``... | None`` with it, so a caller's attribute gets the narrow type.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import math
 import numbers
 import os
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Literal, Sequence, overload
 
 __all__ = [
     "ArgumentError", "check_int", "positive_int", "check_number", "check_prob", "check_gamma", "check_seed",
@@ -40,18 +42,26 @@ def _is_real(value: Any) -> bool:
     return not isinstance(value, bool) and isinstance(value, numbers.Real)
 
 
-def check_int(name: str, value: Any, *, minimum: int, allow_none: bool = False) -> int | None:
-    """``value`` as an ``int >= minimum`` (``None`` too with ``allow_none``)."""
+@overload
+def check_int(name: str, value: Any, *, minimum: int, allow_none: Literal[False] = ..., hint: str = ...) -> int: ...
+@overload
+def check_int(name: str, value: Any, *, minimum: int, allow_none: bool, hint: str = ...) -> int | None: ...
+def check_int(name: str, value: Any, *, minimum: int, allow_none: bool = False, hint: str = "") -> int | None:
+    """``value`` as an ``int >= minimum`` (``None`` too with ``allow_none``); ``hint`` is added to the message."""
     if value is None and allow_none:
         return None
     if not _is_int(value):
         expected = "an int" + (" or None" if allow_none else "")
-        raise ArgumentError(f"{name}: expected {expected} >= {minimum}, got {type(value).__name__} {value!r}")
+        raise ArgumentError(f"{name}: expected {expected} >= {minimum}{hint}, got {type(value).__name__} {value!r}")
     if value < minimum:
-        raise ArgumentError(f"{name}: expected an int >= {minimum}, got {value!r}")
+        raise ArgumentError(f"{name}: expected an int >= {minimum}{hint}, got {value!r}")
     return int(value)
 
 
+@overload
+def positive_int(name: str, value: Any, *, allow_none: Literal[False] = ..., unit: str = ...) -> int: ...
+@overload
+def positive_int(name: str, value: Any, *, allow_none: bool, unit: str = ...) -> int | None: ...
 def positive_int(name: str, value: Any, *, allow_none: bool = False, unit: str = "") -> int | None:
     """``value`` as an ``int > 0`` (``None`` too with ``allow_none``); ``unit`` is named in the message."""
     if value is None and allow_none:
@@ -62,6 +72,12 @@ def positive_int(name: str, value: Any, *, allow_none: bool = False, unit: str =
     return int(value)
 
 
+@overload
+def check_number(name: str, value: Any, *, low: float | None = ..., high: float | None = ..., positive: bool = ...,
+                 allow_none: Literal[False] = ...) -> float: ...
+@overload
+def check_number(name: str, value: Any, *, low: float | None = ..., high: float | None = ..., positive: bool = ...,
+                 allow_none: bool) -> float | None: ...
 def check_number(name: str, value: Any, *, low: float | None = None, high: float | None = None,
                  positive: bool = False, allow_none: bool = False) -> float | None:
     """``value`` as a finite ``float`` with ``low <= value <= high`` (and ``> 0`` with ``positive``)."""
@@ -79,6 +95,11 @@ def check_number(name: str, value: Any, *, low: float | None = None, high: float
     return float(value)
 
 
+@overload
+def check_prob(name: str, value: Any, *, allow_none: Literal[False] = ..., noun: str = ...,
+               hint: str = ...) -> float: ...
+@overload
+def check_prob(name: str, value: Any, *, allow_none: bool, noun: str = ..., hint: str = ...) -> float | None: ...
 def check_prob(name: str, value: Any, *, allow_none: bool = False, noun: str = "a number",
                hint: str = "") -> float | None:
     """``value`` as a ``float`` in ``[0, 1]`` (a probability or a critic score); ``hint`` is added to the message."""
@@ -113,6 +134,10 @@ def check_flag(name: str, value: Any) -> bool:
     return value
 
 
+@overload
+def check_str(name: str, value: Any, *, allow_none: Literal[False] = ...) -> str: ...
+@overload
+def check_str(name: str, value: Any, *, allow_none: bool) -> str | None: ...
 def check_str(name: str, value: Any, *, allow_none: bool = False) -> str | None:
     """A non-empty ``str`` (``None`` too with ``allow_none``)."""
     if value is None and allow_none:
@@ -123,6 +148,10 @@ def check_str(name: str, value: Any, *, allow_none: bool = False) -> str | None:
     return value
 
 
+@overload
+def check_choice(name: str, value: Any, choices: Sequence[str], *, allow_none: Literal[False] = ...) -> str: ...
+@overload
+def check_choice(name: str, value: Any, choices: Sequence[str], *, allow_none: bool) -> str | None: ...
 def check_choice(name: str, value: Any, choices: Sequence[str], *, allow_none: bool = False) -> str | None:
     """One of ``choices``; a near miss is named (``did you mean ...?``)."""
     if value is None and allow_none:

@@ -203,8 +203,10 @@ def test_corrupt_shard_names_the_file(tmp_path):
 
 
 def test_bad_arguments(tmp_path):
-    with pytest.raises(ValueError, match=r"episodes: expected an integer >= 1, got 0"):
+    with pytest.raises(ValueError, match=r"episodes: expected an int >= 1, got 0$"):
         collect(MAZE, tmp_path, episodes=0)
+    with pytest.raises(TypeError, match=r"seed: expected an int >= 0, got bool True$"):
+        collect(MAZE, tmp_path, episodes=1, seed=True)
     with pytest.raises(ValueError, match=r"policy: expected 'scripted', 'random', a prm-critic policy checkpoint .* or a stable-baselines3 model .zip, got 'greedy'$"):
         collect(MAZE, tmp_path, episodes=1, policy="greedy")
     with pytest.raises(ValueError, match=r"family: expected one of"):

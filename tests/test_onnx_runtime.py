@@ -161,7 +161,7 @@ def test_constructor_arguments(models):
         OnnxCritic(p, provider="gpu")
     with pytest.raises(ValueError, match=r"intra_op_threads: expected an int >= 0 .*got -1"):
         OnnxCritic(p, intra_op_threads=-1)
-    with pytest.raises(TypeError, match=r"strict: expected a bool, got 'yes'"):
+    with pytest.raises(TypeError, match=r"strict: expected True or False, got 'yes'$"):
         OnnxCritic(p, strict="yes")
     with pytest.raises(ValueError, match=r"cuda_graph: needs provider='cuda'"):
         OnnxCritic(p, provider="cpu", cuda_graph=True)

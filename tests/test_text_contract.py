@@ -110,6 +110,8 @@ def test_contract_errors(tok):
         StepContract(max_length=64, max_prompt_tokens=50)
     with pytest.raises(ValueError, match=r"open: expected one of"):
         StepContract(open="start")
+    with pytest.raises(ValueError, match=r"close_prompt: expected True or False, got 1$"):
+        StepContract(close_prompt=1)
     with pytest.raises(ValueError, match=r"separator: '\\n' encodes to no tokens"):
         StepContract.trl(separator="\n").layout(tok)
     with pytest.raises(ValueError, match=r"steps: expected at least one step"):

@@ -206,7 +206,7 @@ def test_training_resumes_from_epoch_checkpoints(prm, tmp_path):
     (dict(batch_size=2.5), r"batch_size: expected an int >= 1, got 2.5"),
     (dict(max_length=1000), r"max_length: expected None or an int in \[16, 512\], got 1000"),
     (dict(progress_target="index"), r"progress_target: expected one of"),
-    (dict(freeze_encoder="yes"), r"freeze_encoder: expected a bool"),
+    (dict(freeze_encoder="yes"), r"freeze_encoder: expected True or False, got 'yes'$"),
     (dict(checkpoint_dir=3), r"checkpoint_dir: expected a path or None, got 3"),
 ])
 def test_train_config_errors(kwargs, msg):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -70,20 +71,22 @@ def test_gamma_missing_or_invalid():
     with pytest.raises(TypeError, match="gamma"):
         PRMRewardShaper(ListEnv(PATH), CRITIC)  # type: ignore[call-arg]
     for bad in (0.0, -0.5, 1.5, float("nan"), None, True, "0.99"):
-        with pytest.raises(ValueError, match=r"gamma: expected a number in \(0, 1\]"):
+        with pytest.raises(ValueError, match=r"gamma: expected a number in \(0, 1\] equal to the learner's discount "
+                                             r"\(e\.g\. model\.gamma\), got " + re.escape(repr(bad)) + "$"):
             PRMRewardShaper(ListEnv(PATH), CRITIC, gamma=bad)
 
 
 def test_unknown_mode_head_fallback_scale():
-    with pytest.raises(ValueError, match=r"mode: expected one of \['potential', 'subgoal', 'replace'\], got 'potentail'"):
+    with pytest.raises(ValueError, match=r"mode: expected one of \['potential', 'subgoal', 'replace'\], got 'potentail'; "
+                                         r"did you mean 'potential'\?$"):
         PRMRewardShaper(ListEnv(PATH), CRITIC, gamma=0.99, mode="potentail")
-    with pytest.raises(ValueError, match=r"head: expected one of \['progress', 'success'\], got 'value'"):
+    with pytest.raises(ValueError, match=r"head: expected one of \['progress', 'success'\], got 'value'$"):
         PRMRewardShaper(ListEnv(PATH), CRITIC, gamma=0.99, head="value")
-    with pytest.raises(ValueError, match=r"fallback: expected one of \['zero'\], got 'last'"):
+    with pytest.raises(ValueError, match=r"fallback: expected one of \['zero'\], got 'last'$"):
         PRMRewardShaper(ListEnv(PATH), CRITIC, gamma=0.99, fallback="last")
-    with pytest.raises(ValueError, match=r"scale: expected a finite number, got inf"):
+    with pytest.raises(ValueError, match=r"scale: expected a finite number, got inf$"):
         PRMRewardShaper(ListEnv(PATH), CRITIC, gamma=0.99, scale=float("inf"))
-    with pytest.raises(ValueError, match=r"deadline_s: expected a finite number > 0, got 0"):
+    with pytest.raises(ValueError, match=r"deadline_s: expected a finite number > 0 or None, got 0$"):
         PRMRewardShaper(ListEnv(PATH), CRITIC, gamma=0.99, deadline_s=0)
     with pytest.raises(ValueError, match=r"spec: mode 'subgoal' needs a task spec"):
         PRMRewardShaper(ListEnv(PATH), CRITIC, gamma=0.99, mode="subgoal")
@@ -91,13 +94,34 @@ def test_unknown_mode_head_fallback_scale():
         PRMRewardShaper(ListEnv(PATH), lambda x: x, gamma=0.99)
 
 
+def test_flags_are_bools_not_truthy_values():
+    """Both a TypeError and a ValueError (prm_critic.validate.ArgumentError)."""
+    for exc in (TypeError, ValueError):
+        with pytest.raises(exc, match=r"info_subgoals: expected True or False, got 'yes'$"):
+            PRMRewardShaper(ListEnv(PATH), CRITIC, gamma=0.99, info_subgoals="yes")
+        with pytest.raises(exc, match=r"allow_task_mismatch: expected True or False, got 1$"):
+            PRMRewardShaper(ListEnv(PATH), CRITIC, gamma=0.99, allow_task_mismatch=1)
+        with pytest.raises(exc, match=r"allow_task_mismatch: expected True or False, got None$"):
+            DeadEndPruner(ListEnv(PATH), CRITIC, threshold=0.5, patience=2, allow_task_mismatch=None)
+
+
 def test_pruner_threshold_and_patience_validated():
-    for bad in (-0.1, 1.5, float("nan"), None):
-        with pytest.raises(ValueError, match=r"threshold: expected a finite number >= 0.0 and <= 1.0"):
+    for bad in (-0.1, 1.5, float("nan")):
+        with pytest.raises(ValueError, match=r"threshold: expected a number in \[0, 1\] \(a critic score\), got "
+                                             + re.escape(repr(bad)) + "$"):
             DeadEndPruner(ListEnv(PATH), CRITIC, threshold=bad, patience=3)
-    for bad in (0, -2, 1.5, True, None):
-        with pytest.raises(ValueError, match=r"patience: expected an int >= 1"):
+    with pytest.raises(TypeError, match=r"threshold: expected a number in \[0, 1\], got NoneType None$"):
+        DeadEndPruner(ListEnv(PATH), CRITIC, threshold=None, patience=3)
+    for bad in (0, -2):
+        with pytest.raises(ValueError, match=r"patience: expected an int >= 1 \(consecutive steps below threshold\), "
+                                             rf"got {bad}$"):
             DeadEndPruner(ListEnv(PATH), CRITIC, threshold=0.5, patience=bad)
+    for bad in (1.5, True, None):
+        with pytest.raises(TypeError, match=r"patience: expected an int >= 1 \(consecutive steps below threshold\), "
+                                            rf"got {type(bad).__name__} {bad!r}$"):
+            DeadEndPruner(ListEnv(PATH), CRITIC, threshold=0.5, patience=bad)
+    with pytest.raises(ValueError, match=r"max_episode_steps: expected None or a positive integer, got 0$"):
+        DeadEndPruner(ListEnv(PATH), CRITIC, threshold=0.5, patience=2, max_episode_steps=0)
     with pytest.raises(ValueError, match=r"head: expected one of"):
         DeadEndPruner(ListEnv(PATH), CRITIC, threshold=0.5, patience=2, head="nope")
 

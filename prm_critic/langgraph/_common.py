@@ -38,19 +38,14 @@ def check_critic(critic: Any, name: str = "critic") -> BaseCritic:
     return critic
 
 
-def check_int(name: str, value: Any, *, minimum: int, allow_none: bool = False) -> int | None:
-    return validate.check_int(name, value, minimum=minimum, allow_none=allow_none)
+check_int = validate.check_int
+check_str = validate.check_str
+check_choice = validate.check_choice
 
 
 def check_prob(name: str, value: Any, *, allow_none: bool = False) -> float | None:
+    """:func:`prm_critic.validate.check_prob`, worded "a float" (what the LangGraph messages say)."""
     return validate.check_prob(name, value, allow_none=allow_none, noun="a float")
-
-
-check_str = validate.check_str
-
-
-def check_choice(name: str, value: Any, choices: Sequence[str]) -> str:
-    return validate.check_choice(name, value, choices)  # type: ignore[return-value]
 
 
 def check_head(value: Any) -> str:

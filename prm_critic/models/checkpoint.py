@@ -23,7 +23,7 @@ except ImportError:  # pragma: no cover - older safetensors
 from safetensors.torch import load
 from safetensors.torch import save as save_bytes
 
-from prm_critic import __version__
+from prm_critic import __version__, validate
 from prm_critic._io import atomic_write_bytes, checkpoint_paths
 from prm_critic.integrity import CheckpointError, check_sha256, sha256_bytes
 from prm_critic.models.state_critic import StateCriticNet, TorchStateCritic
@@ -62,8 +62,7 @@ def load_state_critic(path: str | os.PathLike, *, allow_unverified: bool = False
         CheckpointError: the JSON or the weights are corrupt (hash mismatch), were written by a newer
             version, have no hash (unless ``allow_unverified``), or belong to something else.
     """
-    if not isinstance(allow_unverified, bool):
-        raise TypeError(f"allow_unverified: expected a bool, got {allow_unverified!r}")
+    validate.check_flag("allow_unverified", allow_unverified)
     w, j = checkpoint_paths(path)
     for f in (j, w):
         if not f.is_file():

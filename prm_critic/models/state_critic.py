@@ -40,7 +40,7 @@ OBS_CLIP = 10.0
 
 def check_std_floor(std_floor) -> float:
     """``std_floor`` as a float; a clear error unless it is a finite number > 0."""
-    return validate.check_number("std_floor", std_floor, positive=True)  # type: ignore[return-value]
+    return validate.check_number("std_floor", std_floor, positive=True)
 
 
 def check_obs_clip(obs_clip) -> float:

@@ -42,6 +42,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 import numpy.typing as npt
 
+from prm_critic import validate
 from prm_critic._optional import require
 from prm_critic.critic import StateCritic, StepScores, as_obs_batch
 from prm_critic.onnx._meta import FORMAT, INPUT_NAME, OUTPUT_NAME, check_model_bytes, decode_metadata
@@ -163,8 +164,7 @@ def _check_init_args(provider, *, strict, intra_op_threads, inter_op_threads, al
         raise ValueError(f"provider: expected one of 'auto', 'cpu', 'cuda', 'tensorrt', got {provider!r}")
     for name, val in (("strict", strict), ("allow_spinning", allow_spinning), ("io_binding", io_binding),
                       ("cuda_graph", cuda_graph), ("allow_unverified", allow_unverified)):
-        if not isinstance(val, bool):
-            raise TypeError(f"{name}: expected a bool, got {val!r}")
+        validate.check_flag(name, val)
     for name, num in (("intra_op_threads", intra_op_threads), ("inter_op_threads", inter_op_threads)):
         if not _is_int(num, 0):
             raise ValueError(f"{name}: expected an int >= 0 (0 = onnxruntime default), got {num!r}")

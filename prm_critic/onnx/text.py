@@ -24,7 +24,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from prm_critic import __version__
+from prm_critic import __version__, validate
 from prm_critic._optional import require
 from prm_critic.critic import StepScores
 from prm_critic.onnx._meta import ATOL, DEFAULT_OPSET, HASH_KEY, RTOL, OnnxExportError, check_model_bytes, seal
@@ -204,8 +204,7 @@ class OnnxTextCritic(TextCritic):
             raise ValueError(f"provider: expected one of 'cpu', 'cuda', 'auto', got {provider!r}")
         if isinstance(intra_op_threads, bool) or not isinstance(intra_op_threads, int) or intra_op_threads < 0:
             raise ValueError(f"intra_op_threads: expected an int >= 0, got {intra_op_threads!r}")
-        if not isinstance(allow_unverified, bool):
-            raise TypeError(f"allow_unverified: expected a bool, got {allow_unverified!r}")
+        validate.check_flag("allow_unverified", allow_unverified)
         avail = ort.get_available_providers()
         use_cuda = provider in ("cuda", "auto") and "CUDAExecutionProvider" in avail
         providers = (["CUDAExecutionProvider"] if use_cuda else []) + ["CPUExecutionProvider"]

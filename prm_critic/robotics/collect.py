@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from prm_critic import validate
 from prm_critic._optional import require
 from prm_critic.executor import Executor, Task, make_executor
 from prm_critic.robotics.make import make_env
@@ -202,12 +203,6 @@ def _maze_dict(env) -> dict | None:
     return None
 
 
-def _check_int(name: str, v: Any, lo: int) -> int:
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or int(v) < lo:
-        raise ValueError(f"{name}: expected an integer >= {lo}, got {v!r}")
-    return int(v)
-
-
 def collect(
     spec: "str | TaskSpec",
     out_dir: "str | Path",
@@ -252,11 +247,11 @@ def collect(
     tqdm = require("tqdm.auto").tqdm  # the robotics extra installs it
 
     spec = load_spec(spec)
-    episodes = _check_int("episodes", episodes, 1)
-    shard_size = _check_int("shard_size", shard_size, 1)
-    seed = _check_int("seed", seed, 0)
+    episodes = validate.check_int("episodes", episodes, minimum=1)
+    shard_size = validate.check_int("shard_size", shard_size, minimum=1)
+    seed = validate.check_int("seed", seed, minimum=0)
     if max_episode_steps is not None:
-        spec = dataclasses.replace(spec, max_episode_steps=_check_int("max_episode_steps", max_episode_steps, 1))
+        spec = dataclasses.replace(spec, max_episode_steps=validate.check_int("max_episode_steps", max_episode_steps, minimum=1))
     pol = policy_id(policy, task=spec.name, trust_pickle=trust_pickle)
     check_policy_loader(pol, policy_loader)
     ex = make_executor(executor, workers=workers, address=address)

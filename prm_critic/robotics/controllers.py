@@ -44,14 +44,6 @@ __all__ = [
 ]
 
 
-def _check_prob(name: str, v: Any) -> float:
-    return validate.check_prob(name, v)  # type: ignore[return-value]
-
-
-def _check_nonneg(name: str, v: Any) -> float:
-    return validate.check_number(name, v, low=0.0)  # type: ignore[return-value]
-
-
 class Controller:
     """Base class: noisy wrapper around a clean action ``clean_action(obs)``.
 
@@ -67,12 +59,10 @@ class Controller:
         self.low = np.asarray(space.low, dtype=np.float64)
         self.high = np.asarray(space.high, dtype=np.float64)
         self.shape = tuple(space.shape)
-        self.noise = _check_nonneg("noise", noise)
-        self.random_prob = _check_prob("random_prob", random_prob)
-        self.noise_corr = _check_prob("noise_corr", noise_corr)
-        if isinstance(random_hold, bool) or not isinstance(random_hold, int) or random_hold < 1:
-            raise ValueError(f"random_hold: expected an integer >= 1, got {random_hold!r}")
-        self.random_hold = random_hold
+        self.noise = validate.check_number("noise", noise, low=0.0)
+        self.random_prob = validate.check_prob("random_prob", random_prob)
+        self.noise_corr = validate.check_prob("noise_corr", noise_corr)
+        self.random_hold = validate.check_int("random_hold", random_hold, minimum=1)
         self.rng = np.random.default_rng(0)
         self.sigma = 0.0
         self.eps = 0.0
@@ -136,7 +126,7 @@ class FetchReachController(Controller):
     def __init__(self, env, noise: float = 0.3, random_prob: float = 0.2, noise_corr: float = 0.0,
                  random_hold: int = 1, gain: float = 10.0):
         super().__init__(env, noise, random_prob, noise_corr, random_hold)
-        self.gain = _check_nonneg("gain", gain)
+        self.gain = validate.check_number("gain", gain, low=0.0)
 
     def clean_action(self, obs) -> np.ndarray:
         o, _, g = _obs_parts(obs)
@@ -161,12 +151,12 @@ class FetchPushController(Controller):
                  offset: float = 0.06, lift: float = 0.08, align_tol: float = 0.02, contact: float = 0.035,
                  push_speed: float = 0.6):
         super().__init__(env, noise, random_prob, noise_corr, random_hold)
-        self.contact = _check_nonneg("contact", contact)
-        self.push_speed = _check_nonneg("push_speed", push_speed)
-        self.gain = _check_nonneg("gain", gain)
-        self.offset = _check_nonneg("offset", offset)
-        self.lift = _check_nonneg("lift", lift)
-        self.align_tol = _check_nonneg("align_tol", align_tol)
+        self.contact = validate.check_number("contact", contact, low=0.0)
+        self.push_speed = validate.check_number("push_speed", push_speed, low=0.0)
+        self.gain = validate.check_number("gain", gain, low=0.0)
+        self.offset = validate.check_number("offset", offset, low=0.0)
+        self.lift = validate.check_number("lift", lift, low=0.0)
+        self.align_tol = validate.check_number("align_tol", align_tol, low=0.0)
 
     def clean_action(self, obs) -> np.ndarray:
         o, obj, g = _obs_parts(obs)
@@ -216,11 +206,11 @@ class FetchPickAndPlaceController(Controller):
                  lift: float = 0.05, align_tol: float = 0.01, grasp_tol: float = 0.02,
                  closed_width: float = 0.05):
         super().__init__(env, noise, random_prob, noise_corr, random_hold)
-        self.gain = _check_nonneg("gain", gain)
-        self.lift = _check_nonneg("lift", lift)
-        self.align_tol = _check_nonneg("align_tol", align_tol)
-        self.grasp_tol = _check_nonneg("grasp_tol", grasp_tol)
-        self.closed_width = _check_nonneg("closed_width", closed_width)
+        self.gain = validate.check_number("gain", gain, low=0.0)
+        self.lift = validate.check_number("lift", lift, low=0.0)
+        self.align_tol = validate.check_number("align_tol", align_tol, low=0.0)
+        self.grasp_tol = validate.check_number("grasp_tol", grasp_tol, low=0.0)
+        self.closed_width = validate.check_number("closed_width", closed_width, low=0.0)
 
     def clean_action(self, obs) -> np.ndarray:
         o, obj, g = _obs_parts(obs)
@@ -259,8 +249,8 @@ class PointMazeController(Controller):
         from prm_critic.robotics.subgoals import MazeGeometry
 
         super().__init__(env, noise, random_prob, noise_corr, random_hold)
-        self.kp = _check_nonneg("kp", kp)
-        self.kd = _check_nonneg("kd", kd)
+        self.kp = validate.check_number("kp", kp, low=0.0)
+        self.kd = validate.check_number("kd", kd, low=0.0)
         self.maze = maze if maze is not None else MazeGeometry.from_env(env)
         m = self.maze
         n = len(m.cells)
@@ -372,10 +362,8 @@ def check_pickle_trust(path: "str | Path", trust_pickle: bool, *, name: str = "p
     Raises:
         UntrustedPickleError: naming the file, the risk and how to opt in.
     """
-    if trust_pickle is True:
+    if validate.check_flag("trust_pickle", trust_pickle):
         return
-    if trust_pickle is not False:
-        raise TypeError(f"trust_pickle: expected True or False, got {trust_pickle!r}")
     raise UntrustedPickleError(
         f"{name}: {str(path)!r} is a stable-baselines3 model .zip; loading it unpickles objects stored in the "
         "file, which runs arbitrary code from that file. Load only files you trust, with trust_pickle=True "

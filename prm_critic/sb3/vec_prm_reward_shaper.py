@@ -15,7 +15,7 @@ from prm_critic._optional import require
 from prm_critic.critic import BaseCritic
 from prm_critic.robotics.layout import CriticInputLayout
 from prm_critic.wrappers._common import (
-    CallerStats, ObsFlattener, setup_shaper,
+    ObsFlattener, ShaperBase, setup_shaper,
 )
 
 require("stable_baselines3.common.vec_env")  # a missing extra fails here with the exact ``pip install`` to run
@@ -36,7 +36,7 @@ def _venv_env_id(venv) -> str | None:
     return env_id if isinstance(env_id, str) and env_id else None
 
 
-class VecPRMRewardShaper(CallerStats, vec_env.VecEnvWrapper):
+class VecPRMRewardShaper(ShaperBase, vec_env.VecEnvWrapper):
     r"""The vector twin of :class:`~prm_critic.wrappers.PRMRewardShaper`.
 
     For each env ``i`` of the vector step, with ``Phi`` the critic's ``head`` score::

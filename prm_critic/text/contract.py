@@ -46,6 +46,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from prm_critic import validate
 from prm_critic.text.steps import TextStep
 
 __all__ = ["StepContract", "TokenLayout", "Encoded", "pad_batch", "block_causal_mask", "check_text_steps", "batch_by_tokens"]
@@ -135,8 +136,7 @@ class StepContract:
             raise ValueError(f"separator: expected a non-empty str or None (the tokenizer's sep_token), got {self.separator!r}")
         if self.open not in _OPEN:
             raise ValueError(f"open: expected one of {_OPEN}, got {self.open!r}")
-        if not isinstance(self.close_prompt, bool):
-            raise ValueError(f"close_prompt: expected a bool, got {self.close_prompt!r}")
+        validate.check_flag("close_prompt", self.close_prompt)
         if (isinstance(self.refill, bool) or not isinstance(self.refill, (int, float))
                 or not 0.0 < float(self.refill) <= 1.0):
             raise ValueError(f"refill: expected a float in (0, 1], got {self.refill!r}")

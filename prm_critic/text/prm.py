@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 
+from prm_critic import validate
 from prm_critic._io import atomic_write_bytes
 from prm_critic._optional import require
 from prm_critic.critic import StepScores
@@ -282,8 +283,7 @@ class MiniLMStepPRM(TextCritic):
         from prm_critic._io import UnsafePathError, resolve_inside
         from prm_critic.integrity import CheckpointError, check_sha256
 
-        if not isinstance(allow_unverified, bool):
-            raise TypeError(f"allow_unverified: expected a bool, got {allow_unverified!r}")
+        validate.check_flag("allow_unverified", allow_unverified)
         tf = _quiet_transformers()
         d = Path(path)
         for f in (d / CONFIG, d / WEIGHTS):

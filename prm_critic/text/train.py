@@ -32,6 +32,7 @@ from typing import Sequence
 
 import numpy as np
 
+from prm_critic import validate
 from prm_critic._optional import require
 from prm_critic.text.contract import Encoded, pad_batch
 from prm_critic.text.trl_format import StepwiseExample
@@ -99,8 +100,7 @@ class TextTrainConfig:
             raise ValueError(f"seed: expected an int, got {self.seed!r}")
         if self.progress_target not in _PROGRESS_TARGETS:
             raise ValueError(f"progress_target: expected one of {_PROGRESS_TARGETS}, got {self.progress_target!r}")
-        if not isinstance(self.freeze_encoder, bool):
-            raise ValueError(f"freeze_encoder: expected a bool, got {self.freeze_encoder!r}")
+        validate.check_flag("freeze_encoder", self.freeze_encoder)
         if self.checkpoint_dir is not None:
             if not isinstance(self.checkpoint_dir, (str, os.PathLike)):
                 raise ValueError(f"checkpoint_dir: expected a path or None, got {self.checkpoint_dir!r}")

@@ -1,6 +1,6 @@
-"""Private helpers shared by the PRM env wrappers: argument checks, layout resolution, the
-critic/env match check (task and layout), validated flattening of observations, and a critic caller
-with an optional deadline.
+"""Private helpers shared by the PRM env wrappers: the shapers' shared argument checks (through
+:mod:`prm_critic.validate`), layout resolution, the critic/env match check (task and layout),
+validated flattening of observations, and a critic caller with an optional deadline.
 """
 
 from __future__ import annotations
@@ -9,65 +9,31 @@ import functools
 import inspect
 import math
 import threading
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 
+from prm_critic import validate
 from prm_critic.critic import BaseCritic
 from prm_critic.robotics.layout import CriticInputLayout
 from prm_critic.robotics.spec import SpecError, TaskSpec, list_builtin_specs, load_spec
+
+if TYPE_CHECKING:
+    from prm_critic.robotics.subgoals import SubgoalEvaluator
 
 __all__: list[str] = []
 
 HEADS = ("progress", "success")
 MODES = ("potential", "subgoal", "replace")
 FALLBACKS = ("zero",)
+#: added to the shapers' ``gamma`` message
+GAMMA_HINT = " equal to the learner's discount (e.g. model.gamma)"
 
 
 def check_critic_arg(critic: Any) -> BaseCritic:
     if not isinstance(critic, BaseCritic):
         raise TypeError(f"critic: expected a prm_critic.BaseCritic over flat critic inputs (B, D), got {type(critic).__name__}")
     return critic
-
-
-def check_gamma(gamma: Any) -> float:
-    if isinstance(gamma, bool) or not isinstance(gamma, (int, float, np.floating, np.integer)) \
-            or not math.isfinite(float(gamma)) or not 0.0 < float(gamma) <= 1.0:
-        raise ValueError(
-            f"gamma: expected a number in (0, 1] equal to the learner's discount (e.g. model.gamma), got {gamma!r}"
-        )
-    return float(gamma)
-
-
-def check_number(name: str, value: Any, *, low: float | None = None, high: float | None = None,
-                 positive: bool = False) -> float:
-    ok = not isinstance(value, bool) and isinstance(value, (int, float, np.floating, np.integer))
-    if ok:
-        v = float(value)
-        ok = math.isfinite(v) and (low is None or v >= low) and (high is None or v <= high) and (not positive or v > 0)
-    if not ok:
-        rng = []
-        if positive:
-            rng.append("> 0")
-        if low is not None:
-            rng.append(f">= {low}")
-        if high is not None:
-            rng.append(f"<= {high}")
-        what = "a finite number" + (f" {' and '.join(rng)}" if rng else "")
-        raise ValueError(f"{name}: expected {what}, got {value!r}")
-    return float(value)
-
-
-def check_flag(name: str, value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise TypeError(f"{name}: expected a bool, got {value!r}")
-    return value
-
-
-def check_choice(name: str, value: Any, choices: tuple[str, ...]) -> str:
-    if value not in choices:
-        raise ValueError(f"{name}: expected one of {list(choices)}, got {value!r}")
-    return value
 
 
 def resolve_layout(critic: BaseCritic, layout: CriticInputLayout | Mapping | None) -> CriticInputLayout:
@@ -106,7 +72,8 @@ def check_layout_space(layout: CriticInputLayout, space: Any, where: str = "env"
                 raise ValueError(
                     f"layout: key {k!r} is not in the {where} observation space; expected keys from {sorted(space.spaces)}"
                 )
-            size = int(np.prod(space.spaces[k].shape))
+            # the ignore: shape is None only for non-array sub-spaces (Text, Graph); int() raises then, as before
+            size = int(np.prod(space.spaces[k].shape))  # type: ignore[arg-type]
             if size != layout.sizes[k]:
                 raise ValueError(
                     f"layout: key {k!r} has size {layout.sizes[k]} in the critic layout but {size} in the {where} "
@@ -207,8 +174,7 @@ def check_critic_env(critic: BaseCritic, layout: CriticInputLayout, env_id: str 
       critic's own layout (``critic.layout`` / ``critic.meta["layout"]``). The error names the first
       differing field.
     """
-    if not isinstance(allow_task_mismatch, bool):
-        raise TypeError(f"allow_task_mismatch: expected a bool, got {allow_task_mismatch!r}")
+    validate.check_flag("allow_task_mismatch", allow_task_mismatch)
     task, critic_env, spec = critic_task(critic)
     if critic_env is not None and env_id is not None and critic_env != env_id and not allow_task_mismatch:
         raise ValueError(
@@ -261,13 +227,13 @@ def resolve_spec(critic: BaseCritic, spec: Any) -> TaskSpec | None:
 
 
 
-def setup_shaper(obj: Any, *, critic: BaseCritic, gamma: Any, mode: Any, head: Any, scale: Any, subgoal_bonus: Any,
+def setup_shaper(obj: ShaperBase, *, critic: BaseCritic, gamma: Any, mode: Any, head: Any, scale: Any, subgoal_bonus: Any,
                  deadline_s: Any, fallback: Any, layout: Any, spec: Any, info_subgoals: Any, allow_task_mismatch: bool,
                  space: Any, env_id: str | None, where: str = "env", env: Any = None) -> None:
     """The construction shared by :class:`PRMRewardShaper` and its vector twins: check the arguments,
     the observation ``space`` (one env's) against the layout and the critic against the env, attach the
     subgoal evaluator and the critic caller (``obj._caller``)."""
-    obj.info_subgoals = check_flag("info_subgoals", info_subgoals)
+    obj.info_subgoals = validate.check_flag("info_subgoals", info_subgoals)
     check_shaper_args(obj, critic=critic, gamma=gamma, mode=mode, head=head, scale=scale,
                       subgoal_bonus=subgoal_bonus, deadline_s=deadline_s, fallback=fallback, layout=layout)
     check_layout_space(obj.layout, space, where=where)
@@ -281,6 +247,8 @@ def setup_shaper(obj: Any, *, critic: BaseCritic, gamma: Any, mode: Any, head: A
 class CallerStats:
     """``stats`` and ``last_error`` of a wrapper's critic caller (``self._caller``)."""
 
+    _caller: CriticCaller
+
     @property
     def stats(self) -> dict[str, int]:
         """Critic-call counters: ``calls``, ``fallbacks``, ``timeouts``, ``errors``, ``busy``."""
@@ -292,7 +260,28 @@ class CallerStats:
         return self._caller.last_error
 
 
-def attach_subgoal_evaluator(obj: Any, critic: BaseCritic, spec: Any, env: Any = None) -> None:
+class ShaperBase(CallerStats):
+    """What the reward shapers (single env, gymnasium vector, SB3 VecEnv) have in common: the
+    attributes :func:`setup_shaper` sets (declared here for type checkers; the annotations add no
+    class attributes) and :class:`CallerStats`."""
+
+    critic: BaseCritic
+    gamma: float
+    mode: str
+    head: str
+    scale: float
+    subgoal_bonus: float
+    deadline_s: float | None
+    fallback: str
+    layout: CriticInputLayout
+    info_subgoals: bool
+    allow_task_mismatch: bool
+    task_spec: TaskSpec | None
+    evaluator: SubgoalEvaluator | None
+    _eval_subgoals: bool
+
+
+def attach_subgoal_evaluator(obj: ShaperBase, critic: BaseCritic, spec: Any, env: Any = None) -> None:
     """Set ``obj.task_spec``, ``obj.evaluator`` and ``obj._eval_subgoals`` for a shaper.
 
     The critic's own evaluator is reused when it evaluates the same spec on inputs of the same width;
@@ -561,8 +550,8 @@ class CriticCaller:
 
     def _run_one(self, x: np.ndarray) -> tuple[float, dict[str, float]]:
         if self._score_one is None:
-            v, heads = self._run(x[None, :])
-            return float(v[0]), {h: float(a[0]) for h, a in heads.items()}
+            vb, hb = self._run(x[None, :])
+            return float(vb[0]), {h: float(a[0]) for h, a in hb.items()}
         progress, success = self._score_one(x)
         heads = {"progress": float(progress), "success": float(success)}
         v = heads[self.head]
@@ -634,16 +623,16 @@ def find_max_episode_steps(env: Any) -> int | None:
     return int(mes) if isinstance(mes, int) and mes > 0 else None
 
 
-def check_shaper_args(obj: Any, *, critic, gamma, mode, head, scale, subgoal_bonus, deadline_s, fallback,
+def check_shaper_args(obj: ShaperBase, *, critic, gamma, mode, head, scale, subgoal_bonus, deadline_s, fallback,
                       layout) -> None:
     """Validate the reward shapers' shared settings and set them on ``obj`` (single and vector
     shaper): ``critic, gamma, mode, head, scale, subgoal_bonus, deadline_s, fallback, layout``."""
     obj.critic = check_critic_arg(critic)
-    obj.gamma = check_gamma(gamma)
-    obj.mode = check_choice("mode", mode, MODES)
-    obj.head = check_choice("head", head, HEADS)
-    obj.scale = check_number("scale", scale)
-    obj.subgoal_bonus = check_number("subgoal_bonus", subgoal_bonus)
-    obj.deadline_s = None if deadline_s is None else check_number("deadline_s", deadline_s, positive=True)
-    obj.fallback = check_choice("fallback", fallback, FALLBACKS)
+    obj.gamma = validate.check_gamma("gamma", gamma, hint=GAMMA_HINT)
+    obj.mode = validate.check_choice("mode", mode, MODES)
+    obj.head = validate.check_choice("head", head, HEADS)
+    obj.scale = validate.check_number("scale", scale)
+    obj.subgoal_bonus = validate.check_number("subgoal_bonus", subgoal_bonus)
+    obj.deadline_s = validate.check_number("deadline_s", deadline_s, positive=True, allow_none=True)
+    obj.fallback = validate.check_choice("fallback", fallback, FALLBACKS)
     obj.layout = resolve_layout(critic, layout)

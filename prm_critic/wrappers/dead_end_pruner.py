@@ -4,14 +4,12 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-import numpy as np
-
+from prm_critic import validate
 from prm_critic._optional import require
 from prm_critic.critic import BaseCritic
 from prm_critic.robotics.layout import CriticInputLayout
 from prm_critic.wrappers._common import (
-    HEADS, CriticCaller, ObsFlattener, check_choice, check_critic_arg, check_critic_env, check_layout_space, check_number,
-    env_id_of, find_max_episode_steps, resolve_layout,
+    HEADS, CriticCaller, ObsFlattener, check_critic_arg, check_critic_env, check_layout_space, env_id_of, find_max_episode_steps, resolve_layout,
 )
 
 require("gymnasium")  # a missing extra fails here with the exact ``pip install`` to run
@@ -75,23 +73,19 @@ class DeadEndPruner(gym.Wrapper, gym.utils.RecordConstructorArgs):
             allow_task_mismatch=allow_task_mismatch)
         gym.Wrapper.__init__(self, env)
         self.critic = check_critic_arg(critic)
-        self.threshold = check_number("threshold", threshold, low=0.0, high=1.0)
-        if isinstance(patience, bool) or not isinstance(patience, (int, np.integer)) or patience < 1:
-            raise ValueError(f"patience: expected an int >= 1 (consecutive steps below threshold), got {patience!r}")
-        self.patience = int(patience)
-        self.head = check_choice("head", head, HEADS)
+        self.threshold = validate.check_prob("threshold", threshold, hint=" (a critic score)")
+        self.patience = validate.check_int("patience", patience, minimum=1,
+                                           hint=" (consecutive steps below threshold)")
+        self.head = validate.check_choice("head", head, HEADS)
         self.layout = resolve_layout(critic, layout)
         check_layout_space(self.layout, env.observation_space)
         check_critic_env(critic, self.layout, env_id_of(env), env.observation_space,
                          allow_task_mismatch=allow_task_mismatch, explicit_layout=layout is not None)
         self.allow_task_mismatch = allow_task_mismatch
-        self.deadline_s = None if deadline_s is None else check_number("deadline_s", deadline_s, positive=True)
-        if max_episode_steps is None:
-            max_episode_steps = find_max_episode_steps(env)
-        elif isinstance(max_episode_steps, bool) or not isinstance(max_episode_steps, (int, np.integer)) \
-                or max_episode_steps < 1:
-            raise ValueError(f"max_episode_steps: expected a positive int or None, got {max_episode_steps!r}")
-        self.max_episode_steps = None if max_episode_steps is None else int(max_episode_steps)
+        self.deadline_s = validate.check_number("deadline_s", deadline_s, positive=True, allow_none=True)
+        # None: found on the env (the message says None is accepted)
+        self.max_episode_steps = find_max_episode_steps(env) if max_episode_steps is None \
+            else validate.positive_int("max_episode_steps", max_episode_steps, allow_none=True)
         self._caller = CriticCaller(self.critic, self.head, self.deadline_s)
         self._flatten = ObsFlattener(self.layout)
         self._shares_shaper = self._find_shaper_with_same_critic(env)

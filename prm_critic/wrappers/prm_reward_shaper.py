@@ -10,7 +10,7 @@ from prm_critic._optional import require
 from prm_critic.critic import BaseCritic
 from prm_critic.robotics.layout import CriticInputLayout
 from prm_critic.wrappers._common import (
-    CallerStats, ObsFlattener, env_id_of, goal_keys, setup_shaper,
+    ObsFlattener, ShaperBase, env_id_of, goal_keys, setup_shaper,
 )
 
 require("gymnasium")  # a missing extra fails here with the exact ``pip install`` to run
@@ -21,7 +21,7 @@ __all__ = ["PRMRewardShaper"]
 _NEEDED_INFO = ("prm_x", "prm_next_x", "prm_terminated")
 
 
-class PRMRewardShaper(CallerStats, gym.Wrapper, gym.utils.RecordConstructorArgs):
+class PRMRewardShaper(ShaperBase, gym.Wrapper, gym.utils.RecordConstructorArgs):
     r"""Add a critic-based shaping term to the env reward.
 
     ``Phi(s)`` is the critic's ``head`` score of ``s``'s critic input ``x = layout.flatten(obs)``.
@@ -131,6 +131,7 @@ class PRMRewardShaper(CallerStats, gym.Wrapper, gym.utils.RecordConstructorArgs)
         self._claimed = set()
         if self.mode == "subgoal":
             sg = self._subgoals(self._x)
+            assert sg is not None  # mode "subgoal": setup_shaper refuses a spec without an evaluator
             self._claimed = {n for n, b in sg.items() if b}
         info = dict(info)
         info["prm_phi"] = float("nan") if self._phi is None else self._phi
@@ -221,6 +222,7 @@ class PRMRewardShaper(CallerStats, gym.Wrapper, gym.utils.RecordConstructorArgs)
 
     def _shaping_for_goals(self, ag: np.ndarray, dg: np.ndarray, infos: Sequence[Mapping],
                            base: np.ndarray) -> np.ndarray:
+        assert self.goal_keys is not None  # compute_reward raises before calling this without goal keys
         ach_key, des_key = self.goal_keys
         des_sl = self.layout.slices.get(des_key)
         ach_sl = self.layout.slices.get(ach_key)

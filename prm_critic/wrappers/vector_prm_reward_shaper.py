@@ -10,10 +10,11 @@ from prm_critic._optional import require
 from prm_critic.critic import BaseCritic
 from prm_critic.robotics.layout import CriticInputLayout
 from prm_critic.wrappers._common import (
-    CallerStats, ObsFlattener, env_id_of, setup_shaper,
+    ObsFlattener, ShaperBase, env_id_of, setup_shaper,
 )
 
-gym = require("gymnasium")
+require("gymnasium")  # a missing extra fails here with the exact ``pip install`` to run
+import gymnasium as gym  # noqa: E402
 
 __all__ = ["PRMRewardShaperVector"]
 
@@ -21,7 +22,7 @@ _KEYS = ("prm_original_reward", "prm_phi", "prm_next_phi", "prm_shaping", "prm_f
          "prm_x", "prm_next_x")
 
 
-class PRMRewardShaperVector(CallerStats, gym.vector.VectorWrapper):
+class PRMRewardShaperVector(ShaperBase, gym.vector.VectorWrapper):
     r"""The gymnasium vector twin of :class:`~prm_critic.wrappers.PRMRewardShaper`.
 
     Wraps a ``gymnasium.vector.VectorEnv`` (``gym.make_vec(...)``, ``SyncVectorEnv``,
@@ -95,11 +96,13 @@ class PRMRewardShaperVector(CallerStats, gym.vector.VectorWrapper):
         self._started = False
 
     def _claims(self, x: np.ndarray) -> list[set[str]]:
-        h = self.evaluator.holds(x)
-        return [{nm for nm, b in zip(self.evaluator.names, row) if b} for row in h]
+        ev = self.evaluator
+        assert ev is not None  # mode "subgoal" only, for which setup_shaper refuses a missing evaluator
+        return [{nm for nm, b in zip(ev.names, row) if b} for row in ev.holds(x)]
 
     def reset(self, *, seed: int | list[int] | None = None, options: dict | None = None):
-        obs, info = self.env.reset(seed=seed, options=options)
+        # Sync/AsyncVectorEnv take a list of seeds; VectorEnv.reset is annotated int | None
+        obs, info = self.env.reset(seed=seed, options=options)  # type: ignore[arg-type]
         x = self._flatten.batch(obs)
         phi = self._caller(x)
         x.flags.writeable = False
