@@ -202,3 +202,30 @@ def test_random_head_is_refused(causal_dir, tmp_path):
     tf.AutoTokenizer.from_pretrained(str(causal_dir)).save_pretrained(str(d))
     with pytest.raises(ValueError, match=r"without trained weights for GPT2LMHeadModel: \['lm_head.weight'\]"):
         StepTagLMPRM(d, allow_unverified=True)
+
+
+def test_kind_and_foreign_manifest_checks(causal_dir, tmp_path):
+    import shutil
+
+    d = tmp_path / "odd"
+    shutil.copytree(causal_dir, d)
+    (d / "prm.json").unlink()
+    cfg = json.loads((d / "config.json").read_text())
+    cfg["architectures"] = ["GPT2Model"]
+    (d / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(ValueError, match=r"kind: cannot tell from architectures \['GPT2Model'\] whether the model is a "
+                                         r"causal or a masked LM; pass kind='causal' or kind='masked'"):
+        StepTagLMPRM(d, allow_unverified=True)
+    assert StepTagLMPRM(d, allow_unverified=True, kind="causal").kind == "causal"
+    # a prm.json of another prm-critic folder (a MiniLMStepPRM) is neither trusted nor overwritten
+    (d / "prm.json").write_text(json.dumps({"format": "prm-critic/minilm-step-prm", "files_sha256": {}}))
+    with pytest.raises(CheckpointError, match=r"is not an LM PRM manifest \(format 'prm-critic/minilm-step-prm', "
+                                              r"expected 'prm-critic/lm-step-prm'\)"):
+        StepTagLMPRM(d, kind="causal")
+    with pytest.raises(CheckpointError, match=r"exists and is not a 'prm-critic/lm-step-prm' manifest; refusing to overwrite"):
+        write_lm_prm_manifest(d)
+    # a manifest naming a file outside the folder
+    (d / "prm.json").write_text(json.dumps({"format": "prm-critic/lm-step-prm", "format_version": 1,
+                                            "files_sha256": {"../x": "0" * 64, "config.json": "0" * 64}}))
+    with pytest.raises(CheckpointError, match=r"field 'files_sha256': '../x' leaves its folder"):
+        StepTagLMPRM(d, kind="causal")

@@ -177,7 +177,7 @@ def _resolve_token(tokenizer, name: str, token: Any) -> int:
     return ids[0]
 
 
-def _detect_kind(tf, config) -> str:
+def _detect_kind(config) -> str:
     from transformers.models.auto.modeling_auto import (
         MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, MODEL_FOR_MASKED_LM_MAPPING_NAMES,
     )
@@ -264,7 +264,7 @@ class StepTagLMPRM(TextCritic):
         self.tag_back = len(sep_ids) - 1 - hits[0]
 
         config = tf.AutoConfig.from_pretrained(str(d), local_files_only=True)
-        self.kind = kind or _detect_kind(tf, config)
+        self.kind = kind or _detect_kind(config)
         auto = tf.AutoModelForCausalLM if self.kind == "causal" else tf.AutoModelForMaskedLM
         self.model, info = auto.from_pretrained(str(d), local_files_only=True, output_loading_info=True,
                                                 use_safetensors=True)
