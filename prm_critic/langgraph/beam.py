@@ -25,23 +25,23 @@ Graph::
   When EVERY new non-terminal candidate is a dead end (an uncalibrated critic can score all of them
   under a fixed threshold), ``on_all_pruned="keep_best"`` (default) keeps the one with the best path
   score (ties: proposal order) and goes on; the depth is counted in ``all_pruned_kept_best`` and
-  flagged in that depth's ``prm_beam_prune`` event. ``on_all_pruned="stop"`` (the behaviour before
-  this option) ends the search with ``stop_reason="dead_ends"``. With ``dead_end_mode="relative"``
+  flagged in that depth's ``prm_beam_prune`` event. ``on_all_pruned="stop"`` (the earlier
+  behaviour) ends the search with ``stop_reason="dead_ends"``. With ``dead_end_mode="relative"``
   the best candidate always survives (its score is >= ``threshold * itself``).
 
 Stops (``stop_reason``, first that applies): ``"solved"``, ``"budget"`` (policy calls used
 ``>= budget``), ``"no_proposals"`` (``expand`` proposed nothing for any beam item: the beam is
 empty), ``"dead_ends"`` (every candidate was a dead end and ``on_all_pruned="stop"``),
-``"max_depth"`` or ``"recursion_limit"``: one more
-expand -> prune round needs 2 super-steps and LangGraph's last node must still see
-``RemainingSteps >= 1``, so ``init`` and ``prune`` stop when ``RemainingSteps < 3``. The search
+``"max_depth"`` or ``"recursion_limit"``: one more expand -> prune round needs 2 super-steps and
+LangGraph's last node must still see ``RemainingSteps >= 1``, so ``init`` and ``prune`` stop when ``RemainingSteps < 3``. The search
 therefore never raises ``GraphRecursionError`` for ``recursion_limit >= 2`` (with 1 LangGraph
 cannot finish any node); with ``recursion_limit`` 2 or 3 it stops at ``init`` (depth 0).
 The final state reports ``policy_calls``, ``pruned_dead_end``, ``pruned_beam``,
 ``all_pruned_kept_best``, ``depth``, ``solution`` and ``best``. Every prune also streams a custom
 event ``{"type": "prm_beam_prune", "depth", "candidates", "kept", "cut", "all_pruned",
-"all_pruned_kept_best", "pruned_dead_end", "pruned_beam", "policy_calls", "stop_reason"}``. Input: ``{"prompt": str, "root": initial env state}``. Env states are
-stored in the graph state, so with a checkpointer they must be serializable (plain data).
+"all_pruned_kept_best", "pruned_dead_end", "pruned_beam", "policy_calls", "stop_reason"}``.
+Input: ``{"prompt": str, "root": initial env state}``. Env states are stored in the graph state,
+so with a checkpointer they must be serializable (plain data).
 """
 
 from __future__ import annotations
