@@ -33,9 +33,10 @@ Stops (``stop_reason``, first that applies): ``"solved"``, ``"budget"`` (policy 
 ``>= budget``), ``"no_proposals"`` (``expand`` proposed nothing for any beam item: the beam is
 empty), ``"dead_ends"`` (every candidate was a dead end and ``on_all_pruned="stop"``),
 ``"max_depth"`` or ``"recursion_limit"``: one more expand -> prune round needs 2 super-steps and
-LangGraph's last node must still see ``RemainingSteps >= 1``, so ``init`` and ``prune`` stop when ``RemainingSteps < 3``. The search
-therefore never raises ``GraphRecursionError`` for ``recursion_limit >= 2`` (with 1 LangGraph
-cannot finish any node); with ``recursion_limit`` 2 or 3 it stops at ``init`` (depth 0).
+LangGraph's last node must still see ``RemainingSteps >= 1``, so ``init`` and ``prune`` stop when
+``RemainingSteps < 3``. The search therefore never raises ``GraphRecursionError`` for
+``recursion_limit >= 2`` (with 1 LangGraph cannot finish any node); with ``recursion_limit`` 2 or
+3 it stops at ``init`` (depth 0).
 The final state reports ``policy_calls``, ``pruned_dead_end``, ``pruned_beam``,
 ``all_pruned_kept_best``, ``depth``, ``solution`` and ``best``. Every prune also streams a custom
 event ``{"type": "prm_beam_prune", "depth", "candidates", "kept", "cut", "all_pruned",
