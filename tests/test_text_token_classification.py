@@ -17,9 +17,9 @@ WORDS = "find the key open door take go north south room good bad you are in a".
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory):
     d = tmp_path_factory.mktemp("tiny_prm")
-    vocab = d / "vocab.txt"
-    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]) + "\n")
-    tok = tf.BertTokenizer(vocab_file=str(vocab))
+    # vocab= (transformers 5 builds a BertTokenizer from vocab_file= with its special tokens only)
+    tok = tf.BertTokenizer(vocab={w: i for i, w in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS])})
+    assert tok.tokenize("open the door") == ["open", "the", "door"]  # the words are real tokens, not [UNK]
     torch.manual_seed(0)
     cfg = tf.BertConfig(vocab_size=len(WORDS) + 5, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                         intermediate_size=64, max_position_embeddings=128, num_labels=2)

@@ -41,6 +41,28 @@ def test_columns_roundtrip():
         from_columns({"prompt": ["p", "q"], "completions": [["a"], ["b"]], "labels": [[1.0]]})
 
 
+def test_bool_labels_for_trl_prm_trainer(tmp_path):
+    """TRL's PRMTrainer (TRL <= 1.13) casts labels with int(): the writer can emit thresholded bools."""
+    exs = [StepwiseExample("p", ["a", "b", "c", "d"], [0.7, 0.5, 0.49, 1.0], progress=[0.2, 0.4, 0.6, 0.8])]
+    p = write_stepwise_jsonl(tmp_path / "hard.jsonl", exs, bool_threshold=0.5)
+    row = json.loads(p.read_text())
+    assert row["labels"] == [True, True, False, True]
+    assert all(isinstance(v, bool) for v in row["labels"])
+    assert row["progress"] == [0.2, 0.4, 0.6, 0.8]  # TRL ignores it; kept as floats
+    assert [int(v) for v in row["labels"]] == [1, 1, 0, 1]  # what TRL's int() then trains on
+    assert [int(v) for v in exs[0].labels] == [0, 0, 0, 1]  # ... and what it would make of the soft labels
+    assert read_stepwise_jsonl(p)[0].labels == [1.0, 1.0, 0.0, 1.0]
+    assert to_columns(exs, bool_threshold=0.75)["labels"] == [[False, False, False, True]]
+    assert to_columns(exs)["labels"] == [[0.7, 0.5, 0.49, 1.0]]  # default: soft labels kept
+    assert json.loads(write_stepwise_jsonl(tmp_path / "soft.jsonl", exs).read_text())["labels"] == [0.7, 0.5, 0.49, 1.0]
+    for bad in (0.0, 1.5, True, "0.5", float("nan")):
+        with pytest.raises(ValueError, match=r"bool_threshold: expected None \(soft float labels\) or a float in \(0, 1\]"):
+            write_stepwise_jsonl(tmp_path / "x.jsonl", exs, bool_threshold=bad)
+        with pytest.raises(ValueError, match=r"bool_threshold: expected None"):
+            to_columns(exs, bool_threshold=bad)
+    assert not (tmp_path / "x.jsonl").exists()
+
+
 def test_mismatched_labels_is_a_clear_error():
     with pytest.raises(ValueError, match=r"labels: expected 3 labels \(one per completion step\), got 2"):
         StepwiseExample("p", ["a", "b", "c"], [0.5, 0.5])

@@ -152,8 +152,12 @@ def run_step_bon(path: str | Path, rng: np.random.Generator, score_fn: ScoreFn, 
 
 def run_beam(path: str | Path, rng: np.random.Generator, critic: BaseCritic, *, beam_width: int = 2,
              branch_factor: int = 3, max_steps: int = 40, dead_end_threshold: float = 0.1,
-             budget: int | None = None, aggregate: str = "last", policy: BasePolicy | None = None) -> EpisodeResult:
-    """PRM beam search (``prm_critic.langgraph.build_beam_search_graph``) over command histories."""
+             budget: int | None = None, aggregate: str = "last", policy: BasePolicy | None = None,
+             dead_end_mode: str = "absolute", on_all_pruned: str = "keep_best") -> EpisodeResult:
+    """PRM beam search (``prm_critic.langgraph.build_beam_search_graph``) over command histories.
+
+    ``dead_end_mode`` / ``on_all_pruned`` are passed on (``"stop"`` is the behaviour before the beam
+    kept its best candidate when every one scored under the threshold)."""
     from prm_critic.langgraph import build_beam_search_graph
 
     policy = policy or BasePolicy()
@@ -181,7 +185,8 @@ def run_beam(path: str | Path, rng: np.random.Generator, critic: BaseCritic, *, 
 
         g = build_beam_search_graph(expand, critic, beam_width=beam_width, branch_factor=branch_factor,
                                     max_depth=max_steps, dead_end_threshold=dead_end_threshold, budget=budget,
-                                    is_terminal=lambda s: bool(s["won"]), aggregate=aggregate).compile()
+                                    is_terminal=lambda s: bool(s["won"]), aggregate=aggregate,
+                                    dead_end_mode=dead_end_mode, on_all_pruned=on_all_pruned).compile()
         out = g.invoke({"prompt": intro.feedback, "root": root}, {"recursion_limit": 4 * max_steps + 10})
         sol = out.get("solution")
         best = sol or out.get("best") or {"steps": [], "state": root}

@@ -143,6 +143,22 @@ def _seeds(seeds) -> str:
     return f"{seeds[0]}-{seeds[-1]}" if seeds == list(range(seeds[0], seeds[-1] + 1)) else ", ".join(map(str, seeds))
 
 
+def _all_pruned_note(allres: dict[str, list[dict]]) -> list[str]:
+    """What the beam did when every candidate of a depth scored under the threshold in these runs
+    (a result without ``on_all_pruned`` predates the option: it stopped)."""
+    modes = sorted({r.get("on_all_pruned", "stop") for m, res in allres.items() if m.startswith("prm_beam") for r in res})
+    if not modes:
+        return []
+    if len(modes) > 1:
+        return [f"  When every candidate of a depth scored under the threshold: `on_all_pruned` in {modes} (mixed runs)."]
+    mode = modes[0]
+    if mode == "stop":
+        return ["  When every candidate of a depth scored under the threshold, these runs stopped there",
+                "  (`on_all_pruned=\"stop\"`, the only behaviour when they were made; the default now keeps the best",
+                "  candidate and reports it)."]
+    return [f"  When every candidate of a depth scored under the threshold: `on_all_pruned={mode!r}`."]
+
+
 def render(allres: dict[str, list[dict]], labels: dict, stats: dict[str, dict], extra: dict, seeds=SEEDS) -> str:
     """The markdown of ``docs/agents_benchmark.md`` from the raw data."""
     rows = summary(allres)
@@ -221,6 +237,7 @@ def render(allres: dict[str, list[dict]], labels: dict, stats: dict[str, dict], 
         f"  `aggregate=\"last\"`, dead-end threshold {extra['dead_end_threshold']:g} on the newest step's success "
         "score); env state =",
         "  the command history (plain data); `is_terminal` = the game is won.",
+        *_all_pruned_note(allres),
         "* **ORACLE best-of-3**: as PRM best-of-3 but scored on privileged state (won 1, lost 0, else",
         "  `0.5 + 0.25 * intermediate_reward`). Upper reference only; no agent sees this.",
         "",

@@ -52,7 +52,7 @@ def _atomic_json(path: Path, obj) -> None:
 
 
 def run_one(method: str, path: Path, rng: np.random.Generator, max_steps: int, critic=None,
-            dead_end_threshold: float = 0.05) -> dict:
+            dead_end_threshold: float = 0.05, on_all_pruned: str = "keep_best") -> dict:
     if method == "base":
         r = run_base(path, rng, max_steps=max_steps)
     elif method == "outcome_bon4":
@@ -63,7 +63,7 @@ def run_one(method: str, path: Path, rng: np.random.Generator, max_steps: int, c
         r = run_step_bon(path, rng, oracle_score_fn(), n=3, max_steps=max_steps)
     elif method == "prm_beam":
         r = run_beam(path, rng, critic, beam_width=2, branch_factor=2, max_steps=max_steps,
-                     dead_end_threshold=dead_end_threshold, aggregate="last")
+                     dead_end_threshold=dead_end_threshold, aggregate="last", on_all_pruned=on_all_pruned)
     else:
         raise ValueError(f"method: expected one of {METHODS}, got {method!r}")
     return r.to_dict()
@@ -89,6 +89,8 @@ def main(argv=None) -> int:
     ap.add_argument("--md", default="benchmarks/agents/results/table.md")
     ap.add_argument("--png", default="docs/agents_benchmark.png")
     ap.add_argument("--dead-end-threshold", type=float, default=0.05, help="prm_beam: prune steps scoring below it")
+    ap.add_argument("--on-all-pruned", default="keep_best", choices=("keep_best", "stop"),
+                    help="prm_beam: when every candidate scores under the threshold, keep the best or stop")
     ap.add_argument("--tag", default="", help="suffix for PRM method names, e.g. 'mc+siblings' (which PRM)")
     ap.add_argument("--report", action="store_true", help="only rebuild the table and plot")
     a = ap.parse_args(argv)
@@ -115,10 +117,11 @@ def main(argv=None) -> int:
             path = ensure_game(s)
             rng = np.random.default_rng([s, rep, zlib.crc32(m.encode())])
             t0 = time.time()
-            res = run_one(m, path, rng, a.max_steps, critic, a.dead_end_threshold)
+            res = run_one(m, path, rng, a.max_steps, critic, a.dead_end_threshold, a.on_all_pruned)
             res.update(method=name, seed=s, rep=rep, wall_s=round(time.time() - t0, 2), max_steps=a.max_steps)
             if m == "prm_beam":
                 res["dead_end_threshold"] = a.dead_end_threshold
+                res["on_all_pruned"] = a.on_all_pruned
             _atomic_json(f, res)
     table = report(out, seeds, Path(a.md), Path(a.png), " ".join(sys.argv))
     Path(a.md).parent.mkdir(parents=True, exist_ok=True)

@@ -14,20 +14,35 @@ Graph::
   and overwrites (``Overwrite``) the beam with the top ``beam_width``::
 
       score(path) = aggregate([s_1, ..., s_t], how)     s_t = head score of step t
-      dead end   <=>  s_t < dead_end_threshold          (dropped, counted in pruned_dead_end)
+      dead end   <=>  s_t < cut                         (dropped, counted in pruned_dead_end)
+      cut = dead_end_threshold                          dead_end_mode="absolute" (default)
+      cut = dead_end_threshold * max_c s_t(c)           dead_end_mode="relative" (over this depth's
+                                                        non-terminal candidates)
 
   A candidate with ``is_terminal(env_state)`` true is a solution (the best one is kept, even below
   the threshold -- the environment, not the critic, says it is solved).
 
+  When EVERY new non-terminal candidate is a dead end (an uncalibrated critic can score all of them
+  under a fixed threshold), ``on_all_pruned="keep_best"`` (default) keeps the one with the best path
+  score (ties: proposal order) and goes on; the depth is counted in ``all_pruned_kept_best`` and
+  flagged in that depth's ``prm_beam_prune`` event. ``on_all_pruned="stop"`` (the earlier
+  behaviour) ends the search with ``stop_reason="dead_ends"``. With ``dead_end_mode="relative"``
+  the best candidate always survives (its score is >= ``threshold * itself``).
+
 Stops (``stop_reason``, first that applies): ``"solved"``, ``"budget"`` (policy calls used
-``>= budget``), ``"dead_ends"`` (beam empty), ``"max_depth"`` or ``"recursion_limit"``: one more
-expand -> prune round needs 2 super-steps and LangGraph's last node must still see
-``RemainingSteps >= 1``, so ``init`` and ``prune`` stop when ``RemainingSteps < 3``. The search
-therefore never raises ``GraphRecursionError`` for ``recursion_limit >= 2`` (with 1 LangGraph
-cannot finish any node); with ``recursion_limit`` 2 or 3 it stops at ``init`` (depth 0).
-The final state reports ``policy_calls``, ``pruned_dead_end``, ``pruned_beam``, ``depth``,
-``solution`` and ``best``. Input: ``{"prompt": str, "root": initial env state}``. Env states are
-stored in the graph state, so with a checkpointer they must be serializable (plain data).
+``>= budget``), ``"no_proposals"`` (``expand`` proposed nothing for any beam item: the beam is
+empty), ``"dead_ends"`` (every candidate was a dead end and ``on_all_pruned="stop"``),
+``"max_depth"`` or ``"recursion_limit"``: one more expand -> prune round needs 2 super-steps and
+LangGraph's last node must still see ``RemainingSteps >= 1``, so ``init`` and ``prune`` stop when
+``RemainingSteps < 3``. The search therefore never raises ``GraphRecursionError`` for
+``recursion_limit >= 2`` (with 1 LangGraph cannot finish any node); with ``recursion_limit`` 2 or
+3 it stops at ``init`` (depth 0).
+The final state reports ``policy_calls``, ``pruned_dead_end``, ``pruned_beam``,
+``all_pruned_kept_best``, ``depth``, ``solution`` and ``best``. Every prune also streams a custom
+event ``{"type": "prm_beam_prune", "depth", "candidates", "kept", "cut", "all_pruned",
+"all_pruned_kept_best", "pruned_dead_end", "pruned_beam", "policy_calls", "stop_reason"}``.
+Input: ``{"prompt": str, "root": initial env state}``. Env states are stored in the graph state,
+so with a checkpointer they must be serializable (plain data).
 """
 
 from __future__ import annotations
@@ -39,7 +54,9 @@ from typing_extensions import TypedDict
 
 from prm_critic.aggregate import AGGREGATES, aggregate as _aggregate
 from prm_critic.critic import BaseCritic
-from prm_critic.langgraph._common import check_critic, check_head, check_int, check_prob, lg, score_text_steps
+from prm_critic.langgraph._common import (
+    check_choice, check_critic, check_head, check_int, check_prob, lg, score_text_steps,
+)
 from prm_critic.langgraph.node import emit_event
 from prm_critic.text.steps import TextStep
 
@@ -49,7 +66,9 @@ _managed = lg("langgraph.managed")
 
 __all__ = ["build_beam_search_graph", "BeamState"]
 
-STOP_REASONS = ("solved", "dead_ends", "max_depth", "budget", "recursion_limit")
+STOP_REASONS = ("solved", "dead_ends", "no_proposals", "max_depth", "budget", "recursion_limit")
+DEAD_END_MODES = ("absolute", "relative")
+ON_ALL_PRUNED = ("keep_best", "stop")
 #: super-steps one more expand -> prune round needs (2), plus the one LangGraph needs after it
 MIN_REMAINING_STEPS = 3
 
@@ -75,6 +94,7 @@ class BeamState(TypedDict, total=False):
     policy_calls: Annotated[int, operator.add]
     pruned_dead_end: Annotated[int, operator.add]
     pruned_beam: Annotated[int, operator.add]
+    all_pruned_kept_best: Annotated[int, operator.add]
     solution: dict | None
     best: dict | None
     stop_reason: str
@@ -100,6 +120,8 @@ def build_beam_search_graph(
     is_terminal: Callable[[Any], bool] | None = None,
     aggregate: str = "min",
     head: str = "success",
+    dead_end_mode: str = "absolute",
+    on_all_pruned: str = "keep_best",
 ):
     """Build (uncompiled) a critic-guided beam search over a forkable tool environment.
 
@@ -110,13 +132,20 @@ def build_beam_search_graph(
         beam_width: paths kept after each prune (``>= 1``; 1 is greedy search).
         branch_factor: proposals asked per beam item per depth (``>= 1``).
         max_depth: maximum number of steps in a path.
-        dead_end_threshold: drop a candidate whose newest step scores below it.
+        dead_end_threshold: in [0, 1]: drop a candidate whose newest step scores below the cut
+            (``dead_end_mode``).
         budget: maximum policy calls (proposals) in total; ``None``: unlimited.
         is_terminal: ``is_terminal(env_state) -> bool``, true when the task is solved
             (``None``: never; the search then runs to depth/budget and reports ``best``).
         aggregate: how path scores combine step scores: ``"min"``, ``"product"``, ``"last"``,
             ``"mean"``.
         head: the critic score used (``"success"`` or ``"progress"``).
+        dead_end_mode: ``"absolute"``: the cut is ``dead_end_threshold``; ``"relative"``: the cut
+            is ``dead_end_threshold`` times the best newest-step score among this depth's
+            candidates (a threshold that follows the critic's scale).
+        on_all_pruned: when every candidate of a depth is under the cut: ``"keep_best"`` keeps the
+            best one and reports it (``all_pruned_kept_best``); ``"stop"`` ends with
+            ``stop_reason="dead_ends"``.
 
     Returns:
         an uncompiled ``StateGraph``; compile it with your checkpointer, invoke with
@@ -125,9 +154,12 @@ def build_beam_search_graph(
     expand, critic, beam_width, branch_factor, max_depth, dead_end_threshold, budget, head = _check_beam_args(
         expand, critic, beam_width, branch_factor, max_depth, dead_end_threshold, budget, is_terminal, aggregate, head
     )
+    dead_end_mode = check_choice("dead_end_mode", dead_end_mode, DEAD_END_MODES)
+    on_all_pruned = check_choice("on_all_pruned", on_all_pruned, ON_ALL_PRUNED)
     prune = _make_prune_node(critic, beam_width=beam_width, max_depth=max_depth,
                              dead_end_threshold=dead_end_threshold, budget=budget,
-                             is_terminal=is_terminal, aggregate=aggregate, head=head)
+                             is_terminal=is_terminal, aggregate=aggregate, head=head,
+                             dead_end_mode=dead_end_mode, on_all_pruned=on_all_pruned)
     fan_out = _make_fan_out(branch_factor=branch_factor, budget=budget)
     return _wire_beam_graph(_beam_init, _make_expand_node(expand), prune, fan_out)
 
@@ -168,6 +200,7 @@ def _beam_init(state: BeamState) -> dict:
         "policy_calls": Overwrite(0),
         "pruned_dead_end": Overwrite(0),
         "pruned_beam": Overwrite(0),
+        "all_pruned_kept_best": Overwrite(0),
         "solution": None,
         "best": None,
         "stop_reason": "recursion_limit" if _too_few(state) else "",
@@ -197,14 +230,14 @@ def _make_expand_node(expand):
     return expand_node
 
 
-def _beam_stop_reason(state, *, solved, beam, depth, used, budget, max_depth) -> str:
+def _beam_stop_reason(state, *, solved, beam, proposed, depth, used, budget, max_depth) -> str:
     """The first stop reason that applies after a prune (``""``: keep searching)."""
     if solved:
         return "solved"
     if budget is not None and used >= budget:
         return "budget"
     if not beam:
-        return "dead_ends"
+        return "dead_ends" if proposed else "no_proposals"
     if depth >= max_depth:
         return "max_depth"
     if _too_few(state):
@@ -212,7 +245,8 @@ def _beam_stop_reason(state, *, solved, beam, depth, used, budget, max_depth) ->
     return ""
 
 
-def _make_prune_node(critic, *, beam_width, max_depth, dead_end_threshold, budget, is_terminal, aggregate, head):
+def _make_prune_node(critic, *, beam_width, max_depth, dead_end_threshold, budget, is_terminal, aggregate, head,
+                     dead_end_mode="absolute", on_all_pruned="keep_best"):
     """The ``prune`` node: score the new candidates in one batch and keep the best ``beam_width``."""
     Overwrite = _types.Overwrite
 
@@ -231,8 +265,16 @@ def _make_prune_node(critic, *, beam_width, max_depth, dead_end_threshold, budge
             scored.append({**c, "step_scores": ss, "score": float(_aggregate(ss, aggregate)),
                            "terminal": bool(is_terminal(c["state"])) if is_terminal is not None else False})
         solved = [c for c in scored if c["terminal"]]
-        alive = [c for c in scored if not c["terminal"] and c["step_scores"][-1] >= dead_end_threshold]
-        n_dead = len(scored) - len(solved) - len(alive)
+        open_ = [c for c in scored if not c["terminal"]]
+        cut = dead_end_threshold
+        if dead_end_mode == "relative" and open_:
+            cut = dead_end_threshold * max(c["step_scores"][-1] for c in open_)
+        alive = [c for c in open_ if c["step_scores"][-1] >= cut]
+        all_pruned = bool(open_) and not alive
+        kept_best = all_pruned and not solved and on_all_pruned == "keep_best"
+        if kept_best:  # never give up silently: keep the best dead end, and say so
+            alive = [max(open_, key=lambda c: c["score"])]  # max: the first of equals (proposal order)
+        n_dead = len(open_) - len(alive)
         alive.sort(key=lambda c: -c["score"])  # stable: ties keep proposal order
         beam = alive[:beam_width]
         best_prev = state.get("best")
@@ -241,7 +283,7 @@ def _make_prune_node(critic, *, beam_width, max_depth, dead_end_threshold, budge
         if best_prev is not None and best is not None and not solved and best_prev["score"] > best["score"]:
             best = best_prev
         used = int(state.get("policy_calls", 0))
-        reason = _beam_stop_reason(state, solved=solved, beam=beam, depth=depth, used=used,
+        reason = _beam_stop_reason(state, solved=solved, beam=beam, proposed=bool(scored), depth=depth, used=used,
                                    budget=budget, max_depth=max_depth)
         out = {
             "beam": Overwrite(beam),
@@ -249,14 +291,16 @@ def _make_prune_node(critic, *, beam_width, max_depth, dead_end_threshold, budge
             "depth": depth,
             "pruned_dead_end": n_dead,
             "pruned_beam": len(alive) - len(beam),
+            "all_pruned_kept_best": int(kept_best),
             "best": best,
             "stop_reason": reason,
         }
         if solved:
             out["solution"] = max(solved, key=lambda c: c["score"])
         emit_event({"type": "prm_beam_prune", "depth": depth, "candidates": len(scored), "kept": len(beam),
-               "pruned_dead_end": n_dead, "pruned_beam": len(alive) - len(beam), "policy_calls": used,
-               "stop_reason": reason})
+                    "cut": float(cut), "all_pruned": all_pruned, "all_pruned_kept_best": kept_best,
+                    "pruned_dead_end": n_dead, "pruned_beam": len(alive) - len(beam), "policy_calls": used,
+                    "stop_reason": reason})
         return out
 
     return prune

@@ -30,6 +30,9 @@ from prm_critic.text.trl_format import (
 
 if TYPE_CHECKING:  # the lazy names below, for type checkers
     from prm_critic.text.judge import LLMJudgeCritic as LLMJudgeCritic
+    from prm_critic.text.lm_prm import StepTagLMPRM as StepTagLMPRM
+    from prm_critic.text.lm_prm import verify_lm_prm_folder as verify_lm_prm_folder
+    from prm_critic.text.lm_prm import write_lm_prm_manifest as write_lm_prm_manifest
     from prm_critic.text.net import StepPRMNet as StepPRMNet
     from prm_critic.text.prm import MiniLMStepPRM as MiniLMStepPRM
     from prm_critic.text.prm import TokenClassificationPRM as TokenClassificationPRM
@@ -40,6 +43,9 @@ if TYPE_CHECKING:  # the lazy names below, for type checkers
 _LAZY = {
     "MiniLMStepPRM": "prm_critic.text.prm",
     "TokenClassificationPRM": "prm_critic.text.prm",
+    "StepTagLMPRM": "prm_critic.text.lm_prm",
+    "write_lm_prm_manifest": "prm_critic.text.lm_prm",
+    "verify_lm_prm_folder": "prm_critic.text.lm_prm",
     "StepPRMNet": "prm_critic.text.net",
     "train_text_prm": "prm_critic.text.train",
     "TextTrainConfig": "prm_critic.text.train",

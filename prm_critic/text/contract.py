@@ -8,8 +8,8 @@ nothing, ``close`` = ``sep`` after the prompt or nothing)::
     seg 0 ..................| seg 1 ........ | seg 2 ........ | ... | seg T
 
 * The score of step ``t`` is read at the LAST token of the separator that follows it (as TRL's
-  ``PRMTrainer`` puts each step's label on the last token of ``step + separator``):
-  ``step_positions[t]``.
+  ``PRMTrainer``, TRL 0.13 to 1.13, puts each step's label on the last token of
+  ``step + separator``): ``step_positions[t]``.
 * ``segment_ids`` give each token its segment: 0 for ``open``/prompt/``close``, ``k + 1`` for the
   ``k``-th step of the window (padding: 0, masked by ``attention_mask``). Models that want step
   ``t``'s score to depend only on the prompt and steps ``<= t`` (so that one pass over the whole
@@ -156,7 +156,8 @@ class StepContract:
     @classmethod
     def trl(cls, *, separator: str = "\n", max_length: int = 1024, max_prompt_tokens: int = 256,
             refill: float = 0.5) -> "StepContract":
-        """The layout TRL's PRMTrainer trains on: ``<bos>? prompt (step sep)*``, read at ``sep``'s last token."""
+        """The layout TRL's PRMTrainer (TRL <= 1.13) trains on: ``<bos>? prompt (step sep)*``, read at ``sep``'s
+        last token."""
         return cls(max_length=max_length, max_prompt_tokens=max_prompt_tokens, separator=separator,
                    open="bos", close_prompt=False, refill=refill)
 

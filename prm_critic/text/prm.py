@@ -10,7 +10,7 @@
       [progress, success] = sigmoid(W h[step_position] + b)                     (S, 2)
 
 * :class:`TokenClassificationPRM`: any local ``AutoModelForTokenClassification`` PRM with
-  ``num_labels=2`` (TRL's ``PRMTrainer`` output): ``score = softmax(logits)[label 1]`` at the last
+  ``num_labels=2`` (e.g. TRL's ``PRMTrainer`` output, TRL <= 1.13): ``score = softmax(logits)[label 1]`` at the last
   token of the separator after each step, with TRL's layout (:meth:`StepContract.trl`).
 
 Both are :class:`~prm_critic.critic.BaseCritic`: ``score(list[TextStep]) -> StepScores (B,)``.
@@ -347,7 +347,7 @@ class MiniLMStepPRM(TextCritic):
 
 
 class TokenClassificationPRM(TextCritic):
-    """A PRM trained as token classification (TRL ``PRMTrainer``, ``num_labels=2``), from a local folder.
+    """A PRM trained as token classification (TRL ``PRMTrainer``, TRL <= 1.13, ``num_labels=2``), from a local folder.
 
     ``success = progress = softmax(logits)[..., label]`` at the last token of the separator after
     each step, rendered with TRL's layout (``<bos>? prompt (step separator)*``,

@@ -1,14 +1,26 @@
 """TRL's stepwise-supervision format, with soft (float) labels kept as floats.
 
 One example is ``{"prompt": str, "completions": list[str], "labels": list[float]}``: the prompt
-and the ``T`` steps that follow it, one label per step. This is the format TRL's ``PRMTrainer``
-and the Hugging Face stepwise datasets use, so files written here load there and back.
+and the ``T`` steps that follow it, one label per step -- the layout of the Hugging Face stepwise
+datasets (``trl-lib/math_shepherd`` and the like) and of TRL's ``PRMTrainer``.
+
+Which TRL works with what:
+
+* ``PRMTrainer`` was added in TRL 0.13 and lived in ``trl.experimental.prm`` in its last releases;
+  TRL 1.13 is the last release that has it (it was removed in 1.14). It expects ``bool`` labels
+  and casts each label with ``int()``, so a soft label such as 0.7 trains as 0. For TRL <= 1.13,
+  write hard labels: ``write_stepwise_jsonl(path, examples, bool_threshold=0.5)`` (or
+  ``to_columns(..., bool_threshold=...)``) writes ``label >= bool_threshold`` as ``true``/``false``.
+* With TRL >= 1.14 there is no ``PRMTrainer``; the files are plain JSON Lines that
+  ``datasets.load_dataset("json", ...)`` reads with any version.
+* This library's own trainer (:func:`prm_critic.text.train.train_text_prm`) and readers keep soft
+  labels as floats.
 
 Differences from TRL, on purpose:
 
 * labels are floats in [0, 1] and stay floats (Monte-Carlo labels such as 0.7 are the point of
-  soft labels; TRL casts them with ``int()``, turning 0.7 into 0). ``bool`` / ``int`` labels are
-  accepted and converted to 0.0 / 1.0.
+  soft labels). ``bool`` / ``int`` labels are accepted and converted to 0.0 / 1.0 (a file written
+  with ``bool_threshold`` reads back as 0.0 / 1.0).
 * an optional second label list, ``progress`` (same length as ``labels``), carries a progress
   target per step; ``labels`` is the success ("promise") target. See
   :func:`prm_critic.text.train.train_text_prm` for what is used when ``progress`` is absent.
@@ -144,24 +156,51 @@ def read_stepwise_jsonl(path: str | os.PathLike) -> list[StepwiseExample]:
     return out
 
 
-def write_stepwise_jsonl(path: str | os.PathLike, examples: Iterable[StepwiseExample]) -> Path:
-    """Write ``examples`` as JSON Lines, atomically (temp file in the same folder + ``os.replace``)."""
+def _check_threshold(bool_threshold: Any) -> float | None:
+    if bool_threshold is None:
+        return None
+    if (isinstance(bool_threshold, bool) or not isinstance(bool_threshold, (int, float))
+            or not math.isfinite(bool_threshold) or not 0.0 < float(bool_threshold) <= 1.0):
+        raise ValueError(f"bool_threshold: expected None (soft float labels) or a float in (0, 1] (labels >= it are "
+                         f"written true), got {bool_threshold!r}")
+    return float(bool_threshold)
+
+
+def _labels_out(labels: list[float], threshold: float | None) -> list:
+    return list(labels) if threshold is None else [v >= threshold for v in labels]
+
+
+def write_stepwise_jsonl(path: str | os.PathLike, examples: Iterable[StepwiseExample], *,
+                         bool_threshold: float | None = None) -> Path:
+    """Write ``examples`` as JSON Lines, atomically (temp file in the same folder + ``os.replace``).
+
+    Args:
+        bool_threshold: ``None`` (default): labels are written as floats (soft labels kept). A float
+            in (0, 1]: ``labels`` are written as booleans ``label >= bool_threshold``, for TRL's
+            ``PRMTrainer`` (TRL <= 1.13), which would otherwise turn every soft label below 1 into
+            0. ``progress`` labels, if any, stay floats (TRL does not read them).
+    """
+    threshold = _check_threshold(bool_threshold)
     p = Path(path)
     lines = []
     for i, ex in enumerate(examples):
         if not isinstance(ex, StepwiseExample):
             raise TypeError(f"examples[{i}]: expected StepwiseExample, got {type(ex).__name__}")
-        lines.append(json.dumps(ex.to_dict(), ensure_ascii=False))
+        d = ex.to_dict()
+        d["labels"] = _labels_out(ex.labels, threshold)
+        lines.append(json.dumps(d, ensure_ascii=False))
     data = ("\n".join(lines) + ("\n" if lines else "")).encode("utf-8")
     atomic_write_bytes(p, data)
     return p
 
 
-def to_columns(examples: Sequence[StepwiseExample]) -> dict[str, list]:
+def to_columns(examples: Sequence[StepwiseExample], *, bool_threshold: float | None = None) -> dict[str, list]:
     """Examples -> a Hugging Face ``datasets``-style dict of lists (``Dataset.from_dict`` input).
 
     The ``progress`` column is present only if every example has progress labels.
+    ``bool_threshold``: as in :func:`write_stepwise_jsonl` (``None``: float labels).
     """
+    threshold = _check_threshold(bool_threshold)
     cols: dict[str, list] = {"prompt": [], "completions": [], "labels": []}
     with_progress = bool(examples) and all(ex.progress is not None for ex in examples)
     if with_progress:
@@ -169,7 +208,7 @@ def to_columns(examples: Sequence[StepwiseExample]) -> dict[str, list]:
     for ex in examples:
         cols["prompt"].append(ex.prompt)
         cols["completions"].append(list(ex.completions))
-        cols["labels"].append(list(ex.labels))
+        cols["labels"].append(_labels_out(ex.labels, threshold))
         if with_progress:
             cols["progress"].append(list(ex.progress))
     return cols
