@@ -93,17 +93,11 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    import numpy as np
-
     from prm_critic.models.pipeline import train_critic_from_data
-    from prm_critic.models.checkpoint import load_state_critic
     from prm_critic.models.train import TrainConfig
     from prm_critic.robotics.collect import collect
-    from prm_critic.robotics.controllers import make_controller
     from prm_critic.robotics.labels import label
-    from prm_critic.robotics.make import make_env
     from prm_critic.robotics.spec import load_spec
-    from prm_critic.wrappers import DeadEndPruner, PRMRewardShaper
 
     progress = not args.no_progress
     out = Path(args.out)
@@ -133,6 +127,29 @@ def run(args) -> int:
           f"Spearman(progress, t) on successes {f('spearman_progress_time')}")
 
     print("[4/4] shaped + pruned env: PRMRewardShaper(potential, gamma=0.99) + DeadEndPruner")
+    _shaped_episodes(spec, ckpt, args)
+
+    print("\nWhere everything went:")
+    print(f"  trajectories + labels: {data}/shards, {data}/labels/<family>")
+    print(f"  critic checkpoint:     {res['checkpoint']} (+ {Path(res['checkpoint']).with_suffix('.json').name})")
+    print(f"  held-out metrics:      {res['metrics_path']}")
+    print(f"  per-step score plot:   {res['plot_path']}")
+    print("Next:")
+    for line in _next_lines(spec.name, res["checkpoint"], out):
+        print(f"  {line}")
+    return 0
+
+
+def _shaped_episodes(spec, ckpt: Path, args) -> None:
+    """Quickstart step 4: five episodes of the scripted controller in the shaped, pruned env, printed with
+    why a success's shaped return can be negative and what the pruner saved."""
+    import numpy as np
+
+    from prm_critic.models.checkpoint import load_state_critic
+    from prm_critic.robotics.controllers import make_controller
+    from prm_critic.robotics.make import make_env
+    from prm_critic.wrappers import DeadEndPruner, PRMRewardShaper
+
     critic = load_state_critic(ckpt)
     gamma = 0.99
     env = make_env(spec, max_episode_steps=args.max_episode_steps)
@@ -167,13 +184,3 @@ def run(args) -> int:
     st = env.stats
     print(f"      pruner: {st['pruned_episodes']} of {st['episodes']} episodes pruned, {st['steps_saved']} steps saved")
     env.close()
-
-    print("\nWhere everything went:")
-    print(f"  trajectories + labels: {data}/shards, {data}/labels/<family>")
-    print(f"  critic checkpoint:     {res['checkpoint']} (+ {Path(res['checkpoint']).with_suffix('.json').name})")
-    print(f"  held-out metrics:      {res['metrics_path']}")
-    print(f"  per-step score plot:   {res['plot_path']}")
-    print("Next:")
-    for line in _next_lines(spec.name, res["checkpoint"], out):
-        print(f"  {line}")
-    return 0

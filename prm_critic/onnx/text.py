@@ -99,13 +99,13 @@ def export_text_prm(
     Raises:
         OnnxExportError: bad arguments, checker failure, or a parity failure (no file is written).
     """
-    import torch
+    import torch  # noqa: F401  (first: without torch the export stops here, before the onnx checks)
 
     onnx = require("onnx")
     require("onnxscript")
     ort = require("onnxruntime")
     from prm_critic._io import atomic_write_bytes
-    from prm_critic.onnx.export import check_opset_and_path, quiet_exporter
+    from prm_critic.onnx.export import check_opset_and_path
     from prm_critic.text.prm import MiniLMStepPRM
 
     prm = MiniLMStepPRM.load(prm_or_path) if isinstance(prm_or_path, (str, os.PathLike)) else prm_or_path
@@ -120,8 +120,34 @@ def export_text_prm(
 
     net = on_cpu(prm.net)
     example = _batch_for(prm, texts[:1])
+    proto = _trace(net, example, opset, max_length=prm.contract.max_length)
+    props = _text_props(prm, opset, extra_meta)
+    onnx.helper.set_model_props(proto, props)
+    proto.producer_name = "prm-critic"
+    proto.producer_version = __version__
+    try:
+        onnx.checker.check_model(proto)
+    except onnx.checker.ValidationError as exc:
+        raise OnnxExportError(f"export: onnx.checker rejected the exported graph: {exc}") from exc
+    data = seal(proto.SerializeToString())
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    sess = ort.InferenceSession(data, so, providers=["CPUExecutionProvider"])
+    _text_parity(sess, net, example, "export example", rtol, atol)
+    _text_parity(sess, net, _batch_for(prm, texts), "all parity texts (padded batch)", rtol, atol)
+    atomic_write_bytes(out, data)
+    return out
+
+
+def _trace(net, example: Mapping[str, np.ndarray], opset: int, *, max_length: int):
+    """The ONNX graph of ``net`` traced by the dynamo exporter on ``example`` (dynamic batch and
+    sequence length up to ``max_length``), its stack traces stripped; refused if not self-contained."""
+    import torch
+
+    from prm_critic.onnx.export import quiet_exporter
+
     args = tuple(torch.from_numpy(example[k]) for k in TEXT_INPUTS)
-    batch_dim, seq_dim = torch.export.Dim("batch"), torch.export.Dim("seq", min=2, max=prm.contract.max_length)
+    batch_dim, seq_dim = torch.export.Dim("batch"), torch.export.Dim("seq", min=2, max=max_length)
     dyn = {k: {0: batch_dim, 1: seq_dim} for k in TEXT_INPUTS}
     with quiet_exporter(), torch.no_grad():
         prog = torch.onnx.export(net, args, None, dynamo=True, opset_version=opset, external_data=False,
@@ -135,7 +161,12 @@ def export_text_prm(
 
     if any(uses_external_data(t) for t in proto.graph.initializer):
         raise OnnxExportError("export: some initializers use external data; expected one self-contained file")
-    props = {
+    return proto
+
+
+def _text_props(prm, opset: int, extra_meta: Mapping[str, Any] | None) -> dict[str, str]:
+    """The metadata properties of an exported text PRM (the content hash a placeholder until sealed)."""
+    return {
         "prm_critic.format": TEXT_FORMAT,
         "format_version": "1",
         "prm_critic.version": __version__,
@@ -154,21 +185,6 @@ def export_text_prm(
         "extra": json.dumps(dict(extra_meta or {}), sort_keys=True),
         HASH_KEY: "0" * 64,  # placeholder; seal() writes the content hash
     }
-    onnx.helper.set_model_props(proto, props)
-    proto.producer_name = "prm-critic"
-    proto.producer_version = __version__
-    try:
-        onnx.checker.check_model(proto)
-    except onnx.checker.ValidationError as exc:
-        raise OnnxExportError(f"export: onnx.checker rejected the exported graph: {exc}") from exc
-    data = seal(proto.SerializeToString())
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = 1
-    sess = ort.InferenceSession(data, so, providers=["CPUExecutionProvider"])
-    _text_parity(sess, net, example, "export example", rtol, atol)
-    _text_parity(sess, net, _batch_for(prm, texts), "all parity texts (padded batch)", rtol, atol)
-    atomic_write_bytes(out, data)
-    return out
 
 
 class OnnxTextCritic(TextCritic):

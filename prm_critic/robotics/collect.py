@@ -246,16 +246,50 @@ def collect(
     """
     tqdm = require("tqdm.auto").tqdm  # the robotics extra installs it
 
+    spec, episodes, shard_size, seed = _checked_run(spec, episodes, shard_size, seed, max_episode_steps)
+    pol = policy_id(policy, task=spec.name, trust_pickle=trust_pickle)
+    check_policy_loader(pol, policy_loader)
+    ex = make_executor(executor, workers=workers, address=address)
+    out = Path(out_dir)
+    maze = _write_meta(out, spec, pol, seed, shard_size, episodes)
+    todo, done_eps = _shards_todo(out, episodes, shard_size)
+    if not todo:
+        return out
+    setup = functools.partial(CollectWorker, spec.to_dict(), maze, ship_policy(pol, ex.remote), seed,
+                              trust_pickle, policy_loader)
+    tasks = [Task(key=(k, e), desc=f"episode {e} of {shard_path(out, k).name}", payload=e)
+             for k in todo for e in range(k * shard_size, min((k + 1) * shard_size, episodes))]
+    pending = {k: {} for k in todo}
+    bar = tqdm(total=episodes, initial=done_eps, desc=f"collect {spec.name}", unit="ep", disable=not progress)
+    try:
+        with ex.start(setup) as pool:
+            for (k, e), ep in pool.map(run_episode_task, tasks):
+                pending[k][e] = ep
+                bar.update(1)
+                eps = range(k * shard_size, min((k + 1) * shard_size, episodes))
+                if len(pending[k]) == len(eps):
+                    done_shard = pending.pop(k)
+                    _write_shard(shard_path(out, k), [done_shard[i] for i in eps], seed)
+    finally:
+        bar.close()
+    return out
+
+
+def _checked_run(spec: "str | TaskSpec", episodes: Any, shard_size: Any, seed: Any,
+                 max_episode_steps: Any) -> tuple[TaskSpec, int, int, int]:
+    """:func:`collect`'s spec (loaded, with its TimeLimit override) and checked counts."""
     spec = load_spec(spec)
     episodes = validate.check_int("episodes", episodes, minimum=1)
     shard_size = validate.check_int("shard_size", shard_size, minimum=1)
     seed = validate.check_int("seed", seed, minimum=0)
     if max_episode_steps is not None:
         spec = dataclasses.replace(spec, max_episode_steps=validate.check_int("max_episode_steps", max_episode_steps, minimum=1))
-    pol = policy_id(policy, task=spec.name, trust_pickle=trust_pickle)
-    check_policy_loader(pol, policy_loader)
-    ex = make_executor(executor, workers=workers, address=address)
-    out = Path(out_dir)
+    return spec, episodes, shard_size, seed
+
+
+def _write_meta(out: Path, spec: TaskSpec, pol: str, seed: int, shard_size: int, episodes: int) -> dict | None:
+    """Write ``out/meta.json`` for this run, refusing a folder that holds data of other settings;
+    returns the maze geometry (``None`` for an env without a maze)."""
     env = make_env(spec)
     try:
         env.reset(seed=seed)
@@ -286,7 +320,11 @@ def collect(
                     f"use another folder (or the same settings to resume)"
                 )
     atomic_write_json(meta_path, meta)
+    return maze
 
+
+def _shards_todo(out: Path, episodes: int, shard_size: int) -> tuple[list[int], int]:
+    """The shard indices still to write (missing or incomplete) and the episodes already in complete shards."""
     n_shards = (episodes + shard_size - 1) // shard_size
     todo: list[int] = []
     done_eps = 0
@@ -302,27 +340,7 @@ def collect(
                 done_eps += len(eps)
                 continue
         todo.append(k)
-
-    if not todo:
-        return out
-    setup = functools.partial(CollectWorker, spec.to_dict(), maze, ship_policy(pol, ex.remote), seed,
-                              trust_pickle, policy_loader)
-    tasks = [Task(key=(k, e), desc=f"episode {e} of {shard_path(out, k).name}", payload=e)
-             for k in todo for e in range(k * shard_size, min((k + 1) * shard_size, episodes))]
-    pending = {k: {} for k in todo}
-    bar = tqdm(total=episodes, initial=done_eps, desc=f"collect {spec.name}", unit="ep", disable=not progress)
-    try:
-        with ex.start(setup) as pool:
-            for (k, e), ep in pool.map(run_episode_task, tasks):
-                pending[k][e] = ep
-                bar.update(1)
-                eps = range(k * shard_size, min((k + 1) * shard_size, episodes))
-                if len(pending[k]) == len(eps):
-                    done_shard = pending.pop(k)
-                    _write_shard(shard_path(out, k), [done_shard[i] for i in eps], seed)
-    finally:
-        bar.close()
-    return out
+    return todo, done_eps
 
 
 def _write_shard(path: Path, eps: list[dict[str, Any]], seed: int) -> None:

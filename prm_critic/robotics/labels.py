@@ -344,17 +344,9 @@ def label(out_dir: "str | Path", family: str, *, k: int = 8, stride: int = 1, ga
     tqdm = require("tqdm.auto").tqdm  # the robotics extra installs it
 
     if family == "mc_bisect":
-        from prm_critic.robotics.bisect_labels import label_bisect
-
-        if executor != "local":
-            raise ValueError(f"executor: family 'mc_bisect' runs its binary searches in this process (executor "
-                             f"'local'), got {executor!r}; use family 'mc' to label on Ray workers")
-
-        label_params(family, k=k, stride=stride, seed=seed, rollout_policy=rollout_policy, trust_pickle=trust_pickle,
-                     threshold=threshold, resolution=resolution)
-        return label_bisect(out_dir, k=k, seed=seed, threshold=threshold, resolution=resolution,
-                            rollout_policy=rollout_policy, progress=progress, trust_pickle=trust_pickle,
-                            policy_loader=policy_loader)
+        return _label_bisect(out_dir, k=k, stride=stride, seed=seed, rollout_policy=rollout_policy,
+                             progress=progress, trust_pickle=trust_pickle, policy_loader=policy_loader,
+                             executor=executor, threshold=threshold, resolution=resolution)
     out = Path(out_dir)
     meta = read_meta(out)
     params = label_params(family, k=k, stride=stride, gamma=gamma, seed=seed, rollout_policy=rollout_policy,
@@ -369,29 +361,63 @@ def label(out_dir: "str | Path", family: str, *, k: int = 8, stride: int = 1, ga
     todo = shards_todo(files, lab_dir)
 
     if family != "mc":
-        # subgoal and outcome labels are numpy over a shard's arrays (no env): computed here, not shipped
-        evaluator = subgoal_evaluator(meta) if family == "subgoal" else None
-        atomic_write_json(pjson, params)
-        bar = tqdm(total=len(todo), desc=f"label {family} ({out.name})", unit="shard", disable=not progress)
-        for f in todo:
-            d = load_shard(f)
-            n = len(d["t"])
-            if family == "subgoal":
-                lab = evaluator.progress(d["x"]).astype(np.float32)
-            else:
-                ep_len = dict(zip(d["ep_index"].tolist(), d["ep_len"].tolist()))
-                ep_ok = dict(zip(d["ep_index"].tolist(), d["ep_success"].tolist()))
-                T = np.asarray([ep_len[e] for e in d["episode"].tolist()], dtype=np.float64)
-                ok = np.asarray([ep_ok[e] for e in d["episode"].tolist()], dtype=np.float64)
-                lab = (params["gamma"] ** (T - 1 - d["t"]) * ok).astype(np.float32)
-            atomic_savez(lab_dir / f.name, label=lab, mask=np.ones(n, dtype=bool))
-            bar.update(1)
-        bar.close()
+        _label_arrays(tqdm, out, family, meta, params, todo, progress)
         return lab_dir
 
     if not todo:
         atomic_write_json(pjson, params)
         return lab_dir
+    _label_mc(tqdm, out, meta, params, todo, ex, progress, trust_pickle, policy_loader)
+    return lab_dir
+
+
+def _label_bisect(out_dir: "str | Path", *, k: int, stride: int, seed: int, rollout_policy: str, progress: bool,
+                  trust_pickle: bool, policy_loader: Any, executor: "str | Executor", threshold: float,
+                  resolution: int) -> Path:
+    """:func:`label` with ``family="mc_bisect"``: its binary searches run in this process."""
+    from prm_critic.robotics.bisect_labels import label_bisect
+
+    if executor != "local":
+        raise ValueError(f"executor: family 'mc_bisect' runs its binary searches in this process (executor "
+                         f"'local'), got {executor!r}; use family 'mc' to label on Ray workers")
+
+    label_params("mc_bisect", k=k, stride=stride, seed=seed, rollout_policy=rollout_policy, trust_pickle=trust_pickle,
+                 threshold=threshold, resolution=resolution)
+    return label_bisect(out_dir, k=k, seed=seed, threshold=threshold, resolution=resolution,
+                        rollout_policy=rollout_policy, progress=progress, trust_pickle=trust_pickle,
+                        policy_loader=policy_loader)
+
+
+def _label_arrays(tqdm: Any, out: Path, family: str, meta: dict[str, Any], params: dict[str, Any],
+                  todo: list[Path], progress: bool) -> None:
+    """``subgoal`` and ``outcome`` labels of the shards ``todo``: numpy over a shard's arrays (no env),
+    computed in this process, not shipped to an executor."""
+    lab_dir = out / "labels" / family
+    evaluator = subgoal_evaluator(meta) if family == "subgoal" else None
+    atomic_write_json(out / "labels" / f"{family}.json", params)
+    bar = tqdm(total=len(todo), desc=f"label {family} ({out.name})", unit="shard", disable=not progress)
+    for f in todo:
+        d = load_shard(f)
+        n = len(d["t"])
+        if family == "subgoal":
+            lab = evaluator.progress(d["x"]).astype(np.float32)
+        else:
+            ep_len = dict(zip(d["ep_index"].tolist(), d["ep_len"].tolist()))
+            ep_ok = dict(zip(d["ep_index"].tolist(), d["ep_success"].tolist()))
+            T = np.asarray([ep_len[e] for e in d["episode"].tolist()], dtype=np.float64)
+            ok = np.asarray([ep_ok[e] for e in d["episode"].tolist()], dtype=np.float64)
+            lab = (params["gamma"] ** (T - 1 - d["t"]) * ok).astype(np.float32)
+        atomic_savez(lab_dir / f.name, label=lab, mask=np.ones(n, dtype=bool))
+        bar.update(1)
+    bar.close()
+
+
+def _label_mc(tqdm: Any, out: Path, meta: dict[str, Any], params: dict[str, Any], todo: list[Path],
+              ex: Executor, progress: bool, trust_pickle: bool, policy_loader: Any) -> None:
+    """``mc`` labels of the shards ``todo`` (not empty), one executor task per labelled state."""
+    family = "mc"
+    lab_dir = out / "labels" / family
+    pjson = out / "labels" / f"{family}.json"
     # every worker builds its MCLabeler here: an env without a snapshot hook is refused before anything is written
     setup = mc_setup(meta, params, remote=ex.remote, trust_pickle=trust_pickle, policy_loader=policy_loader)
     with ex.start(setup) as pool:
@@ -423,4 +449,3 @@ def label(out_dir: "str | Path", family: str, *, k: int = 8, stride: int = 1, ga
             run_shard_tasks(pool, label_state_cost_task, shards(), write, on_result=lambda key: bar.update(1))
         finally:
             bar.close()
-    return lab_dir

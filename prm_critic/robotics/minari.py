@@ -147,13 +147,32 @@ def export_minari(
             leaving out observation keys).
         ShardError: a corrupt shard or meta file.
     """
-    from prm_critic.robotics.dataset import _check_meta
-    from prm_critic.robotics.labels import FAMILIES
-
     minari = _minari()
     if data_format == "hdf5":
         require("h5py", "minari")
     src = Path(collected_dir)
+    meta, spec, layout, files, labels = _checked_export(src, dataset_id, labels)
+    obs_space, act_space, env_spec = _export_spaces(src, spec, layout)
+    buffers = _episode_buffers(src, files, layout, labels, spec, obs_space, act_space)
+    with _datasets_path(datasets_path):
+        return minari.create_dataset_from_buffers(
+            dataset_id, buffers, env=env_spec, eval_env=env_spec,
+            algorithm_name=algorithm_name or f"prm-critic collect (policy {meta.get('policy')!r})",
+            author=author or "prm-critic", author_email=author_email or "unknown",
+            code_permalink=code_permalink or "https://pypi.org/project/prm-critic/",
+            description=description or (f"{spec.name}: {len(buffers)} episodes collected with prm-critic "
+                                        f"(policy {meta.get('policy')!r}, seed {meta.get('seed')})"),
+            data_format=data_format,
+        )
+
+
+def _checked_export(src: Path, dataset_id: Any, labels: Sequence[str]
+                    ) -> tuple[dict[str, Any], TaskSpec, CriticInputLayout, list[Path], list[str]]:
+    """:func:`export_minari`'s checks of its id, collected data and label families: the data's meta,
+    spec, layout, shard files and the families as a list."""
+    from prm_critic.robotics.dataset import _check_meta
+    from prm_critic.robotics.labels import FAMILIES
+
     if not isinstance(dataset_id, str) or not dataset_id.strip():
         raise ValueError(f"dataset_id: expected a Minari id such as 'prm/pointmaze-umaze-v0', got {dataset_id!r}")
     meta = read_meta(src)
@@ -173,6 +192,12 @@ def export_minari(
         raise MinariLayoutError(f"task {spec.name!r}: its prm-critic env flattens the goals (flatten_goals), so its "
                                 f"observations are not those of gymnasium's {spec.env_id!r}, which Minari recreates; "
                                 "expected a task without flatten_goals")
+    return meta, spec, layout, files, labels
+
+
+def _export_spaces(src: Path, spec: TaskSpec, layout: CriticInputLayout):
+    """The observation space, action space and gymnasium spec of ``spec``'s env, refused unless the
+    critic input holds every observation key (the observations are rebuilt from it)."""
     env = make_env(spec)
     try:
         obs_space, act_space, env_spec = env.observation_space, env.action_space, env.spec
@@ -184,6 +209,12 @@ def export_minari(
             f"collected_dir {str(src)!r}: the critic input {layout.sizes} (spec critic_input) must hold every "
             f"observation key of env {spec.env_id!r} {sizes} to rebuild its observations; expected the same keys "
             "and sizes")
+    return obs_space, act_space, env_spec
+
+
+def _episode_buffers(src: Path, files: list[Path], layout: CriticInputLayout, labels: list[str], spec: TaskSpec,
+                     obs_space, act_space) -> list:
+    """One Minari ``EpisodeBuffer`` per collected episode of ``files`` (see the module's mapping)."""
     gym = require("gymnasium")
     succ_key = _success_key(spec)
     EpisodeBuffer = require("minari.data_collector").EpisodeBuffer
@@ -209,16 +240,7 @@ def export_minari(
             actions=np.asarray(ep["action"], dtype=act_space.dtype).reshape((T,) + act_space.shape),
             rewards=list(np.asarray(ep["reward"], dtype=np.float64)), terminations=list(ep["terminated"].astype(bool)),
             truncations=list(ep["truncated"].astype(bool)), infos=infos))
-    with _datasets_path(datasets_path):
-        return minari.create_dataset_from_buffers(
-            dataset_id, buffers, env=env_spec, eval_env=env_spec,
-            algorithm_name=algorithm_name or f"prm-critic collect (policy {meta.get('policy')!r})",
-            author=author or "prm-critic", author_email=author_email or "unknown",
-            code_permalink=code_permalink or "https://pypi.org/project/prm-critic/",
-            description=description or (f"{spec.name}: {len(buffers)} episodes collected with prm-critic "
-                                        f"(policy {meta.get('policy')!r}, seed {meta.get('seed')})"),
-            data_format=data_format,
-        )
+    return buffers
 
 
 def _load(dataset: Any, datasets_path):
@@ -270,6 +292,26 @@ def import_minari(
     out = Path(out_dir)
     if (out / "meta.json").exists() or any((out / "shards").glob("shard_*.npz")):
         raise ValueError(f"out_dir: {str(out)!r} already holds data; expected a new folder")
+    layout, maze, ds_id, ds_env = _check_dataset(ds, spec)
+    evaluator = None
+    if spec.success.source == "subgoals":
+        from prm_critic.robotics.subgoals import MazeGeometry, SubgoalEvaluator
+
+        evaluator = SubgoalEvaluator(spec, layout, MazeGeometry.from_dict(maze) if maze else None)
+    key = spec.success.key if spec.success.source == "info" else None
+
+    meta = {"format": 1, "task": spec.name, "spec": spec.to_dict(), "layout": layout.to_dict(), "maze": maze,
+            "policy": f"minari:{ds_id}", "seed": 0, "shard_size": shard_size, "episodes": int(ds.total_episodes),
+            "source": {"minari": str(ds_id), "env_spec": ds_env}}
+    out.mkdir(parents=True, exist_ok=True)
+    meta["episodes"] = _import_episodes(ds, ds_id, out, spec, layout, key, evaluator, shard_size)
+    atomic_write_json(out / "meta.json", meta)
+    return out
+
+
+def _check_dataset(ds: Any, spec: TaskSpec) -> tuple[CriticInputLayout, dict | None, Any, str | None]:
+    """Refuse a dataset whose env id, ``critic_input`` observation sizes or action shape differ from
+    ``spec``'s env; returns the critic-input layout, the maze geometry, the dataset's id and env id."""
     env = make_env(spec)
     try:
         env.reset(seed=0)
@@ -292,39 +334,16 @@ def import_minari(
     if tuple(ds.action_space.shape or ()) != act_shape:
         raise MinariLayoutError(f"dataset {ds_id!r}: action shape {ds.action_space.shape} does not match spec "
                                 f"{spec.name!r} env action shape {act_shape}")
-    evaluator = None
-    if spec.success.source == "subgoals":
-        from prm_critic.robotics.subgoals import MazeGeometry, SubgoalEvaluator
+    return layout, maze, ds_id, ds_env
 
-        evaluator = SubgoalEvaluator(spec, layout, MazeGeometry.from_dict(maze) if maze else None)
-    key = spec.success.key if spec.success.source == "info" else None
 
-    meta = {"format": 1, "task": spec.name, "spec": spec.to_dict(), "layout": layout.to_dict(), "maze": maze,
-            "policy": f"minari:{ds_id}", "seed": 0, "shard_size": shard_size, "episodes": int(ds.total_episodes),
-            "source": {"minari": str(ds_id), "env_spec": ds_env}}
-    out.mkdir(parents=True, exist_ok=True)
+def _import_episodes(ds: Any, ds_id: Any, out: Path, spec: TaskSpec, layout: CriticInputLayout, key: str | None,
+                     evaluator: Any, shard_size: int) -> int:
+    """Write the episodes of ``ds`` as shards of ``shard_size`` episodes into ``out``; returns their number.
+
+    ``key``: the info key of the spec's success, else ``None`` and success is ``evaluator``'s."""
     rows: dict[str, list] = {}
     k = 0
-
-    def flush():
-        nonlocal rows, k
-        if not rows:
-            return
-        cat = {n: np.concatenate(v) if n not in ("ep_index", "ep_seed", "ep_len", "ep_success") else np.asarray(v)
-               for n, v in rows.items()}
-        from prm_critic.robotics.collect import shard_path
-
-        atomic_savez(shard_path(out, k), x=cat["x"].astype(np.float32), next_x=cat["next_x"].astype(np.float32),
-                     action=cat["action"].astype(np.float32), reward=cat["reward"].astype(np.float32),
-                     terminated=cat["terminated"].astype(bool), truncated=cat["truncated"].astype(bool),
-                     success=cat["success"].astype(bool), episode=cat["episode"].astype(np.int64),
-                     t=cat["t"].astype(np.int64), sim=np.zeros((len(cat["t"]), 0), dtype=np.float64),
-                     py=np.asarray([_NO_SNAPSHOT] * len(cat["t"]), dtype=np.str_),
-                     ep_index=cat["ep_index"].astype(np.int64), ep_seed=cat["ep_seed"].astype(np.int64),
-                     ep_len=cat["ep_len"].astype(np.int64), ep_success=cat["ep_success"].astype(bool))
-        rows = {}
-        k += 1
-
     n_eps = 0
     seeds = [m.get("seed") for m in ds.storage.get_episode_metadata(ds.episode_indices)]
     for i, ep in enumerate(ds.iterate_episodes()):
@@ -355,8 +374,25 @@ def import_minari(
             rows.setdefault(name, []).append(v)
         n_eps += 1
         if n_eps % shard_size == 0:
-            flush()
-    flush()
-    meta["episodes"] = n_eps
-    atomic_write_json(out / "meta.json", meta)
-    return out
+            _write_rows(out, k, rows)
+            rows = {}
+            k += 1
+    if rows:
+        _write_rows(out, k, rows)
+    return n_eps
+
+
+def _write_rows(out: Path, k: int, rows: dict[str, list]) -> None:
+    """Shard ``k`` of ``out`` from the per-step and per-episode rows of its episodes, written atomically."""
+    cat = {n: np.concatenate(v) if n not in ("ep_index", "ep_seed", "ep_len", "ep_success") else np.asarray(v)
+           for n, v in rows.items()}
+    from prm_critic.robotics.collect import shard_path
+
+    atomic_savez(shard_path(out, k), x=cat["x"].astype(np.float32), next_x=cat["next_x"].astype(np.float32),
+                 action=cat["action"].astype(np.float32), reward=cat["reward"].astype(np.float32),
+                 terminated=cat["terminated"].astype(bool), truncated=cat["truncated"].astype(bool),
+                 success=cat["success"].astype(bool), episode=cat["episode"].astype(np.int64),
+                 t=cat["t"].astype(np.int64), sim=np.zeros((len(cat["t"]), 0), dtype=np.float64),
+                 py=np.asarray([_NO_SNAPSHOT] * len(cat["t"]), dtype=np.str_),
+                 ep_index=cat["ep_index"].astype(np.int64), ep_seed=cat["ep_seed"].astype(np.int64),
+                 ep_len=cat["ep_len"].astype(np.int64), ep_success=cat["ep_success"].astype(bool))

@@ -220,30 +220,9 @@ def load_policy(path: str | os.PathLike, env=None, *, device: str = "auto", **al
     """
     load_file = require("safetensors.torch").load_file
     w, j = checkpoint_paths(path)
-    if not j.is_file() or not w.is_file():
-        raise PolicyCheckpointError(f"path: expected a policy checkpoint {w.name} + {j.name} at {str(w.parent)!r}, "
-                                    f"missing {', '.join(str(p.name) for p in (w, j) if not p.is_file())}")
-    try:
-        meta = json.loads(j.read_text())
-    except json.JSONDecodeError as exc:
-        raise PolicyCheckpointError(f"path: {str(j)!r} is not valid JSON: {exc}") from exc
-    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
-        fmt = meta.get("format") if isinstance(meta, dict) else None
-        raise PolicyCheckpointError(f"path: {str(j)!r} is not a prm-critic SB3 policy (format {fmt!r}, "
-                                    f"expected {FORMAT!r})")
-    if meta.get("format_version", 0) > FORMAT_VERSION:
-        raise PolicyCheckpointError(f"path: {str(j)!r} has format_version {meta['format_version']}, this version "
-                                    f"reads <= {FORMAT_VERSION}")
-    from prm_critic.sb3.train import ALGOS, build_model
+    meta = _checked_meta(w, j)
+    from prm_critic.sb3.train import build_model
 
-    for field, value, allowed in (("algo", meta.get("algo"), ALGOS),
-                                  ("policy_alias", meta.get("policy_alias"), _POLICY_ALIASES)):
-        if not isinstance(value, str) or value not in allowed:
-            raise PolicyCheckpointError(f"path: {str(j)!r} field {field!r} is {value!r}; expected one of {list(allowed)}")
-    for field in ("algo_kwargs", "policy_kwargs"):
-        if not isinstance(meta.get(field) or {}, dict):
-            raise PolicyCheckpointError(f"path: {str(j)!r} field {field!r} is {meta.get(field)!r}; expected an object "
-                                        "of constructor arguments")
     kw = _from_json(meta.get("algo_kwargs") or {}, "algo_kwargs", str(j))
     kw["policy_kwargs"] = _from_json(meta.get("policy_kwargs") or {}, "policy_kwargs", str(j))
     kw["policy"] = meta["policy_alias"]
@@ -265,15 +244,7 @@ def load_policy(path: str | os.PathLike, env=None, *, device: str = "auto", **al
     except Exception as exc:
         raise PolicyCheckpointError(f"path: cannot read weights {str(w)!r}: {exc}") from exc
     if norm:
-        VecNormalize = require("stable_baselines3.common.vec_env").VecNormalize
-        if not isinstance(env, VecNormalize):
-            env = VecNormalize(env, training=False, norm_obs=True, norm_reward=False, clip_obs=norm["clip_obs"],
-                               epsilon=norm["epsilon"], norm_obs_keys=norm.get("norm_obs_keys"))
-        for key in norm["keys"]:
-            r = env.obs_rms[key] if norm["dict"] else env.obs_rms
-            r.mean = state.pop(f"{_NORM}.{key}.mean").numpy()
-            r.var = state.pop(f"{_NORM}.{key}.var").numpy()
-            r.count = norm["count"][key]
+        env = _with_saved_normalization(env, norm, state)
     kw.update(algo_overrides)
     kw["device"] = device
     for k in ("seed",):
@@ -292,3 +263,48 @@ def load_policy(path: str | os.PathLike, env=None, *, device: str = "auto", **al
     model.num_timesteps = int(meta.get("num_timesteps", 0))
     model.prm_checkpoint = meta
     return model
+
+
+def _checked_meta(w: Path, j: Path) -> dict[str, Any]:
+    """The JSON metadata of the policy checkpoint ``w`` + ``j``, refused unless both files exist and its
+    format, version, ``algo``, ``policy_alias`` and constructor-argument fields are ones this version reads."""
+    if not j.is_file() or not w.is_file():
+        raise PolicyCheckpointError(f"path: expected a policy checkpoint {w.name} + {j.name} at {str(w.parent)!r}, "
+                                    f"missing {', '.join(str(p.name) for p in (w, j) if not p.is_file())}")
+    try:
+        meta = json.loads(j.read_text())
+    except json.JSONDecodeError as exc:
+        raise PolicyCheckpointError(f"path: {str(j)!r} is not valid JSON: {exc}") from exc
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        fmt = meta.get("format") if isinstance(meta, dict) else None
+        raise PolicyCheckpointError(f"path: {str(j)!r} is not a prm-critic SB3 policy (format {fmt!r}, "
+                                    f"expected {FORMAT!r})")
+    if meta.get("format_version", 0) > FORMAT_VERSION:
+        raise PolicyCheckpointError(f"path: {str(j)!r} has format_version {meta['format_version']}, this version "
+                                    f"reads <= {FORMAT_VERSION}")
+    from prm_critic.sb3.train import ALGOS
+
+    for field, value, allowed in (("algo", meta.get("algo"), ALGOS),
+                                  ("policy_alias", meta.get("policy_alias"), _POLICY_ALIASES)):
+        if not isinstance(value, str) or value not in allowed:
+            raise PolicyCheckpointError(f"path: {str(j)!r} field {field!r} is {value!r}; expected one of {list(allowed)}")
+    for field in ("algo_kwargs", "policy_kwargs"):
+        if not isinstance(meta.get(field) or {}, dict):
+            raise PolicyCheckpointError(f"path: {str(j)!r} field {field!r} is {meta.get(field)!r}; expected an object "
+                                        "of constructor arguments")
+    return meta
+
+
+def _with_saved_normalization(env, norm: Mapping[str, Any], state: dict):
+    """``env`` inside a ``VecNormalize`` (``training=False``) holding the checkpoint's observation
+    statistics, which are taken out of the weights ``state``."""
+    VecNormalize = require("stable_baselines3.common.vec_env").VecNormalize
+    if not isinstance(env, VecNormalize):
+        env = VecNormalize(env, training=False, norm_obs=True, norm_reward=False, clip_obs=norm["clip_obs"],
+                           epsilon=norm["epsilon"], norm_obs_keys=norm.get("norm_obs_keys"))
+    for key in norm["keys"]:
+        r = env.obs_rms[key] if norm["dict"] else env.obs_rms
+        r.mean = state.pop(f"{_NORM}.{key}.mean").numpy()
+        r.var = state.pop(f"{_NORM}.{key}.var").numpy()
+        r.count = norm["count"][key]
+    return env

@@ -165,18 +165,7 @@ def train_policy(task: "str | TaskSpec", *, algo: str = "sac", critic: Any = Non
         seed=seed, n_envs=n_envs, eval_freq=eval_freq, eval_episodes=eval_episodes, log_dir=log_dir,
         progress=progress, checkpoint_freq=checkpoint_freq, resume=resume, progress_bar=progress_bar)
     spec = load_spec(task)  # the one place the task is resolved: everything below gets the TaskSpec
-    kw = copy.deepcopy(check_algo_kwargs(algo, algo_kwargs))  # SB3 mutates policy_kwargs in place
-    gamma = float(kw.get("gamma", algo_default(algo, "gamma")))
-    kw["gamma"] = gamma
-    fitted: list[str] = []  # arguments chosen here to fit the budget (not part of the resume config)
-    if algo in OFF_POLICY:
-        # the replay buffer never needs to hold more than the whole run
-        kw.setdefault("buffer_size", int(min(max(total_steps, 1000), 1_000_000)))
-        if her:
-            ep = spec.max_episode_steps or _registered_max_steps(spec)
-            kw.setdefault("learning_starts", max(int(algo_default(algo, "learning_starts")), (ep or 0) + 1))
-    else:
-        fitted = fit_rollout(kw, algo, total_steps, n_envs)
+    kw, gamma, fitted = _fit_algo_kwargs(spec, algo, algo_kwargs, total_steps=total_steps, her=her, n_envs=n_envs)
     # load a path critic once and share it across the vector envs
     is_subgoal = isinstance(critic, str) and critic == "subgoal"
     critic_obj = critic if (critic is None or is_subgoal) else resolve_critic(critic, spec)
@@ -197,14 +186,67 @@ def train_policy(task: "str | TaskSpec", *, algo: str = "sac", critic: Any = Non
             f"{type(model).__name__}: no gradient step would run and the saved policy would be the "
             f"untrained one; expected total_steps > {starts} (or algo_kwargs learning_starts < {total_steps})")
     if log_path is not None:
-        log_path.mkdir(parents=True, exist_ok=True)
-        csv_log = log_path / "logs" / "progress.csv"
-        if resume and csv_log.exists() and (log_path / "resume" / "latest.json").exists():
-            # SB3's CSV logger truncates its file: keep the part written before this resume
-            steps_then = json.loads((log_path / "resume" / "latest.json").read_text()).get("steps")
-            os.replace(csv_log, csv_log.with_name(f"progress.until-{steps_then}.csv"))
-        logger = require("stable_baselines3.common.logger")
-        model.set_logger(logger.configure(str(log_path / "logs"), ["csv", "tensorboard"]))
+        _set_logger(model, log_path, resume=resume)
+    stats, evaluator, bar, cbs = _train_callbacks(spec, algo, total_steps=total_steps, eval_freq=eval_freq,
+                                                  eval_episodes=eval_episodes, log_path=log_path,
+                                                  callbacks=callbacks, progress=progress)
+    model.prm_config = {
+        "task": spec.name, "algo": algo, "critic": critic_reference(critic), "shaping": shaping,
+        "scale": float(scale), "head": head, "her": bool(her), "prune": prune, "gamma": gamma,
+        "total_steps": total_steps, "seed": seed, "n_envs": n_envs, "normalize_obs": bool(normalize_obs),
+    }
+    model.prm_resumed_from = []
+    if log_path is not None and (checkpoint_freq is not None or resume):
+        _restore_and_checkpoint(model, venv, log_path / "resume", kw=kw, fitted=fitted, seed=seed, resume=resume,
+                                checkpoint_freq=checkpoint_freq, stats=stats, evaluator=evaluator, cbs=cbs)
+    _learn(model, total_steps, cbs, bar)
+    model.prm_config["trained_steps"] = int(model.num_timesteps)
+    model.prm_stats = stats
+    model.prm_eval = evaluator
+    if log_path is not None:
+        from prm_critic.sb3.checkpoint import save_policy
+
+        save_policy(log_path / "policy", model, spec=spec, algo=algo, her=her, algo_kwargs=kw,
+                    extra=model.prm_config)
+    return model
+
+
+def _fit_algo_kwargs(spec: TaskSpec, algo: str, algo_kwargs: Mapping[str, Any] | None, *, total_steps: int,
+                     her: bool, n_envs: int) -> tuple[dict[str, Any], float, list[str]]:
+    """The algorithm's constructor arguments for this run (a checked copy of ``algo_kwargs``, with
+    ``gamma`` and the budget-fitted ones filled in), ``gamma``, and the names chosen here to fit the
+    budget (not part of the resume config)."""
+    kw = copy.deepcopy(check_algo_kwargs(algo, algo_kwargs))  # SB3 mutates policy_kwargs in place
+    gamma = float(kw.get("gamma", algo_default(algo, "gamma")))
+    kw["gamma"] = gamma
+    fitted: list[str] = []  # arguments chosen here to fit the budget (not part of the resume config)
+    if algo in OFF_POLICY:
+        # the replay buffer never needs to hold more than the whole run
+        kw.setdefault("buffer_size", int(min(max(total_steps, 1000), 1_000_000)))
+        if her:
+            ep = spec.max_episode_steps or _registered_max_steps(spec)
+            kw.setdefault("learning_starts", max(int(algo_default(algo, "learning_starts")), (ep or 0) + 1))
+    else:
+        fitted = fit_rollout(kw, algo, total_steps, n_envs)
+    return kw, gamma, fitted
+
+
+def _set_logger(model, log_path: Path, *, resume: bool) -> None:
+    """CSV + tensorboard logs of ``model`` under ``log_path/logs`` (a resumed run keeps the CSV written before)."""
+    log_path.mkdir(parents=True, exist_ok=True)
+    csv_log = log_path / "logs" / "progress.csv"
+    if resume and csv_log.exists() and (log_path / "resume" / "latest.json").exists():
+        # SB3's CSV logger truncates its file: keep the part written before this resume
+        steps_then = json.loads((log_path / "resume" / "latest.json").read_text()).get("steps")
+        os.replace(csv_log, csv_log.with_name(f"progress.until-{steps_then}.csv"))
+    logger = require("stable_baselines3.common.logger")
+    model.set_logger(logger.configure(str(log_path / "logs"), ["csv", "tensorboard"]))
+
+
+def _train_callbacks(spec: TaskSpec, algo: str, *, total_steps: int, eval_freq: int | None, eval_episodes: int,
+                     log_path: Path | None, callbacks: list | None, progress: bool):
+    """The run's callbacks: the PRM stats, the unshaped evaluation (``None`` without ``eval_freq``), the
+    progress bar (``None`` without ``progress``) and all of them in order, the user's included."""
     from prm_critic.sb3.callbacks import PRMStatsCallback, UnshapedSuccessEval
 
     stats = PRMStatsCallback()
@@ -221,22 +263,19 @@ def train_policy(task: "str | TaskSpec", *, algo: str = "sac", critic: Any = Non
 
         bar = TqdmCallback(total_steps, desc=f"train-policy {algo} {spec.name}")
         cbs.append(bar)
-    model.prm_config = {
-        "task": spec.name, "algo": algo, "critic": critic_reference(critic), "shaping": shaping,
-        "scale": float(scale), "head": head, "her": bool(her), "prune": prune, "gamma": gamma,
-        "total_steps": total_steps, "seed": seed, "n_envs": n_envs, "normalize_obs": bool(normalize_obs),
-    }
-    model.prm_resumed_from = []
-    if log_path is not None and (checkpoint_freq is not None or resume):
-        _restore_and_checkpoint(model, venv, log_path / "resume", kw=kw, fitted=fitted, seed=seed, resume=resume,
-                                checkpoint_freq=checkpoint_freq, stats=stats, evaluator=evaluator, cbs=cbs)
+    return stats, evaluator, bar, cbs
+
+
+def _learn(model, total_steps: int, cbs: list, bar) -> None:
+    """Train ``model`` up to ``total_steps`` env steps in all, warning (at :func:`train_policy`'s caller)
+    when the algorithm cannot stop there exactly."""
     remaining = total_steps - int(model.num_timesteps)
     if remaining > 0:
         planned = int(model.num_timesteps) + planned_steps(model, remaining)
         if planned != total_steps:
             note = budget_note(model, total_steps, planned)
             model.prm_config["budget_note"] = note
-            warnings.warn(note, UserWarning, stacklevel=2)
+            warnings.warn(note, UserWarning, stacklevel=3)  # train_policy -> _learn: point at train_policy's caller
         if bar is not None:
             bar.total = planned  # the steps this run will train, not fewer
         try:
@@ -244,16 +283,6 @@ def train_policy(task: "str | TaskSpec", *, algo: str = "sac", critic: Any = Non
         finally:
             if bar is not None:
                 bar.close()  # also when training stops with an error: no bar left behind on the terminal
-    model.prm_config["trained_steps"] = int(model.num_timesteps)
-    model.prm_stats = stats
-    model.prm_eval = evaluator
-    if log_path is not None:
-        from prm_critic.sb3.checkpoint import save_policy
-
-        save_policy(log_path / "policy", model, spec=spec, algo=algo, her=her, algo_kwargs=kw,
-                    extra=model.prm_config)
-    return model
-
 
 def _check_train_args(*, algo, critic, shaping, scale, her, prune, total_steps, seed, n_envs, eval_freq,
                       eval_episodes, log_dir, progress, checkpoint_freq, resume, progress_bar):

@@ -280,47 +280,13 @@ class MiniLMStepPRM(TextCritic):
         """
         from safetensors.torch import load as load_bytes
 
-        from prm_critic._io import UnsafePathError, resolve_inside
-        from prm_critic.integrity import CheckpointError, check_sha256
+        from prm_critic.integrity import CheckpointError
 
         validate.check_flag("allow_unverified", allow_unverified)
         tf = _quiet_transformers()
         d = Path(path)
-        for f in (d / CONFIG, d / WEIGHTS):
-            if not f.is_file():
-                raise FileNotFoundError(f"path: {str(f)!r} does not exist (expected a MiniLMStepPRM folder with {CONFIG} and {WEIGHTS})")
-        try:
-            doc = json.loads((d / CONFIG).read_text())
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise CheckpointError(f"checkpoint: {str(d / CONFIG)!r} is not valid JSON ({exc})") from exc
-        if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-            got = doc.get("format") if isinstance(doc, dict) else None
-            raise CheckpointError(f"checkpoint: {str(d / CONFIG)!r} is not a MiniLMStepPRM (format {got!r}, expected {FORMAT!r})")
-        version = doc.get("format_version")
-        if isinstance(version, bool) or not isinstance(version, int) or not 1 <= version <= FORMAT_VERSION:
-            raise CheckpointError(f"checkpoint: {str(d / CONFIG)!r} has format_version {version!r}; this prm-critic reads "
-                                  f"1 to {FORMAT_VERSION} (a newer checkpoint needs a newer prm-critic)")
-        hashes = doc.get(HASHES)
-        if hashes is None:
-            check_sha256(b"", None, file=d / WEIGHTS, doc=d / CONFIG, field=HASHES, allow_unverified=allow_unverified)
-            hashes = {}
-        elif not isinstance(hashes, dict) or WEIGHTS not in hashes:
-            raise CheckpointError(f"checkpoint: {str(d / CONFIG)!r} field {HASHES!r} is {hashes!r}; expected a mapping "
-                                  f"of file names (including {WEIGHTS!r}) to SHA-256 hex digests")
-        weights = None
-        for name, digest in hashes.items():
-            try:
-                f = resolve_inside(d, name, what=f"checkpoint: {str(d / CONFIG)!r} field {HASHES!r}")
-            except UnsafePathError as exc:
-                raise CheckpointError(str(exc)) from exc
-            if not f.is_file():
-                raise FileNotFoundError(f"path: {str(f)!r} does not exist ({CONFIG} records it in {HASHES!r})")
-            data = f.read_bytes()
-            check_sha256(data, digest, file=f, doc=d / CONFIG, field=f"{HASHES}[{name!r}]", allow_unverified=False)
-            if name == WEIGHTS:
-                weights = data
-        if weights is None:
-            weights = (d / WEIGHTS).read_bytes()
+        doc = _read_config(d)
+        weights = _verified_weights(d, doc, allow_unverified)
         try:
             contract = StepContract.from_dict(doc["contract"])
             enc_cfg = dict(doc["encoder_config"])
@@ -344,6 +310,58 @@ class MiniLMStepPRM(TextCritic):
         except (OSError, ValueError) as exc:
             raise CheckpointError(f"checkpoint: tokenizer files in {str(d)!r} are missing or corrupt ({exc})") from exc
         return cls(net, tokenizer, contract, meta=doc.get("meta", {}), device=device)
+
+
+def _read_config(d: Path) -> dict:
+    """The ``prm.json`` of the :class:`MiniLMStepPRM` folder ``d``, refused unless the folder holds its
+    config and weights and the config is of this format and a version this prm-critic reads."""
+    from prm_critic.integrity import CheckpointError
+
+    for f in (d / CONFIG, d / WEIGHTS):
+        if not f.is_file():
+            raise FileNotFoundError(f"path: {str(f)!r} does not exist (expected a MiniLMStepPRM folder with {CONFIG} and {WEIGHTS})")
+    try:
+        doc = json.loads((d / CONFIG).read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise CheckpointError(f"checkpoint: {str(d / CONFIG)!r} is not valid JSON ({exc})") from exc
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        got = doc.get("format") if isinstance(doc, dict) else None
+        raise CheckpointError(f"checkpoint: {str(d / CONFIG)!r} is not a MiniLMStepPRM (format {got!r}, expected {FORMAT!r})")
+    version = doc.get("format_version")
+    if isinstance(version, bool) or not isinstance(version, int) or not 1 <= version <= FORMAT_VERSION:
+        raise CheckpointError(f"checkpoint: {str(d / CONFIG)!r} has format_version {version!r}; this prm-critic reads "
+                              f"1 to {FORMAT_VERSION} (a newer checkpoint needs a newer prm-critic)")
+    return doc
+
+
+def _verified_weights(d: Path, doc: dict, allow_unverified: bool) -> bytes:
+    """The weights file of ``d``, read after every file named in ``doc``'s hashes (inside ``d``) is
+    checked against its SHA-256; without hashes only with ``allow_unverified``."""
+    from prm_critic._io import UnsafePathError, resolve_inside
+    from prm_critic.integrity import CheckpointError, check_sha256
+
+    hashes = doc.get(HASHES)
+    if hashes is None:
+        check_sha256(b"", None, file=d / WEIGHTS, doc=d / CONFIG, field=HASHES, allow_unverified=allow_unverified)
+        hashes = {}
+    elif not isinstance(hashes, dict) or WEIGHTS not in hashes:
+        raise CheckpointError(f"checkpoint: {str(d / CONFIG)!r} field {HASHES!r} is {hashes!r}; expected a mapping "
+                              f"of file names (including {WEIGHTS!r}) to SHA-256 hex digests")
+    weights = None
+    for name, digest in hashes.items():
+        try:
+            f = resolve_inside(d, name, what=f"checkpoint: {str(d / CONFIG)!r} field {HASHES!r}")
+        except UnsafePathError as exc:
+            raise CheckpointError(str(exc)) from exc
+        if not f.is_file():
+            raise FileNotFoundError(f"path: {str(f)!r} does not exist ({CONFIG} records it in {HASHES!r})")
+        data = f.read_bytes()
+        check_sha256(data, digest, file=f, doc=d / CONFIG, field=f"{HASHES}[{name!r}]", allow_unverified=False)
+        if name == WEIGHTS:
+            weights = data
+    if weights is None:
+        weights = (d / WEIGHTS).read_bytes()
+    return weights
 
 
 class TokenClassificationPRM(TextCritic):

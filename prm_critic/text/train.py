@@ -148,6 +148,42 @@ def train_text_prm(examples: Sequence[StepwiseExample], *, config: TextTrainConf
     the mean loss of each epoch.
     """
     torch = require("torch")
+    config, examples, model = _checked_model(examples, config, model)
+    tqdm = require("tqdm", "torch").tqdm
+
+    device = torch.device(config.device)
+    rng = random.Random(config.seed)
+    torch.manual_seed(config.seed)
+    ckpt = Path(config.checkpoint_dir) if config.checkpoint_dir is not None else None
+    fingerprint = _fingerprint(examples, config)
+    model, resume, history, start_epoch = _resume_state(ckpt, fingerprint, model, config)
+    net = model.net.to(device)
+
+    # encode once: windows + targets per example
+    data: list[tuple[list[Encoded], np.ndarray]] = []
+    for ex in examples:
+        wins = model.contract.encode_trajectory(model.tokenizer, ex.prompt, ex.completions, layout=model.layout)
+        tgt = step_targets(ex, config.progress_target)
+        order = np.concatenate([w.step_indices for w in wins])
+        data.append((wins, tgt[order]))
+    n_steps = int(sum(len(t) for _, t in data))
+    feats, opt = _optimizer(model, data, config, device, tqdm)
+    if resume is not None:
+        _load_optimizer(opt, ckpt, resume, device)
+        rng.setstate(_rng_from_json(resume["python_rng"]))
+        torch.set_rng_state(_load_tensors(ckpt / resume["state"])["torch_rng"])
+    _fit(model, opt, data, feats, rng, history, start_epoch, fingerprint, config, ckpt, device, tqdm)
+    net.eval()
+    model.meta = {**model.meta, "training": {"config": asdict(config), "examples": len(data), "steps": n_steps,
+                                             "epoch_loss": [round(v, 6) for v in history]}}
+    if ckpt is not None:
+        _plot_loss(ckpt / "loss.png", history)
+    return model
+
+
+def _checked_model(examples: Sequence[StepwiseExample], config: TextTrainConfig | None, model):
+    """:func:`train_text_prm`'s checked config and examples, and the model to train (a fresh one for
+    ``None``; with the config's ``max_length`` contract when it sets one)."""
     from prm_critic.text.prm import MiniLMStepPRM
 
     config = config or TextTrainConfig()
@@ -163,13 +199,14 @@ def train_text_prm(examples: Sequence[StepwiseExample], *, config: TextTrainConf
         contract = replace(c, max_length=config.max_length, max_prompt_tokens=min(c.max_prompt_tokens, config.max_length // 2))
         model = MiniLMStepPRM(model.net, model.tokenizer, contract, meta=model.meta, device=config.device,
                               max_batch_tokens=max(model.max_batch_tokens, config.max_length))
-    tqdm = require("tqdm", "torch").tqdm
+    return config, examples, model
 
-    device = torch.device(config.device)
-    rng = random.Random(config.seed)
-    torch.manual_seed(config.seed)
-    ckpt = Path(config.checkpoint_dir) if config.checkpoint_dir is not None else None
-    fingerprint = _fingerprint(examples, config)
+
+def _resume_state(ckpt: Path | None, fingerprint: str, model, config: TextTrainConfig):
+    """``(model, state, history, start_epoch)``: the checkpointed model and its state when ``ckpt``
+    holds this run, else ``(model, None, [], 0)``."""
+    from prm_critic.text.prm import MiniLMStepPRM
+
     history: list[float] = []
     start_epoch = 0
     resume = _read_state(ckpt, fingerprint) if ckpt is not None else None
@@ -180,30 +217,30 @@ def train_text_prm(examples: Sequence[StepwiseExample], *, config: TextTrainConf
                                    device=config.device)
         history = list(resume["history"])
         start_epoch = int(resume["epochs_done"])
-    net = model.net.to(device)
+    return model, resume, history, start_epoch
 
-    # encode once: windows + targets per example
-    data: list[tuple[list[Encoded], np.ndarray]] = []
-    for ex in examples:
-        wins = model.contract.encode_trajectory(model.tokenizer, ex.prompt, ex.completions, layout=model.layout)
-        tgt = step_targets(ex, config.progress_target)
-        order = np.concatenate([w.step_indices for w in wins])
-        data.append((wins, tgt[order]))
-    n_steps = int(sum(len(t) for _, t in data))
-    bce = torch.nn.BCEWithLogitsLoss()
 
-    def tensors(wins):
-        bt = pad_batch(wins, model.layout.pad_id)
-        t = {k: torch.from_numpy(bt[k]).to(device) for k in ("input_ids", "attention_mask", "segment_ids")}
-        return t, torch.from_numpy(bt["step_row"]).to(device), torch.from_numpy(bt["step_positions"]).to(device)
+def _tensors(model, wins: list[Encoded], device):
+    """The padded batch of ``wins`` on ``device``: the encoder inputs, and the row and position of every step."""
+    torch = require("torch")
+    bt = pad_batch(wins, model.layout.pad_id)
+    t = {k: torch.from_numpy(bt[k]).to(device) for k in ("input_ids", "attention_mask", "segment_ids")}
+    return t, torch.from_numpy(bt["step_row"]).to(device), torch.from_numpy(bt["step_positions"]).to(device)
 
+
+def _optimizer(model, data: list[tuple[list[Encoded], np.ndarray]], config: TextTrainConfig, device, tqdm):
+    """``(feats, opt)``: with ``freeze_encoder``, the encoder features at the step positions of every
+    example (one pass per trajectory, no grad) and an AdamW over the head; else ``[]`` and an AdamW
+    over the head and the encoder."""
+    torch = require("torch")
+    net = model.net
     feats: list = []
     if config.freeze_encoder:
         # cache encoder features at step positions (one pass per trajectory, no grad)
         net.eval()
         with torch.no_grad():
             for wins, _ in tqdm(data, desc="encode steps", unit="traj", disable=not config.show_progress):
-                t, rows, pos = tensors(wins)
+                t, rows, pos = _tensors(model, wins, device)
                 feats.append(net.hidden(t["input_ids"], t["attention_mask"], t["segment_ids"])[rows, pos].clone())
         opt = torch.optim.AdamW(net.head.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     else:
@@ -211,11 +248,17 @@ def train_text_prm(examples: Sequence[StepwiseExample], *, config: TextTrainConf
             {"params": list(net.head.parameters()), "lr": config.lr},
             {"params": list(net.encoder.parameters()), "lr": config.encoder_lr},
         ], weight_decay=config.weight_decay)
-    if resume is not None:
-        _load_optimizer(opt, ckpt, resume, device)
-        rng.setstate(_rng_from_json(resume["python_rng"]))
-        torch.set_rng_state(_load_tensors(ckpt / resume["state"])["torch_rng"])
+    return feats, opt
 
+
+def _fit(model, opt, data: list[tuple[list[Encoded], np.ndarray]], feats: list, rng: random.Random,
+         history: list[float], start_epoch: int, fingerprint: str, config: TextTrainConfig, ckpt: Path | None,
+         device, tqdm) -> None:
+    """Epochs ``start_epoch .. config.epochs - 1``: each epoch's mean loss is appended to ``history``
+    and, with ``ckpt``, a checkpoint is written after it."""
+    torch = require("torch")
+    net = model.net
+    bce = torch.nn.BCEWithLogitsLoss()
     n_batches = math.ceil(len(data) / config.batch_size)
     bar = tqdm(total=config.epochs * n_batches, initial=start_epoch * n_batches, desc="train text PRM",
                unit="batch", disable=not config.show_progress)
@@ -236,7 +279,7 @@ def train_text_prm(examples: Sequence[StepwiseExample], *, config: TextTrainConf
                 if config.freeze_encoder:
                     z = net.head(net.dropout(torch.cat([feats[j] for j in b]).to(device)))
                 else:
-                    t, rows, pos = tensors([w for j in b for w in data[j][0]])
+                    t, rows, pos = _tensors(model, [w for j in b for w in data[j][0]], device)
                     z = net.logits(t["input_ids"], t["attention_mask"], t["segment_ids"])[rows, pos]
                 loss = bce(z, y)
                 opt.zero_grad()
@@ -255,13 +298,6 @@ def train_text_prm(examples: Sequence[StepwiseExample], *, config: TextTrainConf
         for p in net.encoder.parameters():
             p.requires_grad_(True)
         bar.close()
-    net.eval()
-    model.meta = {**model.meta, "training": {"config": asdict(config), "examples": len(data), "steps": n_steps,
-                                             "epoch_loss": [round(v, 6) for v in history]}}
-    if ckpt is not None:
-        _plot_loss(ckpt / "loss.png", history)
-    return model
-
 
 # ---------------------------------------------------------------------- checkpoint / resume
 _STATE = "state.json"
