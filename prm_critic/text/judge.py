@@ -34,11 +34,12 @@ mitigation, not proof: a real LLM can still be swayed.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import re
 import secrets
-from typing import Any, Sequence
+from typing import Any, Generator, Sequence
 
 import numpy as np
 
@@ -163,7 +164,8 @@ class LLMJudgeCritic(TextCritic):
         max_concurrency: parallel requests in ``chat_model.batch``.
         system_prompt: override the system prompt.
 
-    ``score(steps)`` returns StepScores ``(B,)`` with ``extra["parse_failed"]`` (0/1) and
+    ``score(steps)`` (and ``await ascore(steps)``, on the model's ``abatch`` / ``ainvoke``) returns
+    StepScores ``(B,)`` with ``extra["parse_failed"]`` (0/1) and
     ``extra["attempts"]`` (final-answer attempts used); the critiques of the last call are in
     ``self.last_critiques``.
     """
@@ -222,13 +224,50 @@ class LLMJudgeCritic(TextCritic):
         return "\n".join(lines)
 
     def score(self, steps: Sequence[TextStep]) -> StepScores:
+        run = self._run(steps)
+        request = next(run)
+        try:
+            while True:
+                request = run.send(self.chat_model.batch(request, config={"max_concurrency": self.max_concurrency}))
+        except StopIteration as done:
+            return done.value
+
+    async def ascore(self, steps: Sequence[TextStep]) -> StepScores:
+        """:meth:`score` on the chat model's async API (``abatch``, else ``ainvoke`` per conversation,
+        at most ``max_concurrency`` at a time): the event loop runs on while the judge answers.
+        A model with neither is called in a worker thread."""
+        if not (hasattr(self.chat_model, "abatch") or hasattr(self.chat_model, "ainvoke")):
+            return await super().ascore(steps)
+        run = self._run(steps)
+        request = next(run)
+        try:
+            while True:
+                request = run.send(await self._abatch(request))
+        except StopIteration as done:
+            return done.value
+
+    async def _abatch(self, convs: list) -> list:
+        cfg = {"max_concurrency": self.max_concurrency}
+        if hasattr(self.chat_model, "abatch"):
+            return list(await self.chat_model.abatch(convs, config=cfg))
+        sem = asyncio.Semaphore(self.max_concurrency)
+
+        async def one(conv: list) -> Any:
+            async with sem:
+                return await self.chat_model.ainvoke(conv)
+
+        return list(await asyncio.gather(*(one(c) for c in convs)))
+
+    def _run(self, steps: Sequence[TextStep]) -> Generator[list, list, StepScores]:
+        """The judging protocol: yields batches of conversations, receives the replies, returns the scores."""
         msgs_mod = require("langchain_core.messages", "agents")
         System, Human = msgs_mod.SystemMessage, msgs_mod.HumanMessage
         steps = check_text_steps(steps)
-        cfg = {"max_concurrency": self.max_concurrency}
         nonces = [secrets.token_hex(8) for _ in steps]
         convs = [[System(content=self.system_prompt), Human(content=self.render(s, n))] for s, n in zip(steps, nonces)]
-        critiques = self.chat_model.batch(convs, config=cfg)
+        critiques = yield convs
+        if len(critiques) != len(convs):
+            raise ValueError(f"chat_model: expected {len(convs)} critiques (one per conversation), got {len(critiques)}")
         self.last_critiques = [message_text(c) for c in critiques]
         ask = Human(content=SCORE_PROMPT.format(scale=self._scale_str()))
         for conv, crit, nonce in zip(convs, self.last_critiques, nonces):
@@ -239,7 +278,9 @@ class LLMJudgeCritic(TextCritic):
         attempts = np.zeros(len(steps), np.float32)
         todo = list(range(len(steps)))
         for attempt in range(self.max_retries + 1):
-            answers = self.chat_model.batch([convs[i] for i in todo], config=cfg)
+            answers = yield [convs[i] for i in todo]
+            if len(answers) != len(todo):
+                raise ValueError(f"chat_model: expected {len(todo)} answers (one per conversation), got {len(answers)}")
             retry = []
             for i, ans in zip(todo, answers):
                 attempts[i] = attempt + 1
