@@ -29,6 +29,7 @@ call) is retried at most ``max_attempts - 1`` times with a note saying what was 
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import uuid
@@ -146,15 +147,15 @@ def _unwrap(obj: Any) -> tuple[Any, Any] | None:
                 return inner
     if isinstance(obj.get("tool_calls"), list) and obj["tool_calls"]:
         return _unwrap(obj["tool_calls"][0])
-    for name_key, args_key in (("tool", "args"), ("tool", "arguments"), ("name", "arguments"),
-                               ("name", "parameters"), ("name", "args")):
-        if name_key in obj and isinstance(obj[name_key], str):
-            args = obj.get(args_key, {})
+    for name_key in ("tool", "name"):
+        if isinstance(obj.get(name_key), str):
+            args_key = next((k for k in ("args", "arguments", "parameters") if k in obj), None)
+            args = obj[args_key] if args_key is not None else {}
             if isinstance(args, str):
                 try:
                     args = json.loads(args) if args.strip() else {}
                 except json.JSONDecodeError:
-                    return obj[name_key], args
+                    pass  # left a string: _check_call names it
             return obj[name_key], args
     return None
 
@@ -234,6 +235,10 @@ class ToolCallChatModel(_lcm.BaseChatModel):
             one native call before it).
         instructions: format string (fields ``tools``, ``answer``) of the system message that
             describes the tools in ``json_schema`` mode.
+        seed: ``None`` (the server's choice), or the first of the seeds ``seed, seed + 1, ...`` sent
+            with successive model calls: with ``temperature > 0`` best-of-N candidates differ, and a
+            rerun with the same seed repeats them (where the server honours ``seed``, as llama.cpp
+            and vLLM do). The seed of a reply is in ``response_metadata["seed"]``.
 
     Use it like any tool-calling chat model: ``ToolCallChatModel(llm=...).bind_tools(tools,
     tool_choice=None | "auto" | "required" | "any" | <tool name>)``. Per-call settings go through
@@ -246,9 +251,12 @@ class ToolCallChatModel(_lcm.BaseChatModel):
     mode: str = "auto"
     max_attempts: int = 3
     instructions: str = INSTRUCTIONS
+    seed: Any = None
     tool_specs: list = _pyd.Field(default_factory=list)
     tool_choice: Any = None
     bound_tools: list = _pyd.Field(default_factory=list)
+    # shared by the copies bind_tools makes, so successive calls get successive seeds
+    _seeds: Any = _pyd.PrivateAttr(default_factory=lambda: itertools.count(0))
 
     def __init__(self, **kwargs: Any):
         super().__init__(**kwargs)
@@ -258,6 +266,8 @@ class ToolCallChatModel(_lcm.BaseChatModel):
         validate.check_choice("mode", self.mode, MODES)
         validate.positive_int("max_attempts", self.max_attempts)
         validate.check_str("instructions", self.instructions)
+        if self.seed is not None:
+            validate.check_seed("seed", self.seed)
 
     @property
     def _llm_type(self) -> str:
@@ -315,8 +325,11 @@ class ToolCallChatModel(_lcm.BaseChatModel):
             lines.append(f"- {s['name']}: {s['description']} arguments: {json.dumps(args)}")
         return self.instructions.format(tools="\n".join(lines), answer=ANSWER_CLAUSE if allow_answer else "")
 
-    def _message(self, name: str | None, payload: Any, path: str, attempts: int, raw: Any = None) -> Any:
-        meta = {"tool_call_path": path, "attempts": attempts}
+    def _message(self, name: str | None, payload: Any, path: str, attempts: int, raw: Any = None,
+                 reply: Any = None) -> Any:
+        meta: dict[str, Any] = {"tool_call_path": path, "attempts": attempts}
+        if reply is not None and "seed" in (getattr(reply, "response_metadata", None) or {}):
+            meta["seed"] = reply.response_metadata["seed"]
         if raw is not None:
             meta["raw_content"] = raw
         if name is None:
@@ -340,7 +353,7 @@ class ToolCallChatModel(_lcm.BaseChatModel):
         text = _content(resp)
         name, args, reason = _parse(text, specs_by_name, arg_choices)
         if reason is None:
-            return self._message(name, args, "parsed", attempts, raw=text), None
+            return self._message(name, args, "parsed", attempts, raw=text, reply=resp), None
         if allow_answer and self.mode == "native" and not _looks_like_json(text):
             meta = dict(getattr(resp, "response_metadata", {}) or {})
             meta.update(tool_call_path="answer", attempts=attempts)
@@ -382,12 +395,15 @@ class ToolCallChatModel(_lcm.BaseChatModel):
             text = _content(resp)
             name, payload, reason = _parse(text, by_name, arg_choices, allow_answer=allow_answer)
             if reason is None:
-                return self._message(name, payload, "answer" if name is None else "json_schema", attempts, raw=text)
+                return self._message(name, payload, "answer" if name is None else "json_schema", attempts, raw=text,
+                                     reply=resp)
             conv = conv + [_msgs.AIMessage(content=text),
                            _msgs.HumanMessage(content=RETRY_NOTE.format(reason=reason, answer=answer))]
         raise ToolCallError(f"reply: no usable tool call after {attempts} attempts ({reason}); last reply {text!r:.300}")
 
     def _request(self, kind: str, conv: list, extra: Any, call_kwargs: dict, stop: Any) -> tuple[Any, list, dict]:
+        if self.seed is not None and "seed" not in call_kwargs:
+            call_kwargs = {**call_kwargs, "seed": int(self.seed) + next(self._seeds)}
         if kind == "native":
             bound = self.llm.bind_tools(extra, **({} if self.tool_choice is None else
                                                   {"tool_choice": _native_choice(self.tool_choice)}))
@@ -401,7 +417,7 @@ class ToolCallChatModel(_lcm.BaseChatModel):
             while True:
                 kind, conv, extra, call_kwargs = plan.send(reply)
                 runnable, conv, kw = self._request(kind, conv, extra, call_kwargs, stop)
-                reply = runnable.invoke(conv, **kw)
+                reply = _with_seed(runnable.invoke(conv, **kw), kw)
         except StopIteration as done:
             return _outputs.ChatResult(generations=[_outputs.ChatGeneration(message=done.value)])
 
@@ -412,9 +428,15 @@ class ToolCallChatModel(_lcm.BaseChatModel):
             while True:
                 kind, conv, extra, call_kwargs = plan.send(reply)
                 runnable, conv, kw = self._request(kind, conv, extra, call_kwargs, stop)
-                reply = await runnable.ainvoke(conv, **kw)
+                reply = _with_seed(await runnable.ainvoke(conv, **kw), kw)
         except StopIteration as done:
             return _outputs.ChatResult(generations=[_outputs.ChatGeneration(message=done.value)])
+
+
+def _with_seed(reply: Any, kw: dict) -> Any:
+    if "seed" in kw and hasattr(reply, "response_metadata"):
+        reply.response_metadata = {**(reply.response_metadata or {}), "seed": kw["seed"]}
+    return reply
 
 
 def _native_choice(choice: Any) -> Any:

@@ -167,7 +167,7 @@ class LLMJudgeCritic(TextCritic):
     ``score(steps)`` (and ``await ascore(steps)``, on the model's ``abatch`` / ``ainvoke``) returns
     StepScores ``(B,)`` with ``extra["parse_failed"]`` (0/1) and
     ``extra["attempts"]`` (final-answer attempts used); the critiques of the last call are in
-    ``self.last_critiques``.
+    ``self.last_critiques`` and the judge's last final answers (the parsed text) in ``self.last_answers``.
     """
 
     def __init__(self, chat_model: Any, *, max_retries: int = 2, scale: float = 10, fallback: float = 0.5,
@@ -197,6 +197,7 @@ class LLMJudgeCritic(TextCritic):
         self.max_concurrency = max_concurrency
         self.system_prompt = system_prompt or SYSTEM_PROMPT
         self.last_critiques: list[str] = []
+        self.last_answers: list[str] = []
 
     def _scale_str(self) -> str:
         return str(int(self.scale)) if float(self.scale).is_integer() else str(self.scale)
@@ -276,6 +277,7 @@ class LLMJudgeCritic(TextCritic):
             conv.append(ask)
         scores = np.full(len(steps), np.nan, np.float64)
         attempts = np.zeros(len(steps), np.float32)
+        answers_text = [""] * len(steps)
         todo = list(range(len(steps)))
         for attempt in range(self.max_retries + 1):
             answers = yield [convs[i] for i in todo]
@@ -284,7 +286,8 @@ class LLMJudgeCritic(TextCritic):
             retry = []
             for i, ans in zip(todo, answers):
                 attempts[i] = attempt + 1
-                v = parse_score(message_text(ans), self.scale)
+                answers_text[i] = message_text(ans)
+                v = parse_score(answers_text[i], self.scale)
                 if v is None:
                     retry.append(i)
                     convs[i] = convs[i] + [msgs_mod.AIMessage(content=self._wrap(message_text(ans), nonces[i])),
@@ -294,6 +297,7 @@ class LLMJudgeCritic(TextCritic):
             todo = retry
             if not todo:
                 break
+        self.last_answers = answers_text
         failed = np.isnan(scores)
         scores[failed] = self.fallback
         s = scores.astype(np.float32)
