@@ -64,7 +64,7 @@ def test_arguments_are_checked(junk_gguf):
         LocalLLMServer(junk_gguf, ctx_size=8)
     s = LocalLLMServer(junk_gguf)
     with pytest.raises(LLMServerError, match="not running"):
-        s.base_url
+        _ = s.base_url
     s.stop()  # a no-op when stopped
 
 
