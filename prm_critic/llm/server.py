@@ -21,6 +21,7 @@ import hashlib
 import importlib.util
 import json
 import os
+import re
 import signal
 import socket
 import threading
@@ -167,12 +168,6 @@ def resolve_model(model: str | os.PathLike) -> Path:
     return p
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((LOOPBACK, 0))
-        return int(s.getsockname()[1])
-
-
 def _check_port_free(port: int) -> None:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         try:
@@ -262,30 +257,31 @@ class LocalLLMServer:
         if self.running:
             raise LLMServerError(f"server: already running at {self.url}")
         port = self.port_requested
-        if port is None:
-            port = _free_port()
-        else:
+        if port is not None:
             _check_port_free(port)
-        params = self._params(port)
+        params = self._params(0 if port is None else port)  # 0: llama.cpp binds a free port itself (no race)
         xl = require("xllamacpp", "llm")
         # llama.cpp installs its own SIGINT/SIGTERM handlers (they stop the server): keep Python's, so
         # Ctrl-C still raises KeyboardInterrupt and the `with` block stops the server.
         main = threading.current_thread() is threading.main_thread()
         saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)} if main else {}
+        where = f"{LOOPBACK}:{port if port is not None else '<free port>'}"
         try:
             server = xl.Server(params)
         except RuntimeError as exc:
             raise LLMServerError(f"server: llama.cpp could not start with model {str(self.model_path)!r} on "
-                                 f"{LOOPBACK}:{port} ({exc}); run with verbose=True to see its log") from exc
+                                 f"{where} ({exc}); run with verbose=True to see its log") from exc
         finally:
             for s, h in saved.items():
                 signal.signal(s, h if h is not None else signal.SIG_DFL)
         self._server = server
-        self.port = port
         address = str(server.listening_address)
-        if address and not address.startswith(f"http://{LOOPBACK}:"):
+        m = re.fullmatch(r"http://127\.0\.0\.1:(\d+)/?", address)
+        if m is None or (port is not None and int(m.group(1)) != port):
             self.stop()
-            raise LLMServerError(f"server: llama.cpp listens on {address!r}, expected http://{LOOPBACK}:{port}")
+            raise LLMServerError(f"server: llama.cpp listens on {address!r}, expected http://{LOOPBACK}:"
+                                 f"{port if port is not None else 'PORT'}")
+        self.port = int(m.group(1))
         try:
             self._wait_healthy()
         except BaseException:
