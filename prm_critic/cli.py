@@ -25,6 +25,7 @@ COMMAND_MODULES = [
     "prm_critic.commands.train_critic",
     "prm_critic.commands.quickstart",
     "prm_critic.commands.minari",
+    "prm_critic.commands.serve_llm",
 ]
 
 

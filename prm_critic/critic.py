@@ -23,6 +23,7 @@ any array-like is also a ``BaseCritic[numpy.ndarray]``.
 from __future__ import annotations
 
 import abc
+import asyncio
 from dataclasses import dataclass, field
 from typing import Any, Generic, Sequence, TypeVar
 
@@ -105,6 +106,17 @@ class BaseCritic(abc.ABC, Generic[StepsT]):
         Returns:
             :class:`StepScores` with ``progress`` and ``success`` of shape ``(B,)``.
         """
+
+    async def ascore(self, steps: StepsT) -> StepScores:
+        """Score a batch of ``B`` steps without blocking the event loop.
+
+        The same batch and result as :meth:`score` (``progress`` and ``success`` of shape ``(B,)``).
+        The default runs :meth:`score` in a worker thread (:func:`asyncio.to_thread`), so a critic
+        that calls a remote model or a slow network lets other tasks run meanwhile; critics with a
+        native async client override it (e.g. :class:`~prm_critic.text.LLMJudgeCritic` with a chat
+        model's ``ainvoke``). The async paths of the LangGraph critic node and middleware call it.
+        """
+        return await asyncio.to_thread(self.score, steps)
 
     def __call__(self, steps: StepsT) -> StepScores:
         return self.score(steps)

@@ -131,3 +131,22 @@ def test_errors():
         LLMJudgeCritic(InjectableJudge()).score([])
     with pytest.raises(TypeError, match=r"steps\[0\]: expected TextStep, got str"):
         LLMJudgeCritic(InjectableJudge()).score(["go north"])
+
+
+def test_score_model_answers_the_score_turns_and_its_schema_admits_only_a_score():
+    from prm_critic.text.judge import score_response_format
+
+    critic_model = ScriptedJudge(critique="a careful critique", finals=["Score: 9/10"])
+    scorer = ScriptedJudge(critique="unused", finals=['{"score": 2}'])
+    judge = LLMJudgeCritic(critic_model, score_model=scorer)
+    out = judge.score([TextStep("p", (), "s")])
+    assert out.success[0] == pytest.approx(0.2)  # the score model's {"score": 2} on the 0..10 scale
+    assert judge.last_critiques == ["a careful critique"] and judge.last_answers == ['{"score": 2}']
+    rf = score_response_format(10)
+    prop = rf["json_schema"]["schema"]["properties"]["score"]
+    assert rf["type"] == "json_schema" and prop == {"type": "integer", "minimum": 0, "maximum": 10}
+    assert score_response_format(1.5)["json_schema"]["schema"]["properties"]["score"]["type"] == "number"
+    with pytest.raises(ValueError, match="scale"):
+        score_response_format(0)
+    with pytest.raises(TypeError, match="score_model"):
+        LLMJudgeCritic(critic_model, score_model="gpt")

@@ -23,6 +23,7 @@ __all__ = [
     "first_human_text",
     "message_text",
     "score_text_steps",
+    "ascore_text_steps",
 ]
 
 _HEADS = ("progress", "success")
@@ -100,7 +101,15 @@ def render_steps(
 # --------------------------------------------------------------------------- scoring
 def score_text_steps(critic: BaseCritic, steps: Sequence[TextStep], *, name: str = "critic") -> StepScores:
     """Call ``critic.score(steps)`` and check it returned ``B`` finite scores per head."""
-    scores = critic.score(list(steps))
+    return _checked_scores(critic.score(list(steps)), steps, name)
+
+
+async def ascore_text_steps(critic: BaseCritic, steps: Sequence[TextStep], *, name: str = "critic") -> StepScores:
+    """``await critic.ascore(steps)`` (the event loop keeps running), checked like :func:`score_text_steps`."""
+    return _checked_scores(await critic.ascore(list(steps)), steps, name)
+
+
+def _checked_scores(scores: Any, steps: Sequence[TextStep], name: str) -> StepScores:
     if not isinstance(scores, StepScores):
         raise TypeError(f"{name}.score: expected StepScores, got {type(scores).__name__}")
     if len(scores) != len(steps):

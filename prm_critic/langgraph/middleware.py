@@ -40,6 +40,7 @@ from prm_critic.langgraph._common import (
     lg,
     message_text,
     render_steps,
+    ascore_text_steps,
     score_text_steps,
 )
 from prm_critic.langgraph.node import emit_event, add_step_records
@@ -109,6 +110,10 @@ class PRMBestOfNMiddleware(_mw.AgentMiddleware):
         steps = [TextStep(prompt, history, t) for t in texts]
         return [float(v) for v in score_text_steps(self.critic, steps).get(self.head)]
 
+    async def _ascore(self, prompt: str, history: tuple[str, ...], texts: list[str]) -> list[float]:
+        steps = [TextStep(prompt, history, t) for t in texts]
+        return [float(v) for v in (await ascore_text_steps(self.critic, steps)).get(self.head)]
+
     def _finish(self, candidates: list, texts: list[str], scores: list[float]):
         chosen = max(range(len(scores)), key=lambda i: (scores[i], -i))
         record = {"n": len(candidates), "scores": scores, "texts": texts, "chosen": chosen, "head": self.head}
@@ -120,35 +125,35 @@ class PRMBestOfNMiddleware(_mw.AgentMiddleware):
             model_response=best, command=_lgtypes.Command(update={"prm_best_of_n": [record]})
         )
 
-    def _add(self, ctx, cands: tuple[list, list, list], resp) -> bool:
-        """Record one candidate; True when ``accept_threshold`` accepts it (stop sampling)."""
-        candidates, texts, scores = cands
+    def _add(self, cands: tuple[list, list, list], resp) -> bool:
+        """Record one candidate; True when it must be scored now (``accept_threshold`` is set)."""
+        candidates, texts, _ = cands
         candidates.append(resp)
         texts.append(_proposal_text(resp))
-        if self.accept_threshold is None:
-            return False
-        scores += self._score(*ctx, texts[-1:])
-        return scores[-1] >= self.accept_threshold
+        return self.accept_threshold is not None
 
-    def _choose(self, ctx, cands: tuple[list, list, list]):
-        candidates, texts, scores = cands
-        if self.accept_threshold is None:  # score all candidates in one critic call
-            scores = self._score(*ctx, texts)
-        return self._finish(candidates, texts, scores)
+    def _accepted(self, cands: tuple[list, list, list]) -> bool:
+        return self.accept_threshold is not None and cands[2][-1] >= self.accept_threshold
 
     def wrap_model_call(self, request, handler):
         ctx, cands = _context(request.messages), ([], [], [])
         for _ in range(self.n):
-            if self._add(ctx, cands, handler(request)):
-                break
-        return self._choose(ctx, cands)
+            if self._add(cands, handler(request)):
+                cands[2].extend(self._score(*ctx, cands[1][-1:]))
+                if self._accepted(cands):
+                    break
+        scores = cands[2] if self.accept_threshold is not None else self._score(*ctx, cands[1])  # one batch
+        return self._finish(cands[0], cands[1], scores)
 
     async def awrap_model_call(self, request, handler):
         ctx, cands = _context(request.messages), ([], [], [])
         for _ in range(self.n):
-            if self._add(ctx, cands, await handler(request)):
-                break
-        return self._choose(ctx, cands)
+            if self._add(cands, await handler(request)):
+                cands[2].extend(await self._ascore(*ctx, cands[1][-1:]))
+                if self._accepted(cands):
+                    break
+        scores = cands[2] if self.accept_threshold is not None else await self._ascore(*ctx, cands[1])
+        return self._finish(cands[0], cands[1], scores)
 
 
 DEFAULT_FLAG = "[step critic: {head} score {score:.2f} < {threshold:.2f}; this step looks like a dead end]"
@@ -197,14 +202,27 @@ class PRMStepScoringMiddleware(_mw.AgentMiddleware):
             "tool_call_ids": [call.get("id") or ""],
         }
 
-    def _pre(self, request):
+    def _pre_context(self, request):
         call = request.tool_call
         messages = list((request.state or {}).get("messages", []))
         prompt, history = _context(messages)
+        return call, prompt, history, format_tool_call(call["name"], call.get("args"))
+
+    def _pre(self, request):
+        call, prompt, history, text = self._pre_context(request)
         if self.block_below is None:
             return call, prompt, history, None
-        text = format_tool_call(call["name"], call.get("args"))
         sc = score_text_steps(self.critic, [TextStep(prompt, history, text)])
+        return self._blocked(call, prompt, history, text, sc)
+
+    async def _apre(self, request):
+        call, prompt, history, text = self._pre_context(request)
+        if self.block_below is None:
+            return call, prompt, history, None
+        sc = await ascore_text_steps(self.critic, [TextStep(prompt, history, text)])
+        return self._blocked(call, prompt, history, text, sc)
+
+    def _blocked(self, call, prompt, history, text, sc):
         if float(sc.get(self.head)[0]) >= self.block_below:
             return call, prompt, history, None
         record = self._record(call, text, history, sc, "blocked")
@@ -221,6 +239,16 @@ class PRMStepScoringMiddleware(_mw.AgentMiddleware):
             return result  # a tool that returns its own Command: passed through unscored
         text = format_tool_step(call["name"], call.get("args"), message_text(result))
         sc = score_text_steps(self.critic, [TextStep(prompt, history, text)])
+        return self._scored(call, history, result, text, sc)
+
+    async def _apost(self, call, prompt, history, result):
+        if not isinstance(result, _msgs.ToolMessage):
+            return result
+        text = format_tool_step(call["name"], call.get("args"), message_text(result))
+        sc = await ascore_text_steps(self.critic, [TextStep(prompt, history, text)])
+        return self._scored(call, history, result, text, sc)
+
+    def _scored(self, call, history, result, text, sc):
         value = float(sc.get(self.head)[0])
         low = value < self.threshold
         verdict = "continue" if not low else {"record": "low", "flag": "flagged", "end": "end"}[self.on_low]
@@ -238,10 +266,11 @@ class PRMStepScoringMiddleware(_mw.AgentMiddleware):
         return self._post(call, prompt, history, handler(request))
 
     async def awrap_tool_call(self, request, handler):
-        call, prompt, history, blocked = self._pre(request)
+        # the critic runs with ascore: a judge calling a remote model does not block the event loop
+        call, prompt, history, blocked = await self._apre(request)
         if blocked is not None:
             return blocked
-        return self._post(call, prompt, history, await handler(request))
+        return await self._apost(call, prompt, history, await handler(request))
 
     @_types.hook_config(can_jump_to=["end"])
     def before_model(self, state, runtime):

