@@ -2,7 +2,8 @@
 
 ``OnnxCritic(path).score(x)`` with ``x`` float32 ``(B, obs_dim)`` returns :class:`StepScores` with
 ``progress`` and ``success`` of shape ``(B,)``; ``score_one(x)`` with ``x`` ``(obs_dim,)`` returns
-``(progress, success)`` as two floats, the control-loop fast path.
+``(progress, success)`` as two floats, the control-loop fast path, and ``score_rows(x)`` the
+``(B, 2)`` float32 scores of a batch (the vector wrappers' path).
 
 Latency settings (CPU): one intra-op and one inter-op thread, sequential execution, all graph
 optimisations, and IOBinding to preallocated numpy buffers (no per-call allocation of inputs or
@@ -497,10 +498,25 @@ class OnnxCritic(StateCritic):
                     out = self._out1.copy()
                     return StepScores(out[:, 0], out[:, 1])
             # non-finite input: fall through for the full check and its error message
-        x = as_obs_batch(steps, self.obs_dim, name="steps")
+        out = self._score_rows(as_obs_batch(steps, self.obs_dim, name="steps"))
+        return StepScores(out[:, 0], out[:, 1])
+
+    def score_rows(self, x: Any, *, check: bool = True) -> np.ndarray:
+        """Score a batch ``x`` of shape ``(B, obs_dim)``; returns a fresh float32 array ``(B, 2)`` whose
+        columns are ``progress`` and ``success`` (the same values as :meth:`score`).
+
+        The batch twin of :meth:`score_one` for the vector wrappers: ``check=False`` skips the shape,
+        dtype and finiteness checks for a caller that has already validated ``x`` (a float32 ``(B,
+        obs_dim)`` array); a non-finite ``x`` then gives non-finite scores instead of an error.
+        """
+        if check:
+            x = as_obs_batch(x, self.obs_dim, name="x")
+        return self._score_rows(x)
+
+    def _score_rows(self, x: np.ndarray) -> np.ndarray:
         b = x.shape[0]
         if b == 0:
-            return StepScores(np.zeros(0, np.float32), np.zeros(0, np.float32))
+            return np.zeros((0, 2), np.float32)
         with self._lock:
             if b == 1 or self.batch == 1:
                 out = np.empty((b, 2), np.float32)
@@ -515,7 +531,7 @@ class OnnxCritic(StateCritic):
                 out = xout.copy()
             else:
                 out = self.session.run([self._out_name], {self._in_name: np.ascontiguousarray(x)})[0]
-        return StepScores(out[:, 0], out[:, 1])
+        return out
 
     # ------------------------------------------------------------------ metadata / env
     @property
