@@ -1,8 +1,9 @@
 """Critic latency: torch eager vs onnxruntime (plain ``run`` and IOBinding), and the env wrappers'
 overhead in the control loop, side by side in one run: a FetchPush-v4 step raw, with the reward
 shaper (constant critic, OnnxCritic, + dead-end pruner, ``deadline_s``, and the per-step work of
-earlier versions: ``score()`` instead of the batch-1 path and ``info_subgoals=True``), a PointMaze
-step with and without a deadline, and 16 FetchPush envs with the SB3 and gymnasium vector shapers.
+earlier versions: ``score()`` instead of the batch-1 path and ``info_subgoals=True``, the previous
+release's flattening), a PointMaze step with and without a deadline, and 16 FetchPush envs with the
+SB3 vector shaper (current and the previous release's step) and the gymnasium one.
 Each step splits into the inner env's time, the critic's time and the wrapper's own time, all
 measured inside the same step (a pass-through timer below the wrapper, a timer around the critic).
 
@@ -486,7 +487,11 @@ def bench_shaper(args, paths, bar) -> dict:
 
 
 def bench_in_loop(args, paths, bar) -> dict:
-    """The critic right after a MuJoCo step (caches cold) vs called again at once (caches hot)."""
+    """The critic right after a MuJoCo step (caches cold) vs called again at once (caches hot), through
+    ``OnnxCritic.score_one(x, check=False)`` (the shaper's call) and a bare onnxruntime IOBinding run
+    of the same batch-1 model (what the runtime itself costs, without prm-critic's Python)."""
+    import onnxruntime as ort
+
     from prm_critic.onnx import OnnxCritic
     from prm_critic.robotics.make import make_env
 
@@ -496,27 +501,46 @@ def bench_in_loop(args, paths, bar) -> dict:
     rng = np.random.default_rng(1)
     obs, _ = env.reset(seed=0)
     pc = time.perf_counter_ns
-    cold: list[int] = []
-    hot: list[int] = []
+    sess = _cpu_session(ort, paths[1], args.spinning)
+    xin = np.zeros((1, 31), np.float32)
+    xout = np.zeros((1, 2), np.float32)
+    io = sess.io_binding()
+    io.bind_cpu_input("obs", xin)
+    io.bind_output("scores", "cpu", 0, np.float32, [1, 2], xout.ctypes.data)
+    times: dict[str, list[int]] = {k: [] for k in ("cold", "hot", "ort_cold", "ort_hot")}
     per_round = max(1, args.shaper_steps // args.rounds)
     for r in range(args.rounds + 1):
-        for _ in range(per_round):
+        for i in range(per_round):
             obs, _, term, trunc, _ = env.step(rng.uniform(-1, 1, 4))
             x = layout.flatten(obs)
-            t0 = pc()
-            critic.score_one(x)
-            t1 = pc()
-            critic.score_one(x)
-            t2 = pc()
+            if i % 2:  # alternate which path meets the cold caches
+                t0 = pc()
+                critic.score_one(x, check=False)
+                t1 = pc()
+                critic.score_one(x, check=False)
+                t2 = pc()
+                keys = ("cold", "hot")
+            else:
+                xin[0] = x
+                t0 = pc()
+                sess.run_with_iobinding(io)
+                t1 = pc()
+                sess.run_with_iobinding(io)
+                t2 = pc()
+                keys = ("ort_cold", "ort_hot")
             if r:  # round 0 is warm-up
-                cold.append(t1 - t0)
-                hot.append(t2 - t1)
+                times[keys[0]].append(t1 - t0)
+                times[keys[1]].append(t2 - t1)
             if term or trunc:
                 obs, _ = env.reset()
         if r and bar is not None:
             bar.update(1)
     env.close()
-    return {"after env.step (cold caches)": (_pcts(cold), len(cold)), "repeated at once (hot caches)": (_pcts(hot), len(hot))}
+    names = {"cold": "OnnxCritic.score_one after env.step (cold caches)",
+             "hot": "OnnxCritic.score_one repeated at once (hot caches)",
+             "ort_cold": "onnxruntime IOBinding run after env.step (cold caches)",
+             "ort_hot": "onnxruntime IOBinding run repeated at once (hot caches)"}
+    return {names[k]: (_pcts(v), len(v)) for k, v in times.items()}
 
 
 def bench_gpu(args, paths) -> tuple[list[dict], str]:
@@ -576,7 +600,9 @@ def render(raw: dict) -> str:
     if in_loop is not None:
         lines += ["## The critic inside a control loop (µs per `OnnxCritic.score_one`, batch-1 export)", "",
                   "A MuJoCo step evicts the critic's weights (~290 KB) from the core's caches; the first call after "
-                  "`env.step` pays for reloading them. This is the figure that matters in a control loop.", "",
+                  "`env.step` pays for reloading them. This is the figure that matters in a control loop. The bare "
+                  "onnxruntime run of the same model (steps alternate between the two) shows how much of the cold "
+                  "cost is the runtime's own.", "",
                   "| call | p50 | p99 | p99.9 | calls |", "|---|---:|---:|---:|---:|"]
         for k, ((p50, p99, p999), n) in in_loop.items():
             lines.append(f"| {k} | {p50:.1f} | {p99:.1f} | {p999:.1f} | {n} |")
