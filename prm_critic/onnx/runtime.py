@@ -316,7 +316,7 @@ class OnnxCritic(StateCritic):
         self._one_shape = (1, self.obs_dim)
         self._in1 = np.zeros((1, self.obs_dim), np.float32)
         self._out1 = np.zeros((1, 2), np.float32)
-        self._bindings: dict[int, tuple[Any, np.ndarray, np.ndarray]] = {}
+        self._bindings: dict[int, tuple[Callable[[], Any], np.ndarray, np.ndarray]] = {}
         self._row, self._out_row = self._in1[0], self._out1[0]
         self._d_shape = (self.obs_dim,)
         self._probe = np.full(self.obs_dim, 1e-30, np.float32)
@@ -424,7 +424,7 @@ class OnnxCritic(StateCritic):
         if sess is None or native is None or not hasattr(sess, "run_with_iobinding"):
             return lambda: self.session.run_with_iobinding(io)
         run = sess.run_with_iobinding
-        return lambda: run(native, None)
+        return lambda _io=io: run(native, None)  # _io: the binding lives as long as its runner
 
     def _binding_for(self, b: int):
         entry = self._bindings.get(b)
@@ -436,7 +436,7 @@ class OnnxCritic(StateCritic):
             io = self.session.io_binding()
             io.bind_cpu_input(self._in_name, xin)
             io.bind_output(self._out_name, "cpu", 0, np.float32, [b, 2], xout.ctypes.data)
-            entry = (io, xin, xout)
+            entry = (self._direct_runner(io), xin, xout)
             self._bindings[b] = entry
         return entry
 
@@ -525,9 +525,9 @@ class OnnxCritic(StateCritic):
                     self._run_one()
                     out[i] = self._out1[0]
             elif self.io_binding:
-                io, xin, xout = self._binding_for(b)
+                run, xin, xout = self._binding_for(b)
                 xin[...] = x
-                self.session.run_with_iobinding(io)
+                run()
                 out = xout.copy()
             else:
                 out = self.session.run([self._out_name], {self._in_name: np.ascontiguousarray(x)})[0]

@@ -126,8 +126,8 @@ class VecPRMRewardShaper(CallerStats, vec_env.VecEnvWrapper):
         n = self.num_envs
         x_now = self._flatten.batch(obs)
         dones_b = dones if type(dones) is np.ndarray and dones.dtype == np.bool_ else np.asarray(dones, dtype=bool)
-        done_idx = np.flatnonzero(dones_b)
-        any_done = len(done_idx) > 0
+        any_done = np.count_nonzero(dones_b) > 0
+        done_idx = np.flatnonzero(dones_b) if any_done else _NO_ROWS
         batch = np.concatenate([x_now, self._terminal_rows(infos, done_idx)]) if any_done else x_now
         scores = self._caller(batch)  # the one critic call of this vector step
         fell_back = scores is None
@@ -181,10 +181,14 @@ class VecPRMRewardShaper(CallerStats, vec_env.VecEnvWrapper):
             return shaping
         if phi_next is None or phi is self._nan:  # a fallback now or at the previous step: no shaping
             return np.zeros(n)
-        if self.mode == "potential":
-            shaping = self.scale * (self.gamma * (np.where(terminated, 0.0, phi_next) if any_done else phi_next) - phi)
+        if self.mode == "potential":  # scale * (gamma * Phi'(s') - Phi(s)), in place
+            shaping = self.gamma * (np.where(terminated, 0.0, phi_next) if any_done else phi_next)
+            shaping -= phi
+            if self.scale != 1.0:
+                shaping *= self.scale
         else:  # replace
-            shaping = self.scale * phi_next - r
+            shaping = self.scale * phi_next
+            shaping -= r
         return shaping
 
     def _publish(self, infos, r, phi_next, shaping, terminated, fell_back, x_now, x_next, h_next) -> None:
