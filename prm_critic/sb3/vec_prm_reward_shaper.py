@@ -49,7 +49,9 @@ class VecPRMRewardShaper(CallerStats, vec_env.VecEnvWrapper):
 
     The critic is called ONCE per vector step on a batch ``(n_envs + n_done, D)``: every env's
     returned observation (the reset observation for done envs) plus the terminal observations.
-    Each env's ``Phi(s)`` is kept across steps and replaced by ``Phi(reset obs)`` at autoreset.
+    The batch is validated once, here (NaN/inf, sizes, dtypes, naming the key and env); a critic with
+    a batch path ``score_rows(x, check=False)`` (:class:`~prm_critic.onnx.OnnxCritic`) is not asked
+    to validate it again. Each env's ``Phi(s)`` is kept across steps and replaced by ``Phi(reset obs)`` at autoreset.
     ``infos[i]`` gets the same ``prm_*`` keys as the single-env shaper (``prm_x`` / ``prm_next_x``
     are read-only rows of the step's batch; ``prm_subgoals`` only with ``info_subgoals=True``). With ``deadline_s`` a late
     or failed call gives zero shaping for the whole step and unknown ``Phi`` (zero shaping next step
