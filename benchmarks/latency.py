@@ -1,8 +1,9 @@
 """Critic latency: torch eager vs onnxruntime (plain ``run`` and IOBinding), and the env wrappers'
 overhead in the control loop, side by side in one run: a FetchPush-v4 step raw, with the reward
 shaper (constant critic, OnnxCritic, + dead-end pruner, ``deadline_s``, and the per-step work of
-earlier versions: ``score()`` instead of the batch-1 path and ``info_subgoals=True``), a PointMaze
-step with and without a deadline, and 16 FetchPush envs with the SB3 and gymnasium vector shapers.
+earlier versions: ``score()`` instead of the batch-1 path and ``info_subgoals=True``, the previous
+release's flattening), a PointMaze step with and without a deadline, and 16 FetchPush envs with the
+SB3 vector shaper (current and the previous release's step) and the gymnasium one.
 Each step splits into the inner env's time, the critic's time and the wrapper's own time, all
 measured inside the same step (a pass-through timer below the wrapper, a timer around the critic).
 
@@ -170,7 +171,7 @@ def _timed_wrappers():
 
 
 class _CriticClock:
-    """Adds up the time spent inside critic calls (``score`` / ``score_one``) of the critics it wraps."""
+    """Adds up the time spent inside critic calls (``score`` / ``score_one`` / ``score_rows``) of the critics it wraps."""
 
     ns = 0
 
@@ -178,7 +179,7 @@ class _CriticClock:
         import functools
 
         pc = time.perf_counter_ns
-        for name in ("score", "score_one"):
+        for name in ("score", "score_one", "score_rows"):
             fn = getattr(critic, name, None)
             if fn is None:
                 continue
@@ -193,6 +194,135 @@ class _CriticClock:
 
             setattr(critic, name, timed)
         return critic
+
+
+class _EarlierFlattener:
+    """The observation flattening of the previous release (one slice copy per key), kept here so
+    that the benchmark can put the earlier per-step work side by side with the current one."""
+
+    def __init__(self, layout):
+        self._fields = tuple((k, layout.slices[k], layout.sizes[k]) for k in layout.keys)
+        self._dim = layout.obs_dim
+        self._probe = np.full(layout.obs_dim, 1e-30, np.float32)
+
+    def __call__(self, obs, name="observation"):
+        import math
+
+        out = np.empty(self._dim, np.float32)
+        for k, sl, size in self._fields:
+            a = obs.get(k)
+            assert type(a) is np.ndarray and a.size == size and a.dtype.kind in "fiub"
+            out[sl] = a.reshape(-1)
+        assert math.isfinite(float(out.dot(self._probe)))
+        return out
+
+    def batch(self, obs, name="observation"):
+        import math
+
+        n = obs[self._fields[0][0]].shape[0]
+        out = np.empty((n, self._dim), np.float32)
+        for k, sl, size in self._fields:
+            a = obs.get(k)
+            assert type(a) is np.ndarray and a.ndim >= 1 and a.shape[0] == n and a.size == n * size \
+                and a.dtype.kind in "fiub"
+            out[:, sl] = a.reshape(n, size)
+        assert math.isfinite(float(out.dot(self._probe).sum()))
+        return out
+
+
+def _with_flattener(shaper):
+    """``shaper`` with the previous release's flattening."""
+    shaper._flatten = _EarlierFlattener(shaper.layout)
+    return shaper
+
+
+def _earlier_vec_shaper():
+    """``VecPRMRewardShaper`` with the previous release's ``step_wait`` (per-env ``info.update``
+    with keyword dicts, NaN masks every step) and flattening; pair it with a critic without
+    ``score_rows`` (the previous path through ``score()``)."""
+    from prm_critic.sb3 import VecPRMRewardShaper
+
+    _NO_ROWS = np.zeros(0, dtype=np.intp)
+
+    class EarlierVecShaper(VecPRMRewardShaper):
+        def __init__(self, *a, **k):
+            super().__init__(*a, **k)
+            self._flatten = _EarlierFlattener(self.layout)
+
+        def step_wait(self):
+            if not self._started:
+                raise RuntimeError("step: call reset() before step()")
+            obs, rews, dones, infos = self.venv.step_wait()
+            n = self.num_envs
+            x_now = self._flatten.batch(obs)
+            dones_b = np.asarray(dones, dtype=bool)
+            any_done = bool(dones_b.any())
+            done_idx = np.flatnonzero(dones_b) if any_done else _NO_ROWS
+            if any_done:
+                missing = [int(i) for i in done_idx if "terminal_observation" not in infos[i]]
+                if missing:
+                    raise KeyError(f"infos: done env(s) {missing} have no 'terminal_observation' (not an SB3 VecEnv?)")
+                x_term = np.stack([self._flatten(infos[i]["terminal_observation"],
+                                                   name=f"infos[{i}]['terminal_observation']") for i in done_idx])
+                batch = np.concatenate([x_now, x_term])
+            else:
+                batch = x_now
+            scores = self._caller(batch)  # the one critic call of this vector step
+            fell_back = scores is None
+            # steps without a done env (almost all of them) copy nothing: s' is the returned observation
+            x_next = x_now
+            if fell_back:
+                phi_now = phi_next = np.full(n, np.nan)
+            else:
+                phi_now = phi_next = scores[:n]
+            terminated = dones_b
+            if any_done:
+                x_next = x_now.copy()
+                x_next[done_idx] = batch[n:]
+                if not fell_back:
+                    phi_next = phi_now.copy()
+                    phi_next[done_idx] = scores[n:]
+                terminated = dones_b.copy()
+                for i in done_idx:
+                    terminated[i] = not infos[i].get("TimeLimit.truncated", False)
+            r = np.asarray(rews, dtype=np.float64)
+            phi = self._phi
+            h_next = self._holds(x_next)
+            if self.mode == "potential":
+                shaping = self.scale * (self.gamma * (np.where(terminated, 0.0, phi_next) if any_done else phi_next) - phi)
+            elif self.mode == "replace":
+                shaping = self.scale * phi_next - r
+            else:
+                shaping = np.zeros(n)
+                for i in range(n):
+                    new = [nm for nm, b in zip(self.evaluator.names, h_next[i]) if b and nm not in self._claimed[i]]
+                    self._claimed[i].update(new)
+                    shaping[i] = self.subgoal_bonus * len(new)
+            if self.mode != "subgoal":  # Phi unknown (a fallback now or at the previous step): no shaping
+                unknown = np.isnan(phi) | np.isnan(phi_next)
+                if unknown.any():
+                    shaping[unknown] = 0.0
+            new_rews = (r + shaping).astype(np.asarray(rews).dtype, copy=False)
+            # the rows handed out in the infos are views of this step's arrays, which are never written again
+            x_now.flags.writeable = False
+            x_next.flags.writeable = False
+            cols = zip(r.tolist(), phi.tolist(), phi_next.tolist(), shaping.tolist(), terminated.tolist(), self._x, x_next)
+            for info, (ri, pi, pni, si, ti, xi, xni) in zip(infos, cols):
+                info.update(prm_original_reward=ri, prm_phi=pi, prm_next_phi=pni, prm_shaping=si, prm_fallback=fell_back,
+                            prm_terminated=ti, prm_x=xi, prm_next_x=xni)
+            if self.info_subgoals:
+                for i in range(n):
+                    infos[i]["prm_subgoals"] = {nm: bool(b) for nm, b in zip(self.evaluator.names, h_next[i])}
+            # autoreset: Phi(s) of a done env is the score of its reset observation, claims start over
+            self._x = x_now
+            self._phi = phi_now
+            if len(done_idx) and self.mode == "subgoal":
+                h_now = self._holds(x_now[done_idx])
+                for j, i in enumerate(done_idx):
+                    self._claimed[i] = {nm for nm, b in zip(self.evaluator.names, h_now[j]) if b}
+            return obs, new_rews, dones, infos
+
+    return EarlierVecShaper
 
 
 def _find_timed(env):
@@ -301,6 +431,8 @@ def bench_shaper(args, paths, bar) -> dict:
         "FetchPush: PRMRewardShaper(OnnxCritic)": PRMRewardShaper(push_env(), critic, gamma=0.98),
         "FetchPush: DeadEndPruner(PRMRewardShaper(OnnxCritic))": DeadEndPruner(
             PRMRewardShaper(push_env(), critic, gamma=0.98), critic, threshold=0.0, patience=10),
+        "FetchPush: PRMRewardShaper(OnnxCritic) [earlier flattening: one copy per key]": _with_flattener(
+            PRMRewardShaper(push_env(), critic, gamma=0.98)),
         "FetchPush: PRMRewardShaper(OnnxCritic, info_subgoals=True)": PRMRewardShaper(
             push_env(), critic, gamma=0.98, spec=push, info_subgoals=True),
         "FetchPush: PRMRewardShaper(OnnxCritic via score(), info_subgoals=True) [earlier per-step work]":
@@ -318,6 +450,9 @@ def bench_shaper(args, paths, bar) -> dict:
         f"DummyVecEnv({n}): raw": (TimedVecEnv(DummyVecEnv([lambda: make_env(push)] * n)), "sb3"),
         f"DummyVecEnv({n}): VecPRMRewardShaper(OnnxCritic)": (
             VecPRMRewardShaper(TimedVecEnv(DummyVecEnv([lambda: make_env(push)] * n)), dyn, gamma=0.98), "sb3"),
+        f"DummyVecEnv({n}): VecPRMRewardShaper(OnnxCritic via score()) [earlier per-step work]": (
+            _earlier_vec_shaper()(TimedVecEnv(DummyVecEnv([lambda: make_env(push)] * n)), ScoreOnly(dyn),
+                                  gamma=0.98), "sb3"),
         f"make_vec({n}, sync): raw": (TimedVector(gym.make_vec(push, num_envs=n, vectorization_mode="sync")), "gym"),
         f"make_vec({n}, sync): PRMRewardShaperVector(OnnxCritic)": (
             PRMRewardShaperVector(TimedVector(gym.make_vec(push, num_envs=n, vectorization_mode="sync")), dyn,
@@ -352,7 +487,11 @@ def bench_shaper(args, paths, bar) -> dict:
 
 
 def bench_in_loop(args, paths, bar) -> dict:
-    """The critic right after a MuJoCo step (caches cold) vs called again at once (caches hot)."""
+    """The critic right after a MuJoCo step (caches cold) vs called again at once (caches hot), through
+    ``OnnxCritic.score_one(x, check=False)`` (the shaper's call) and a bare onnxruntime IOBinding run
+    of the same batch-1 model (what the runtime itself costs, without prm-critic's Python)."""
+    import onnxruntime as ort
+
     from prm_critic.onnx import OnnxCritic
     from prm_critic.robotics.make import make_env
 
@@ -362,27 +501,46 @@ def bench_in_loop(args, paths, bar) -> dict:
     rng = np.random.default_rng(1)
     obs, _ = env.reset(seed=0)
     pc = time.perf_counter_ns
-    cold: list[int] = []
-    hot: list[int] = []
+    sess = _cpu_session(ort, paths[1], args.spinning)
+    xin = np.zeros((1, 31), np.float32)
+    xout = np.zeros((1, 2), np.float32)
+    io = sess.io_binding()
+    io.bind_cpu_input("obs", xin)
+    io.bind_output("scores", "cpu", 0, np.float32, [1, 2], xout.ctypes.data)
+    times: dict[str, list[int]] = {k: [] for k in ("cold", "hot", "ort_cold", "ort_hot")}
     per_round = max(1, args.shaper_steps // args.rounds)
     for r in range(args.rounds + 1):
-        for _ in range(per_round):
+        for i in range(per_round):
             obs, _, term, trunc, _ = env.step(rng.uniform(-1, 1, 4))
             x = layout.flatten(obs)
-            t0 = pc()
-            critic.score_one(x)
-            t1 = pc()
-            critic.score_one(x)
-            t2 = pc()
+            if i % 2:  # alternate which path meets the cold caches
+                t0 = pc()
+                critic.score_one(x, check=False)
+                t1 = pc()
+                critic.score_one(x, check=False)
+                t2 = pc()
+                keys = ("cold", "hot")
+            else:
+                xin[0] = x
+                t0 = pc()
+                sess.run_with_iobinding(io)
+                t1 = pc()
+                sess.run_with_iobinding(io)
+                t2 = pc()
+                keys = ("ort_cold", "ort_hot")
             if r:  # round 0 is warm-up
-                cold.append(t1 - t0)
-                hot.append(t2 - t1)
+                times[keys[0]].append(t1 - t0)
+                times[keys[1]].append(t2 - t1)
             if term or trunc:
                 obs, _ = env.reset()
         if r and bar is not None:
             bar.update(1)
     env.close()
-    return {"after env.step (cold caches)": (_pcts(cold), len(cold)), "repeated at once (hot caches)": (_pcts(hot), len(hot))}
+    names = {"cold": "OnnxCritic.score_one after env.step (cold caches)",
+             "hot": "OnnxCritic.score_one repeated at once (hot caches)",
+             "ort_cold": "onnxruntime IOBinding run after env.step (cold caches)",
+             "ort_hot": "onnxruntime IOBinding run repeated at once (hot caches)"}
+    return {names[k]: (_pcts(v), len(v)) for k, v in times.items()}
 
 
 def bench_gpu(args, paths) -> tuple[list[dict], str]:
@@ -442,7 +600,9 @@ def render(raw: dict) -> str:
     if in_loop is not None:
         lines += ["## The critic inside a control loop (µs per `OnnxCritic.score_one`, batch-1 export)", "",
                   "A MuJoCo step evicts the critic's weights (~290 KB) from the core's caches; the first call after "
-                  "`env.step` pays for reloading them. This is the figure that matters in a control loop.", "",
+                  "`env.step` pays for reloading them. This is the figure that matters in a control loop. The bare "
+                  "onnxruntime run of the same model (steps alternate between the two) shows how much of the cold "
+                  "cost is the runtime's own.", "",
                   "| call | p50 | p99 | p99.9 | calls |", "|---|---:|---:|---:|---:|"]
         for k, ((p50, p99, p999), n) in in_loop.items():
             lines.append(f"| {k} | {p50:.1f} | {p99:.1f} | {p999:.1f} | {n} |")
@@ -498,6 +658,12 @@ def _render_shaper(sh: dict) -> list[str]:
                   f"step) costs {o['self_p50']:.1f} µs = {_pct(o['self_p50'], raw['p50'])} (critic "
                   f"{o['critic_p50']:.1f} µs, wrapper {o['wrapper_p50']:.1f} µs), so the default path takes "
                   f"{100 * (1 - cur['self_p50'] / o['self_p50']):.0f}% less time."]
+    flat_old = next((k for k in single if k.endswith("[earlier flattening: one copy per key]")), None)
+    if flat_old is not None:
+        f = single[flat_old]
+        lines += [f"With the previous release's flattening (one copy per key) the wrapper's own work is "
+                  f"{f['wrapper_p50']:.1f} µs against {cur['wrapper_p50']:.1f} µs now (self {f['self_p50']:.1f} µs = "
+                  f"{_pct(f['self_p50'], raw['p50'])})."]
     lines += ["Deadline variants fell back "
               + ", ".join(f"{v} times ({k.split(':')[0]})" for k, v in sh["deadline_fallbacks"].items())
               + " (critic later than 5 ms).", ""]
@@ -518,7 +684,16 @@ def _render_shaper(sh: dict) -> list[str]:
     lines += ["", f"Goal: `VecPRMRewardShaper` <= 3 µs per env-step over {n} envs: "
               f"**{'met' if per <= 3 else 'not met'}** with the critic call ({per:.2f} µs: critic "
               f"{vec[vk]['critic_p50'] / n:.2f} µs, wrapper {wper:.2f} µs); the wrapper's own work alone: "
-              f"**{'met' if wper <= 3 else 'not met'}** ({wper:.2f} µs).", ""]
+              f"**{'met' if wper <= 3 else 'not met'}** ({wper:.2f} µs)."]
+    vold = next((k for k in vec if k.startswith(f"DummyVecEnv({n})") and k.endswith("[earlier per-step work]")), None)
+    if vold is not None:
+        o = vec[vold]
+        lines += [f"The earlier per-step work (the previous release's `step_wait` and flattening, the critic through "
+                  f"`score()`) costs {o['self_p50'] / n:.2f} µs per env-step (critic {o['critic_p50'] / n:.2f} µs, "
+                  f"wrapper {o['wrapper_p50'] / n:.2f} µs), so the current path takes "
+                  f"{100 * (1 - vec[vk]['self_p50'] / o['self_p50']):.0f}% less time "
+                  f"({100 * (1 - vec[vk]['wrapper_p50'] / o['wrapper_p50']):.0f}% less wrapper work)."]
+    lines += [""]
     return lines
 
 

@@ -234,6 +234,34 @@ def test_batch1_fast_path_still_validates(models):
     assert c.score(ok).progress[0] == pytest.approx(float(_ref(models["net"], ok)[0, 0]), rel=1e-4)
 
 
+def test_score_rows_is_score_as_one_array(models):
+    """score_rows (the vector shapers' path) gives score()'s exact values as a (B, 2) float32 array;
+    with check=True it validates like score(), check=False leaves validation to the caller."""
+    rng = np.random.default_rng(5)
+    for key in ("push", "push_b1"):
+        for io_binding in (True, False):
+            c = OnnxCritic(models[key], provider="cpu", io_binding=io_binding, allow_spinning=False)
+            for b in (0, 1, 3, 16, 16):
+                x = rng.standard_normal((b, 31)).astype(np.float32)
+                s = c.score(x)
+                for check in (True, False):
+                    out = c.score_rows(x, check=check)
+                    assert out.dtype == np.float32 and out.shape == (b, 2)
+                    assert out[:, 0].tobytes() == s.progress.tobytes() and out[:, 1].tobytes() == s.success.tobytes()
+                if b:  # a fresh array each call: the caller may keep it
+                    first = c.score_rows(x)
+                    c.score_rows(x + 1)
+                    assert first.tobytes() == c.score_rows(x).tobytes()
+    c = OnnxCritic(models["push"], provider="cpu")
+    x = np.zeros((2, 31), np.float32)
+    x[1, 4] = np.inf
+    with pytest.raises(ValueError, match=r"x: expected finite values, got inf at index \(1, 4\)"):
+        c.score_rows(x)
+    with pytest.raises(ValueError, match=r"x: expected shape \(B, 31\), got shape \(2, 30\)"):
+        c.score_rows(np.zeros((2, 30)))
+    assert c.score_rows(x, check=False).shape == (2, 2)  # unchecked: no error, the caller validated its rows
+
+
 def test_runtime_does_not_import_torch(models):
     """A deploy box needs onnxruntime and numpy, not torch."""
     import subprocess

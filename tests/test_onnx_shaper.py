@@ -82,13 +82,21 @@ def test_onnx_critic_in_vec_shaper(exported):
     net, paths = exported
     critic = OnnxCritic(paths["dynamic"], provider="cpu")
     calls = []
+    score_calls = []
+    score_rows = critic.score_rows
     score = critic.score
 
-    def counting(x):
+    def counting(x, *, check=True):
+        assert check is False  # the shaper validated the batch: the critic does not check it again
         calls.append(len(x))
+        return score_rows(x, check=check)
+
+    def counting_score(x):
+        score_calls.append(len(x))
         return score(x)
 
-    critic.score = counting
+    critic.score_rows = counting
+    critic.score = counting_score
     venv = VecPRMRewardShaper(DummyVecEnv([lambda: make_env("FetchPush-v4")] * 3), critic, gamma=GAMMA)
     try:
         venv.seed(0)
@@ -102,6 +110,7 @@ def test_onnx_critic_in_vec_shaper(exported):
                     ref = net(torch.from_numpy(np.stack([info["prm_x"], info["prm_next_x"]]))).numpy()[:, 0]
                 assert info["prm_phi"] == pytest.approx(ref[0], rel=1e-4, abs=1e-5)
                 assert info["prm_next_phi"] == pytest.approx(ref[1], rel=1e-4, abs=1e-5)
-        assert len(calls) == 52 and set(calls) >= {3} and max(calls) > 3
+        # one batch call per vector step, through the unchecked batch path
+        assert len(calls) == 52 and set(calls) >= {3} and max(calls) > 3 and score_calls == []
     finally:
         venv.close()

@@ -139,3 +139,47 @@ def test_vec_twin_argument_errors():
     shaped.reset()
     with pytest.raises(ValueError, match=r"infos\[0\]\['terminal_observation'\]: expected finite values, got nan at obs\[0\]"):
         shaped.step(np.zeros((1, 1), np.float32))
+
+
+def test_obs_flattener_paths_agree_and_still_check():
+    """The wrappers' per-step flattening (one joined cast on the fast path, one copy per key for a key
+    of the right size in another shape) gives the bytes of flatten_checked on every input form, and
+    non-finite values, wrong sizes or dtypes still raise naming the key (and the batch row)."""
+    from prm_critic.wrappers._common import ObsFlattener, flatten_checked
+
+    lay = CriticInputLayout(keys=("a", "b"), sizes={"a": 3, "b": 2})
+    f = ObsFlattener(lay)
+    rng = np.random.default_rng(0)
+    a64, b64 = rng.standard_normal(3), rng.standard_normal(2)
+    singles = [{"a": a64, "b": b64}, {"a": a64.astype(np.float32), "b": np.arange(2)},
+               {"a": a64.reshape(1, 3), "b": b64}, {"a": a64.reshape(3, 1), "b": np.array([True, False])}]
+    for obs in singles:
+        ref = flatten_checked(lay, obs)
+        got = f(obs)
+        assert got.dtype == np.float32 and got.shape == (5,) and got.tobytes() == ref.tobytes()
+        assert got is not f(obs) and got.flags.writeable  # a fresh array per call (infos keep it)
+    A, B = rng.standard_normal((4, 3)), rng.standard_normal((4, 2))
+    assert f.batch({"a": A[:0], "b": B[:0]}).shape == (0, 5)
+    for obs in ({"a": A, "b": B}, {"a": A.reshape(4, 1, 3), "b": B.astype(np.float32)}):
+        ref = flatten_checked(lay, obs, batched=True)
+        got = f.batch(obs)
+        assert got.dtype == np.float32 and got.shape == ref.shape and got.tobytes() == ref.tobytes()
+    box = ObsFlattener(CriticInputLayout(keys=("obs",), sizes={"obs": 6}))
+    for obs in (rng.standard_normal(6), rng.standard_normal((2, 3)), np.arange(6)):
+        assert box(obs).tobytes() == np.asarray(obs, np.float32).reshape(-1).tobytes()
+    assert box.batch(np.asfortranarray(rng.standard_normal((4, 6)))).shape == (4, 6)
+    bad = {"a": a64.copy(), "b": b64}
+    bad["a"][2] = np.inf
+    with pytest.raises(ValueError, match=r"observation: expected finite values, got inf at a\[2\]"):
+        f(bad)
+    with np.errstate(over="ignore"), \
+            pytest.raises(ValueError, match=r"observation: expected finite values, got inf at a\[0\]"):
+        f({"a": np.array([1e39, 0.0, 0.0]), "b": b64})  # finite in float64, inf as the critic's float32
+    Bn = B.copy()
+    Bn[3, 1] = np.nan
+    with pytest.raises(ValueError, match=r"observation: expected finite values, got nan at b\[1\] \(batch row 3\)"):
+        f.batch({"a": A, "b": Bn})
+    with pytest.raises(ValueError, match=r"observation\['b'\]: expected 2 values per step"):
+        f({"a": a64, "b": np.zeros(3)})
+    with pytest.raises(TypeError, match=r"observation\['a'\]: expected a real-valued numeric array, got dtype <U1"):
+        f({"a": np.array(["x"] * 3), "b": b64})

@@ -212,7 +212,7 @@ class LocalLLMServer:
             raise validate.ArgumentError(f"port: expected an int in [1, 65535] or None, got {port!r}")
         self.n_parallel = validate.positive_int("n_parallel", n_parallel)
         self.model = validate.check_str("model_alias", model_alias, allow_none=True) or self.model_path.stem
-        self.startup_timeout: float = validate.check_number("startup_timeout", startup_timeout, low=0.1)  # type: ignore[assignment]
+        self.startup_timeout: float = validate.check_number("startup_timeout", startup_timeout, low=0.1)
         self.verbose = validate.check_flag("verbose", verbose)
         self.host = LOOPBACK
         self._server: Any = None

@@ -2,7 +2,8 @@
 
 ``OnnxCritic(path).score(x)`` with ``x`` float32 ``(B, obs_dim)`` returns :class:`StepScores` with
 ``progress`` and ``success`` of shape ``(B,)``; ``score_one(x)`` with ``x`` ``(obs_dim,)`` returns
-``(progress, success)`` as two floats, the control-loop fast path.
+``(progress, success)`` as two floats, the control-loop fast path, and ``score_rows(x)`` the
+``(B, 2)`` float32 scores of a batch (the vector wrappers' path).
 
 Latency settings (CPU): one intra-op and one inter-op thread, sequential execution, all graph
 optimisations, and IOBinding to preallocated numpy buffers (no per-call allocation of inputs or
@@ -315,7 +316,7 @@ class OnnxCritic(StateCritic):
         self._one_shape = (1, self.obs_dim)
         self._in1 = np.zeros((1, self.obs_dim), np.float32)
         self._out1 = np.zeros((1, 2), np.float32)
-        self._bindings: dict[int, tuple[Any, np.ndarray, np.ndarray]] = {}
+        self._bindings: dict[int, tuple[Callable[[], Any], np.ndarray, np.ndarray]] = {}
         self._row, self._out_row = self._in1[0], self._out1[0]
         self._d_shape = (self.obs_dim,)
         self._probe = np.full(self.obs_dim, 1e-30, np.float32)
@@ -423,7 +424,7 @@ class OnnxCritic(StateCritic):
         if sess is None or native is None or not hasattr(sess, "run_with_iobinding"):
             return lambda: self.session.run_with_iobinding(io)
         run = sess.run_with_iobinding
-        return lambda: run(native, None)
+        return lambda _io=io: run(native, None)  # _io: the binding lives as long as its runner
 
     def _binding_for(self, b: int):
         entry = self._bindings.get(b)
@@ -435,7 +436,7 @@ class OnnxCritic(StateCritic):
             io = self.session.io_binding()
             io.bind_cpu_input(self._in_name, xin)
             io.bind_output(self._out_name, "cpu", 0, np.float32, [b, 2], xout.ctypes.data)
-            entry = (io, xin, xout)
+            entry = (self._direct_runner(io), xin, xout)
             self._bindings[b] = entry
         return entry
 
@@ -497,10 +498,25 @@ class OnnxCritic(StateCritic):
                     out = self._out1.copy()
                     return StepScores(out[:, 0], out[:, 1])
             # non-finite input: fall through for the full check and its error message
-        x = as_obs_batch(steps, self.obs_dim, name="steps")
+        out = self._score_rows(as_obs_batch(steps, self.obs_dim, name="steps"))
+        return StepScores(out[:, 0], out[:, 1])
+
+    def score_rows(self, x: Any, *, check: bool = True) -> np.ndarray:
+        """Score a batch ``x`` of shape ``(B, obs_dim)``; returns a fresh float32 array ``(B, 2)`` whose
+        columns are ``progress`` and ``success`` (the same values as :meth:`score`).
+
+        The batch twin of :meth:`score_one` for the vector wrappers: ``check=False`` skips the shape,
+        dtype and finiteness checks for a caller that has already validated ``x`` (a float32 ``(B,
+        obs_dim)`` array); a non-finite ``x`` then gives non-finite scores instead of an error.
+        """
+        if check:
+            x = as_obs_batch(x, self.obs_dim, name="x")
+        return self._score_rows(x)
+
+    def _score_rows(self, x: np.ndarray) -> np.ndarray:
         b = x.shape[0]
         if b == 0:
-            return StepScores(np.zeros(0, np.float32), np.zeros(0, np.float32))
+            return np.zeros((0, 2), np.float32)
         with self._lock:
             if b == 1 or self.batch == 1:
                 out = np.empty((b, 2), np.float32)
@@ -509,13 +525,13 @@ class OnnxCritic(StateCritic):
                     self._run_one()
                     out[i] = self._out1[0]
             elif self.io_binding:
-                io, xin, xout = self._binding_for(b)
+                run, xin, xout = self._binding_for(b)
                 xin[...] = x
-                self.session.run_with_iobinding(io)
+                run()
                 out = xout.copy()
             else:
                 out = self.session.run([self._out_name], {self._in_name: np.ascontiguousarray(x)})[0]
-        return StepScores(out[:, 0], out[:, 1])
+        return out
 
     # ------------------------------------------------------------------ metadata / env
     @property

@@ -49,7 +49,9 @@ class VecPRMRewardShaper(ShaperBase, vec_env.VecEnvWrapper):
 
     The critic is called ONCE per vector step on a batch ``(n_envs + n_done, D)``: every env's
     returned observation (the reset observation for done envs) plus the terminal observations.
-    Each env's ``Phi(s)`` is kept across steps and replaced by ``Phi(reset obs)`` at autoreset.
+    The batch is validated once, here (NaN/inf, sizes, dtypes, naming the key and env); a critic with
+    a batch path ``score_rows(x, check=False)`` (:class:`~prm_critic.onnx.OnnxCritic`) is not asked
+    to validate it again. Each env's ``Phi(s)`` is kept across steps and replaced by ``Phi(reset obs)`` at autoreset.
     ``infos[i]`` gets the same ``prm_*`` keys as the single-env shaper (``prm_x`` / ``prm_next_x``
     are read-only rows of the step's batch; ``prm_subgoals`` only with ``info_subgoals=True``). With ``deadline_s`` a late
     or failed call gives zero shaping for the whole step and unknown ``Phi`` (zero shaping next step
@@ -95,7 +97,10 @@ class VecPRMRewardShaper(ShaperBase, vec_env.VecEnvWrapper):
         self._flatten = ObsFlattener(self.layout)
         n = self.num_envs
         self._x = np.zeros((n, self.layout.obs_dim), dtype=np.float32)
-        self._phi = np.full(n, np.nan)
+        self._x_rows: list[np.ndarray] = list(self._x)
+        self._nan = np.full(n, np.nan)
+        self._nan.flags.writeable = False
+        self._phi = self._nan  # Phi(s) of every env: all NaN (unknown) or all scores, never a mix
         self._claimed: list[set[str]] = [set() for _ in range(n)]
         self._started = False
 
@@ -106,8 +111,10 @@ class VecPRMRewardShaper(ShaperBase, vec_env.VecEnvWrapper):
         obs = self.venv.reset()
         x = self._flatten.batch(obs)
         phi = self._caller(x)
+        x.flags.writeable = False
         self._x = x
-        self._phi = np.full(self.num_envs, np.nan) if phi is None else phi
+        self._x_rows = list(x)
+        self._phi = self._nan if phi is None else phi
         h = self._holds(x) if self.mode == "subgoal" else None
         self._claimed = [set() if h is None else {n for n, b in zip(self.evaluator.names, h[i]) if b}
                          for i in range(self.num_envs)]
@@ -120,27 +127,16 @@ class VecPRMRewardShaper(ShaperBase, vec_env.VecEnvWrapper):
         obs, rews, dones, infos = self.venv.step_wait()
         n = self.num_envs
         x_now = self._flatten.batch(obs)
-        dones_b = np.asarray(dones, dtype=bool)
-        any_done = bool(dones_b.any())
+        dones_b = dones if type(dones) is np.ndarray and dones.dtype == np.bool_ else np.asarray(dones, dtype=bool)
+        any_done = np.count_nonzero(dones_b) > 0
         done_idx = np.flatnonzero(dones_b) if any_done else _NO_ROWS
-        if any_done:
-            missing = [int(i) for i in done_idx if "terminal_observation" not in infos[i]]
-            if missing:
-                raise KeyError(f"infos: done env(s) {missing} have no 'terminal_observation' (not an SB3 VecEnv?)")
-            x_term = np.stack([self._flatten(infos[i]["terminal_observation"],
-                                               name=f"infos[{i}]['terminal_observation']") for i in done_idx])
-            batch = np.concatenate([x_now, x_term])
-        else:
-            batch = x_now
+        batch = np.concatenate([x_now, self._terminal_rows(infos, done_idx)]) if any_done else x_now
         scores = self._caller(batch)  # the one critic call of this vector step
         fell_back = scores is None
         # steps without a done env (almost all of them) copy nothing: s' is the returned observation
-        x_next = x_now
-        if fell_back:
-            phi_now = phi_next = np.full(n, np.nan)
-        else:
+        x_next, phi_now, phi_next, terminated = x_now, None, None, dones_b
+        if not fell_back:
             phi_now = phi_next = scores[:n]
-        terminated = dones_b
         if any_done:
             x_next = x_now.copy()
             x_next[done_idx] = batch[n:]
@@ -151,41 +147,79 @@ class VecPRMRewardShaper(ShaperBase, vec_env.VecEnvWrapper):
             for i in done_idx:
                 terminated[i] = not infos[i].get("TimeLimit.truncated", False)
         r = np.asarray(rews, dtype=np.float64)
-        phi = self._phi
         h_next = self._holds(x_next)
-        if self.mode == "potential":
-            shaping = self.scale * (self.gamma * (np.where(terminated, 0.0, phi_next) if any_done else phi_next) - phi)
-        elif self.mode == "replace":
-            shaping = self.scale * phi_next - r
-        else:
+        shaping = self._shaping(r, phi_next, terminated, any_done, h_next)
+        new_rews = (r + shaping).astype(np.asarray(rews).dtype, copy=False)
+        self._publish(infos, r, phi_next, shaping, terminated, fell_back, x_now, x_next, h_next)
+        # autoreset: Phi(s) of a done env is the score of its reset observation, claims start over
+        self._x = x_now
+        self._phi = self._nan if fell_back else phi_now
+        if any_done and self.mode == "subgoal":
+            h_now = self._holds(x_now[done_idx])
+            for j, i in enumerate(done_idx):
+                self._claimed[i] = {nm for nm, b in zip(self.evaluator.names, h_now[j]) if b}
+        return obs, new_rews, dones, infos
+
+    def _terminal_rows(self, infos, done_idx: np.ndarray) -> np.ndarray:
+        """Critic inputs ``(n_done, D)`` of the done envs' ``infos[i]["terminal_observation"]``."""
+        missing = [int(i) for i in done_idx if "terminal_observation" not in infos[i]]
+        if missing:
+            raise KeyError(f"infos: done env(s) {missing} have no 'terminal_observation' (not an SB3 VecEnv?)")
+        return np.stack([self._flatten(infos[i]["terminal_observation"], name=f"infos[{i}]['terminal_observation']")
+                         for i in done_idx])
+
+    def _shaping(self, r: np.ndarray, phi_next: np.ndarray | None, terminated: np.ndarray, any_done: bool,
+                 h_next: np.ndarray | None) -> np.ndarray:
+        """The shaping term ``(n,)`` of this step; 0 where ``Phi`` is unknown (``phi_next`` is ``None``
+        when this step's call fell back, ``self._phi`` is all NaN when the previous one did)."""
+        n = self.num_envs
+        phi = self._phi
+        if self.mode == "subgoal":
             shaping = np.zeros(n)
             for i in range(n):
                 new = [nm for nm, b in zip(self.evaluator.names, h_next[i]) if b and nm not in self._claimed[i]]
                 self._claimed[i].update(new)
                 shaping[i] = self.subgoal_bonus * len(new)
-        if self.mode != "subgoal":  # Phi unknown (a fallback now or at the previous step): no shaping
-            unknown = np.isnan(phi) | np.isnan(phi_next)
-            if unknown.any():
-                shaping[unknown] = 0.0
-        new_rews = (r + shaping).astype(np.asarray(rews).dtype, copy=False)
-        # the rows handed out in the infos are views of this step's arrays, which are never written again
+            return shaping
+        if phi_next is None or phi is self._nan:  # a fallback now or at the previous step: no shaping
+            return np.zeros(n)
+        if self.mode == "potential":  # scale * (gamma * Phi'(s') - Phi(s)), in place
+            shaping = self.gamma * (np.where(terminated, 0.0, phi_next) if any_done else phi_next)
+            shaping -= phi
+            if self.scale != 1.0:
+                shaping *= self.scale
+        else:  # replace
+            shaping = self.scale * phi_next
+            shaping -= r
+        return shaping
+
+    def _publish(self, infos, r, phi_next, shaping, terminated, fell_back, x_now, x_next, h_next) -> None:
+        """Write this step's ``prm_*`` keys into every env's info dict."""
+        n = self.num_envs
+        phi_next = self._nan if phi_next is None else phi_next
+        # the rows handed out in the infos are views of this step's arrays, which are never written again;
+        # the rows of x_now are handed out once more as the next step's prm_x
         x_now.flags.writeable = False
-        x_next.flags.writeable = False
-        cols = zip(r.tolist(), phi.tolist(), phi_next.tolist(), shaping.tolist(), terminated.tolist(), self._x, x_next)
-        for info, (ri, pi, pni, si, ti, xi, xni) in zip(infos, cols):
-            info.update(prm_original_reward=ri, prm_phi=pi, prm_next_phi=pni, prm_shaping=si, prm_fallback=fell_back,
-                        prm_terminated=ti, prm_x=xi, prm_next_x=xni)
+        now_rows = list(x_now)
+        if x_next is x_now:
+            next_rows = now_rows
+        else:
+            x_next.flags.writeable = False
+            next_rows = list(x_next)
+        for info, ri, pi, pni, si, ti, xi, xni in zip(infos, r.tolist(), self._phi.tolist(), phi_next.tolist(),
+                                                      shaping.tolist(), terminated.tolist(), self._x_rows, next_rows):
+            info["prm_original_reward"] = ri
+            info["prm_phi"] = pi
+            info["prm_next_phi"] = pni
+            info["prm_shaping"] = si
+            info["prm_fallback"] = fell_back
+            info["prm_terminated"] = ti
+            info["prm_x"] = xi
+            info["prm_next_x"] = xni
         if self.info_subgoals:
             for i in range(n):
                 infos[i]["prm_subgoals"] = {nm: bool(b) for nm, b in zip(self.evaluator.names, h_next[i])}
-        # autoreset: Phi(s) of a done env is the score of its reset observation, claims start over
-        self._x = x_now
-        self._phi = phi_now
-        if len(done_idx) and self.mode == "subgoal":
-            h_now = self._holds(x_now[done_idx])
-            for j, i in enumerate(done_idx):
-                self._claimed[i] = {nm for nm, b in zip(self.evaluator.names, h_now[j]) if b}
-        return obs, new_rews, dones, infos
+        self._x_rows = now_rows
 
     def close(self) -> None:
         self._caller.close()

@@ -384,39 +384,68 @@ def flatten_checked(layout: CriticInputLayout, obs: Any, *, batched: bool = Fals
 class ObsFlattener:
     """One validated pass from an observation to its float32 critic input ``(D,)``.
 
-    The per-step path of the wrappers: each key is copied into its slice of a fresh ``(D,)`` array
-    and the whole row is checked finite with one dot product (``x . 1e-30`` is finite for any finite
-    row and inf/NaN as soon as one entry is). Anything unusual (a missing key, a list, a wrong size
-    or dtype, NaN/inf) goes through :func:`flatten_checked`, which raises the error naming the key.
-    The critic receives a row that is already checked and does not check it again.
+    The per-step path of the wrappers: when every key is a numeric ndarray of the expected shape
+    (``(size,)``, or ``(B, size)`` for :meth:`batch`), the keys are joined and cast to float32 by one
+    ``np.concatenate`` into a fresh array, and the whole result is checked finite with one dot
+    product (``x . 1e-30`` is finite for any finite float32 row and inf/NaN as soon as one entry is).
+    A key of the right size in another shape is copied into its slice. Anything unusual (a missing
+    key, a list, a wrong size or dtype, NaN/inf) goes through :func:`flatten_checked`, which raises
+    the error naming the key. The critic receives a row that is already checked and does not check
+    it again.
     """
 
-    __slots__ = ("layout", "_fields", "_dim", "_probe", "_box")
+    __slots__ = ("layout", "_fields", "_keys", "_shapes", "_dim", "_probe", "_probes", "_box", "_box_shape")
 
     def __init__(self, layout: CriticInputLayout):
         self.layout = layout
         self._fields = tuple((k, layout.slices[k], layout.sizes[k]) for k in layout.keys)
+        self._keys = tuple(layout.keys)
+        self._shapes = tuple((k, (layout.sizes[k],)) for k in layout.keys)
         self._dim = layout.obs_dim
         self._probe = np.full(layout.obs_dim, 1e-30, np.float32)
+        self._probes: dict[int, np.ndarray] = {}  # batch size -> flat probe of B * D entries
         self._box = layout.keys == ("obs",)
+        self._box_shape = (layout.obs_dim,)
 
     def __call__(self, obs: Any, name: str = "observation") -> np.ndarray:
-        out = np.empty(self._dim, np.float32)
         if self._box:
             if type(obs) is not np.ndarray or obs.size != self._dim or obs.dtype.kind not in "fiub":
                 return flatten_checked(self.layout, obs, name=name)
-            out[:] = obs.reshape(-1)
+            out = obs.astype(np.float32) if obs.shape == self._box_shape \
+                else obs.astype(np.float32, order="C").reshape(-1)
         else:
             if not isinstance(obs, dict):
                 return flatten_checked(self.layout, obs, name=name)
-            for k, sl, size in self._fields:
+            parts = []
+            for k, shape in self._shapes:
                 a = obs.get(k)
-                if type(a) is not np.ndarray or a.size != size or a.dtype.kind not in "fiub":
-                    return flatten_checked(self.layout, obs, name=name)
-                out[sl] = a.reshape(-1)
-        if not math.isfinite(float(out.dot(self._probe))):
+                if type(a) is not np.ndarray or a.shape != shape or a.dtype.kind not in "fiub":
+                    return self._slow(obs, name)
+                parts.append(a)
+            out = np.concatenate(parts, dtype=np.float32, casting="unsafe")
+        if not math.isfinite(out.dot(self._probe)):
             return flatten_checked(self.layout, obs, name=name)  # raises, naming the key
         return out
+
+    def _slow(self, obs: Mapping, name: str) -> np.ndarray:
+        """A key of the right size in another shape (e.g. ``(1, size)``): copied into its slice;
+        anything else raises through :func:`flatten_checked`."""
+        out = np.empty(self._dim, np.float32)
+        for k, sl, size in self._fields:
+            a = obs.get(k)
+            if type(a) is not np.ndarray or a.size != size or a.dtype.kind not in "fiub":
+                return flatten_checked(self.layout, obs, name=name)
+            out[sl] = a.reshape(-1)
+        if not math.isfinite(out.dot(self._probe)):
+            return flatten_checked(self.layout, obs, name=name)
+        return out
+
+    def _finite(self, out: np.ndarray) -> bool:
+        n = out.shape[0]
+        probe = self._probes.get(n)
+        if probe is None:
+            probe = self._probes[n] = np.full(n * self._dim, 1e-30, np.float32)
+        return math.isfinite(out.reshape(-1).dot(probe))
 
     def batch(self, obs: Any, name: str = "observation") -> np.ndarray:
         """Critic inputs ``(B, D)`` of a batch of observations (vector envs), same checks."""
@@ -424,21 +453,28 @@ class ObsFlattener:
             if type(obs) is not np.ndarray or obs.ndim < 1 or obs.dtype.kind not in "fiub" \
                     or obs.size != obs.shape[0] * self._dim:
                 return flatten_checked(self.layout, obs, batched=True, name=name)
-            out = np.empty((obs.shape[0], self._dim), np.float32)
-            out[:] = obs.reshape(obs.shape[0], -1)
+            out = obs.astype(np.float32, order="C").reshape(obs.shape[0], self._dim)
         else:
             if not isinstance(obs, dict):
                 return flatten_checked(self.layout, obs, batched=True, name=name)
-            first = obs.get(self._fields[0][0])
+            first = obs.get(self._keys[0])
             n = first.shape[0] if type(first) is np.ndarray and first.ndim else -1
-            out = np.empty((max(n, 0), self._dim), np.float32)
-            for k, sl, size in self._fields:
+            parts = []
+            join = True
+            for k, _sl, size in self._fields:
                 a = obs.get(k)
                 if type(a) is not np.ndarray or a.ndim < 1 or a.shape[0] != n or a.size != n * size \
                         or a.dtype.kind not in "fiub":
                     return flatten_checked(self.layout, obs, batched=True, name=name)
-                out[:, sl] = a.reshape(n, size)
-        if not math.isfinite(float(out.dot(self._probe).sum())):
+                join = join and a.ndim == 2
+                parts.append(a)
+            if join:
+                out = np.concatenate(parts, axis=1, dtype=np.float32, casting="unsafe")
+            else:
+                out = np.empty((max(n, 0), self._dim), np.float32)
+                for a, (_k, sl, size) in zip(parts, self._fields):
+                    out[:, sl] = a.reshape(n, size)
+        if out.size and not self._finite(out):
             return flatten_checked(self.layout, obs, batched=True, name=name)  # raises, naming key and row
         return out
 
@@ -498,17 +534,17 @@ class _Worker:
             pass
 
 
-def _batch1_entry(critic: BaseCritic):
-    """``(score_one, takes_check)`` when the critic has a batch-1 path ``score_one(x) ->
-    (progress, success)``, else ``(None, False)``."""
-    fn = getattr(critic, "score_one", None)
+def _fast_entry(critic: BaseCritic, name: str):
+    """``critic.<name>`` (``score_one`` or ``score_rows``) told not to re-check its input (``check=False``)
+    when it takes that keyword, or ``None`` when the critic has no such method."""
+    fn = getattr(critic, name, None)
     if not callable(fn):
-        return None, False
+        return None
     try:
         params = inspect.signature(fn).parameters
     except (TypeError, ValueError):  # pragma: no cover - builtins without a signature
-        return fn, False
-    return fn, "check" in params
+        return fn
+    return functools.partial(fn, check=False) if "check" in params else fn
 
 
 class CriticCaller:
@@ -518,10 +554,11 @@ class CriticCaller:
     non-finite output, or the worker still busy with a late call). Without a deadline, errors
     propagate.
 
-    :meth:`one` uses the critic's batch-1 path ``score_one(x)`` when it has one (an
-    :class:`~prm_critic.onnx.OnnxCritic`: preallocated, bound buffers), else ``score(x[None])``.
-    Rows given to :meth:`one` are validated by the caller (:class:`ObsFlattener`); a critic whose
-    ``score_one`` takes ``check=`` is told not to validate them again.
+    :meth:`one` uses the critic's batch-1 path ``score_one(x) -> (progress, success)`` when it has
+    one (an :class:`~prm_critic.onnx.OnnxCritic`: preallocated, bound buffers), else
+    ``score(x[None])``; ``__call__`` uses ``score_rows(x) -> (B, 2)`` when the critic has it, else
+    ``score(x)``. Rows given to either are validated by the caller (:class:`ObsFlattener`); a critic
+    whose fast path takes ``check=`` is told not to validate them again.
     """
 
     def __init__(self, critic: BaseCritic, head: str, deadline_s: float | None):
@@ -534,18 +571,25 @@ class CriticCaller:
         #: after :meth:`one`; ``None`` after a fallback
         self.last_heads: dict[str, Any] | None = None
         self._worker: _Worker | None = None
-        self._score_one, takes_check = _batch1_entry(critic)
-        if self._score_one is not None and takes_check:
-            self._score_one = functools.partial(self._score_one, check=False)
+        self._score_one = _fast_entry(critic, "score_one")
+        self._score_rows = _fast_entry(critic, "score_rows")
+        self._col = HEADS.index(head)
 
     def _run(self, x: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        scores = self.critic.score(x)
-        v = np.asarray(scores.get(self.head), dtype=np.float64).reshape(-1)
-        if v.shape != (x.shape[0],):
-            raise ValueError(f"critic: head {self.head!r} returned shape {v.shape}, expected ({x.shape[0]},)")
-        if not np.isfinite(v).all():
+        if self._score_rows is not None:
+            out = np.asarray(self._score_rows(x), dtype=np.float64)
+            if out.shape != (x.shape[0], 2):
+                raise ValueError(f"critic: score_rows returned shape {out.shape}, expected ({x.shape[0]}, 2)")
+            v = out[:, self._col]
+            heads = {"progress": out[:, 0], "success": out[:, 1]}
+        else:
+            scores = self.critic.score(x)
+            v = np.asarray(scores.get(self.head), dtype=np.float64).reshape(-1)
+            if v.shape != (x.shape[0],):
+                raise ValueError(f"critic: head {self.head!r} returned shape {v.shape}, expected ({x.shape[0]},)")
+            heads = {h: np.asarray(scores.get(h), dtype=np.float64).reshape(-1) for h in HEADS}
+        if not math.isfinite(v.sum()) and not np.isfinite(v).all():
             raise ValueError(f"critic: head {self.head!r} returned non-finite scores {v}")
-        heads = {h: np.asarray(scores.get(h), dtype=np.float64).reshape(-1) for h in HEADS}
         return v, heads
 
     def _run_one(self, x: np.ndarray) -> tuple[float, dict[str, float]]:
@@ -566,19 +610,27 @@ class CriticCaller:
     def __call__(self, x: np.ndarray) -> np.ndarray | None:
         """Scores ``(B,)`` of ``self.head`` or ``None`` (fell back); ``self.last_heads`` then holds
         every head of this call (``None`` after a fallback)."""
+        if self.deadline_s is None:
+            self.stats["calls"] += 1
+            self.last_heads = None
+            out, self.last_heads = self._run(x)
+            return out
         return self._call(self._run, x)
 
     def one(self, x: np.ndarray) -> float | None:
         """Score of ``self.head`` for one validated critic input ``x`` ``(D,)``, or ``None`` (fell
         back); ``self.last_heads`` then holds ``{head: float}`` (``None`` after a fallback)."""
+        if self.deadline_s is None:  # the control loop's path: no hand-over, errors propagate
+            self.stats["calls"] += 1
+            self.last_heads = None
+            out, self.last_heads = self._run_one(x)
+            return out
         return self._call(self._run_one, x)
 
     def _call(self, run, x):
+        """``run(x)`` on the worker within ``deadline_s``, or ``None`` (fell back)."""
         self.stats["calls"] += 1
         self.last_heads = None
-        if self.deadline_s is None:
-            out, self.last_heads = run(x)
-            return out
         w = self._worker
         if w is None:
             w = self._worker = _Worker()

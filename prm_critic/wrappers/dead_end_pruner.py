@@ -168,9 +168,7 @@ class DeadEndPruner(gym.Wrapper, gym.utils.RecordConstructorArgs):
         else:
             self._below = self._below + 1 if c < self.threshold else 0
             pruned = bool(self._below >= self.patience and not terminated and not truncated)
-        info = dict(info)
-        info["prm_pruned"] = pruned
-        info["prm_prune_score"] = float("nan") if c is None else c
+        info = {**info, "prm_pruned": pruned, "prm_prune_score": float("nan") if c is None else c}  # a copy
         if pruned:
             truncated = True
             self._pruned += 1

@@ -19,6 +19,7 @@ import gymnasium as gym  # noqa: E402
 __all__ = ["PRMRewardShaper"]
 
 _NEEDED_INFO = ("prm_x", "prm_next_x", "prm_terminated")
+_NAN = float("nan")
 
 
 class PRMRewardShaper(ShaperBase, gym.Wrapper, gym.utils.RecordConstructorArgs):
@@ -158,17 +159,17 @@ class PRMRewardShaper(ShaperBase, gym.Wrapper, gym.utils.RecordConstructorArgs):
             shaping = self.scale * (self.gamma * (0.0 if terminated else phi_next) - phi)
         else:  # replace
             shaping = self.scale * phi_next - r
-        info = dict(info)
-        info.update(
-            prm_original_reward=r,
-            prm_phi=float("nan") if phi is None else phi,
-            prm_next_phi=float("nan") if phi_next is None else phi_next,
-            prm_shaping=float(shaping),
-            prm_fallback=bool(phi_next is None),
-            prm_terminated=bool(terminated),
-            prm_x=self._x,
-            prm_next_x=x_next,
-        )
+        info = {  # a copy: the inner env's dict is left as it was
+            **info,
+            "prm_original_reward": r,
+            "prm_phi": _NAN if phi is None else phi,
+            "prm_next_phi": _NAN if phi_next is None else phi_next,
+            "prm_shaping": float(shaping),
+            "prm_fallback": phi_next is None,
+            "prm_terminated": bool(terminated),
+            "prm_x": self._x,
+            "prm_next_x": x_next,
+        }
         if self.info_subgoals:
             info["prm_subgoals"] = subgoals
         if heads is not None:  # every head of s' (a DeadEndPruner on top reuses it)

@@ -18,8 +18,19 @@ import gymnasium as gym  # noqa: E402
 
 __all__ = ["PRMRewardShaperVector"]
 
+_NO_ROWS = np.zeros(0, dtype=np.intp)
+
 _KEYS = ("prm_original_reward", "prm_phi", "prm_next_phi", "prm_shaping", "prm_fallback", "prm_terminated",
          "prm_x", "prm_next_x")
+
+
+def _rows_of_next(v: np.ndarray, n: int, done_idx: np.ndarray) -> np.ndarray:
+    """``(n,)`` values of s' from a batch ``v`` ``(n + n_done,)``: the first ``n``, with the done
+    sub-envs' entries taken from the final observations' rows that follow (a fresh array)."""
+    a = v[:n].copy()
+    if len(done_idx):
+        a[done_idx] = v[n:]
+    return a
 
 
 class PRMRewardShaperVector(ShaperBase, gym.vector.VectorWrapper):
@@ -124,17 +135,8 @@ class PRMRewardShaperVector(ShaperBase, gym.vector.VectorWrapper):
         x_now = self._flatten.batch(obs)
         terminated = np.asarray(terms, dtype=bool)
         done = terminated | np.asarray(truncs, dtype=bool)
-        done_idx = np.flatnonzero(done) if self.same_step else np.zeros(0, dtype=np.intp)
-        if len(done_idx):
-            final = infos.get("final_obs")
-            if final is None:
-                raise KeyError(f"info: sub-envs {done_idx.tolist()} ended but info has no 'final_obs' "
-                               "(expected in autoreset_mode SAME_STEP)")
-            x_final = np.stack([self._flatten(final[i], name=f"info['final_obs'][{i}]")
-                                for i in done_idx])
-            batch = np.concatenate([x_now, x_final])
-        else:
-            batch = x_now
+        done_idx = np.flatnonzero(done) if self.same_step else _NO_ROWS
+        batch = np.concatenate([x_now, self._final_rows(infos, done_idx)]) if len(done_idx) else x_now
         scores = self._caller(batch)  # the one critic call of this vector step
         heads = self._caller.last_heads
         fell_back = scores is None
@@ -142,33 +144,12 @@ class PRMRewardShaperVector(ShaperBase, gym.vector.VectorWrapper):
         if len(done_idx):
             x_next = x_now.copy()
             x_next[done_idx] = batch[n:]
-        if fell_back:
-            phi_now = np.full(n, np.nan)
-            phi_next = phi_now
-        else:
-            phi_now = scores[:n]
-            phi_next = phi_now
-            if len(done_idx):
-                phi_next = phi_now.copy()
-                phi_next[done_idx] = scores[n:]
+        phi_now, phi_next = self._next_scores(scores, done_idx)
         r = np.asarray(rews, dtype=np.float64)
         phi = self._phi
         live = ~self._autoreset  # False: the no-op step that returned a reset observation (NEXT_STEP)
-        if self.mode == "subgoal":
-            h_next = self.evaluator.holds(x_next)
-            shaping = np.zeros(n)
-            for i in np.flatnonzero(live):
-                new = [nm for nm, b in zip(self.evaluator.names, h_next[i]) if b and nm not in self._claimed[i]]
-                self._claimed[i].update(new)
-                shaping[i] = self.subgoal_bonus * len(new)
-        else:
-            h_next = self.evaluator.holds(x_next) if self.info_subgoals else None
-            if self.mode == "potential":
-                shaping = self.scale * (self.gamma * np.where(terminated, 0.0, phi_next) - phi)
-            else:  # replace
-                shaping = self.scale * phi_next - r
-            shaping[np.isnan(phi) | np.isnan(phi_next)] = 0.0
-        shaping[~live] = 0.0
+        h_next = self.evaluator.holds(x_next) if self._eval_subgoals else None
+        shaping = self._shaping(r, phi, phi_next, terminated, live, h_next)
         new_rews = (r + shaping).astype(np.asarray(rews).dtype, copy=False)
         x_now.flags.writeable = False
         x_next.flags.writeable = False
@@ -178,18 +159,56 @@ class PRMRewardShaperVector(ShaperBase, gym.vector.VectorWrapper):
             infos[k] = v
             infos["_" + k] = live
         if heads is not None:  # every head of s' (the scores of x_next)
-            nxt = {}
-            for h, v in heads.items():
-                a = v[:n].copy()
-                if len(done_idx):
-                    a[done_idx] = v[n:]
-                nxt[h] = a
-            infos["prm_next_scores"], infos["_prm_next_scores"] = nxt, live
+            infos["prm_next_scores"] = {h: _rows_of_next(v, n, done_idx) for h, v in heads.items()}
+            infos["_prm_next_scores"] = live
         if self.info_subgoals:
             infos["prm_subgoals"] = {nm: h_next[:, j].copy() for j, nm in enumerate(self.evaluator.names)}
             infos["_prm_subgoals"] = live
-        # next step: Phi(s) is the score of the observation returned now (the reset observation for
-        # sub-envs that reset this step in SAME_STEP mode, or that will be replaced by one in NEXT_STEP mode)
+        self._advance(x_now, phi_now, done, done_idx)
+        return obs, new_rews, terms, truncs, infos
+
+    def _final_rows(self, infos: Mapping, done_idx: np.ndarray) -> np.ndarray:
+        """Critic inputs ``(n_done, D)`` of ``info["final_obs"]`` of the sub-envs that ended (SAME_STEP)."""
+        final = infos.get("final_obs")
+        if final is None:
+            raise KeyError(f"info: sub-envs {done_idx.tolist()} ended but info has no 'final_obs' "
+                           "(expected in autoreset_mode SAME_STEP)")
+        return np.stack([self._flatten(final[i], name=f"info['final_obs'][{i}]") for i in done_idx])
+
+    def _next_scores(self, scores: np.ndarray | None, done_idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(Phi of the returned observations, Phi(s'))``, each ``(n,)``; NaN after a fallback."""
+        n = self.num_envs
+        if scores is None:
+            phi_now = np.full(n, np.nan)
+            return phi_now, phi_now
+        phi_now = scores[:n]
+        return phi_now, _rows_of_next(scores, n, done_idx) if len(done_idx) else phi_now
+
+    def _shaping(self, r: np.ndarray, phi: np.ndarray, phi_next: np.ndarray, terminated: np.ndarray,
+                 live: np.ndarray, h_next: np.ndarray | None) -> np.ndarray:
+        """The shaping term ``(n,)``: 0 on no-op autoreset steps and where ``Phi`` is unknown (NaN)."""
+        n = self.num_envs
+        if self.mode == "subgoal":
+            shaping = np.zeros(n)
+            ev = self.evaluator
+            assert ev is not None and h_next is not None  # mode "subgoal": setup_shaper refuses a missing evaluator
+            for i in np.flatnonzero(live):
+                new = [nm for nm, b in zip(ev.names, h_next[i]) if b and nm not in self._claimed[i]]
+                self._claimed[i].update(new)
+                shaping[i] = self.subgoal_bonus * len(new)
+        else:
+            if self.mode == "potential":
+                shaping = self.scale * (self.gamma * np.where(terminated, 0.0, phi_next) - phi)
+            else:  # replace
+                shaping = self.scale * phi_next - r
+            shaping[np.isnan(phi) | np.isnan(phi_next)] = 0.0
+        shaping[~live] = 0.0
+        return shaping
+
+    def _advance(self, x_now: np.ndarray, phi_now: np.ndarray, done: np.ndarray, done_idx: np.ndarray) -> None:
+        """Next step: Phi(s) is the score of the observation returned now (the reset observation for
+        sub-envs that reset this step in SAME_STEP mode, or that will be replaced by one in NEXT_STEP
+        mode); subgoal claims start over on reset observations."""
         self._x = x_now
         self._phi = phi_now
         if self.same_step:
@@ -202,7 +221,6 @@ class PRMRewardShaperVector(ShaperBase, gym.vector.VectorWrapper):
                 for j, c in zip(idx, self._claims(x_now[idx])):
                     self._claimed[j] = c
             self._autoreset = done
-        return obs, new_rews, terms, truncs, infos
 
     def close(self, **kwargs):
         self._caller.close()
