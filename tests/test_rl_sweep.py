@@ -136,3 +136,113 @@ def test_ray_sweep_writes_the_same_runs_as_local(local_runs, tmp_path):
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     after = {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in root.rglob("*") if p.is_file() and p.name != ".lock"}
     assert after == before
+
+
+def _popen_sweep(tmp_path, root, plan, *args):
+    pf = tmp_path / f"plan_{root.name}_{len(args)}.json"
+    pf.write_text(json.dumps(plan))
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    return subprocess.Popen([sys.executable, str(SWEEP), "--plan-file", str(pf), "--root", str(root), *TINY, *args],
+                            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _holder(root, label, proc, timeout=300.0):
+    """The pid of the run.py process that holds ``label``'s run lock (started by the sweep ``proc``)."""
+    import time
+
+    lock = root / FR / label / "seed0" / ".lock"
+    t_end = time.monotonic() + timeout
+    while time.monotonic() < t_end:
+        text = lock.read_text().split() if lock.exists() else []
+        if text and text[0].isdigit():
+            return int(text[0])
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.05)
+    raise AssertionError(f"no process took {lock} within {timeout}s")
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return not Path(f"/proc/{pid}/stat").exists() or Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+
+
+def _trained_once(root, *outputs, all_printed=True):
+    # one TensorBoard log (one training process) in each run folder, none restarted; run.py prints its
+    # done.json summary once per training: at most one per run over all the sweeps' output (exactly one
+    # where every run's output is read here; a Ray worker's output reaches the driver asynchronously)
+    summaries = [json.loads(line) for out in outputs for line in out.splitlines() if line.startswith('{"task"')]
+    labels = sorted(s["label"] for s in summaries)
+    assert len(set(labels)) == len(labels), summaries
+    if all_printed:
+        assert labels == sorted(label for label, _ in RUNS), summaries
+    for label, seed in RUNS:
+        d = root / FR / label / seed
+        assert len(list(d.rglob("events.out.tfevents*"))) == 1, sorted(str(p.relative_to(d)) for p in d.rglob("*"))
+        assert not list(d.glob("eval.killed-*.csv"))
+
+
+def _two_sweeps_at_once(local_runs, tmp_path, second_args):
+    """Sweep A takes the plan's first run; it is frozen (SIGSTOP) while holding it, so that sweep B
+    (``second_args``) meets it held for certain. B trains the second run and reports the first as held
+    by another process; A, resumed, finishes the first and skips the second (done)."""
+    import signal
+
+    _, _, lruns = local_runs
+    root = tmp_path / "shared"
+    a = _popen_sweep(tmp_path, root, PLAN)
+    pid = _holder(root, "her", a)
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        b = _popen_sweep(tmp_path, root, PLAN, *second_args)
+        b_out, b_err = b.communicate(timeout=900)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    a_out, a_err = a.communicate(timeout=900)
+    assert a.returncode == 0, a_out[-2000:] + a_err[-3000:]
+    assert b.returncode == 0, b_out[-2000:] + b_err[-3000:]
+    assert "sweep: 1 of 2 runs skipped, running in another process (task config seed): FetchReach-v4 her 0" in b_out
+    local_b = "--executor" not in second_args  # (a Ray worker's output reaches the driver asynchronously)
+    assert not local_b or f"skip (running in another process, pid {pid} on " in b_out
+    assert "skip (done, 300 steps)" in a_out and "skipped, running in another process" not in a_out
+    _trained_once(root, a_out, b_out, all_printed=local_b)
+    _same(lruns, _check_runs(root))  # the rows of a single sweep (wall-clock columns aside)
+
+
+def test_two_local_sweeps_at_once_train_each_run_once(local_runs, tmp_path):
+    _two_sweeps_at_once(local_runs, tmp_path, ())
+
+
+@pytest.mark.slow
+def test_a_local_and_a_ray_sweep_at_once_train_each_run_once(local_runs, tmp_path):
+    pytest.importorskip("ray")
+    _two_sweeps_at_once(local_runs, tmp_path, ("--executor", "ray", "--workers", "2"))
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="a run ends with its sweep through Linux's parent-death signal")
+def test_a_killed_sweep_leaves_no_run_locked_and_the_next_sweep_trains_it(local_runs, tmp_path):
+    import signal
+    import time
+
+    _, _, lruns = local_runs
+    root = tmp_path / "killed"
+    a = _popen_sweep(tmp_path, root, PLAN)
+    pid = _holder(root, "her", a)
+    a.send_signal(signal.SIGKILL)  # the sweep only: its run is told by the kernel, not by the sweep
+    a.wait(timeout=60)
+    t_end = time.monotonic() + 20
+    while _alive(pid) and time.monotonic() < t_end:
+        time.sleep(0.05)
+    assert not _alive(pid), f"run.py (pid {pid}) still running after its sweep was killed"
+    a.stdout.close()
+    a.stderr.close()
+    her = root / FR / "her" / "seed0"
+    assert not (her / "done.json").exists()  # it ended unfinished...
+    assert (her / ".lock").read_text().split()[0] == str(pid)  # ...and its lock file stays...
+    r = _sweep(tmp_path, root, PLAN)  # ...but the lock ended with the run: the next sweep trains it
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    assert "running in another process" not in r.stdout + r.stderr
+    _trained_once(root, r.stdout)
+    _same(lruns, _check_runs(root))

@@ -15,7 +15,8 @@ Configs (same algorithm, hyper-parameters, seeds, env-step budget and evaluation
 
 ``--prune`` adds the DeadEndPruner (threshold/patience per task below). A run whose ``done.json``
 exists (for this step budget or a larger one) is skipped; a run in progress in another process is skipped
-(per-run file lock), so several sweeps can share the cores; a run killed before finishing resumes from its
+(per-run lock, released when its process ends, however it ends; ``run.py`` then exits with status 75),
+so several sweeps can share the cores; a run killed before finishing resumes from its
 last training state (saved at every evaluation, safetensors + JSON: :mod:`prm_critic.sb3.resume`);
 one killed before its first state restarts, its evaluations kept as ``eval.killed-N.csv``. A run
 finished under a smaller budget is extended from its final state (results of the smaller budget
@@ -28,6 +29,7 @@ import argparse
 import fcntl
 import json
 import os
+import socket
 import sys
 import time
 from pathlib import Path
@@ -82,6 +84,40 @@ def run_dir(task: str, label: str, seed: int, root: Path = RESULTS) -> Path:
     return root / task / label / f"seed{seed}"
 
 
+#: exit status of ``run.py`` when another process holds the run (the sweep reports it as skipped)
+EXIT_HELD = 75
+
+
+class RunInProgress(RuntimeError):
+    """Another process holds the run's lock (it is training that run now); ``holder`` names it."""
+
+    def __init__(self, out: Path, holder: str):
+        super().__init__(f"skip (running in another process, {holder}): {out}")
+        self.out, self.holder = out, holder
+
+
+def _lock_run(out: Path):
+    """Take the run's lock (``out/.lock``) for this process, or raise :class:`RunInProgress`.
+
+    One process per run: a second sweep skips a run in progress elsewhere. The lock is the kernel's
+    ``flock`` on the open file, so it ends with the process that holds it, however that process ends
+    (a killed run is taken up again by the next sweep, never left locked); the file itself stays and
+    records the last holder (``pid host``) for the message of a sweep that finds it held."""
+    fd = os.open(out / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+    lock = os.fdopen(fd, "r+")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = lock.read().strip()
+        lock.close()
+        pid, _, host = holder.partition(" ")
+        raise RunInProgress(out, f"pid {pid} on {host}" if pid.isdigit() and host else "holder not recorded yet") from None
+    lock.truncate(0)
+    lock.write(f"{os.getpid()} {socket.gethostname()}\n")
+    lock.flush()
+    return lock
+
+
 def run_one(task: str, config: str, seed: int, steps: int | None = None, *, scale: float = 1.0,
             prune: bool = False, algo: str = "sac", root: Path = RESULTS, progress_bar: bool = False,
             spec: "str | Path | None" = None, eval_freq: int | None = None, eval_episodes: int | None = None,
@@ -119,15 +155,8 @@ def run_one(task: str, config: str, seed: int, steps: int | None = None, *, scal
     def state_steps() -> int | None:
         return json.loads(state_ptr.read_text())["steps"] if state_ptr.exists() else None
 
-    # one process per run: a second sweep (another core) skips a run that is in progress here; the
-    # lock dies with its process, so a killed run is picked up again by the next sweep
     out.mkdir(parents=True, exist_ok=True)
-    lock = open(out / ".lock", "w")
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        print(f"skip (running in another process): {out}")
-        return out
+    lock = _lock_run(out)  # noqa: F841 - the open file is the lock: held until run_one returns
     if marker.exists():
         done = json.loads(marker.read_text())
         if done.get("steps", 0) >= steps:  # a run with a larger budget contains this one
@@ -207,9 +236,13 @@ def main(argv=None) -> int:
     p.add_argument("--eval-episodes", type=int, default=None, help="episodes per evaluation (default: per task)")
     p.add_argument("--learning-starts", type=int, default=None, help="random steps before training (default: per task)")
     a = p.parse_args(argv)
-    run_one(a.task, a.config, a.seed, a.steps, scale=a.scale, prune=a.prune, algo=a.algo, root=a.root,
-            progress_bar=a.progress, spec=a.spec, eval_freq=a.eval_freq, eval_episodes=a.eval_episodes,
-            learning_starts=a.learning_starts)
+    try:
+        run_one(a.task, a.config, a.seed, a.steps, scale=a.scale, prune=a.prune, algo=a.algo, root=a.root,
+                progress_bar=a.progress, spec=a.spec, eval_freq=a.eval_freq, eval_episodes=a.eval_episodes,
+                learning_starts=a.learning_starts)
+    except RunInProgress as exc:
+        print(exc, flush=True)
+        return EXIT_HELD
     return 0
 
 

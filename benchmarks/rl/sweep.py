@@ -2,7 +2,7 @@
 
     OMP_NUM_THREADS=1 python benchmarks/rl/sweep.py --plan core
     OMP_NUM_THREADS=1 python benchmarks/rl/sweep.py --plan more
-    # two cores: two sweeps share the plan (a run in progress elsewhere is skipped)
+    # two cores: two sweeps share the plan (a run in progress in the other sweep is skipped)
     OMP_NUM_THREADS=1 python benchmarks/rl/sweep.py --plan push medium lever seeds &
     OMP_NUM_THREADS=1 python benchmarks/rl/sweep.py --plan medium push lever seeds &
     python benchmarks/rl/report.py
@@ -22,7 +22,13 @@ plan file, and an env-step budget). ``--root``, ``--steps``, ``--eval-freq``, ``
 ``--learning-starts`` are passed to every run (default: each task's settings, as in the results;
 ``--steps`` applies to runs without a budget of their own).
 
-A run that fails (non-zero exit) does not stop the others; the sweep then exits with status 1 and
+Several sweeps may run at once on one plan (and one ``--root``), here or on Ray: each run is trained by
+one of them only. A sweep skips a run that another process holds (``run.py``'s per-run lock) and names
+those runs at the end (``sweep: N of M runs skipped, running in another process``); they do not change
+its exit status. A run started by a sweep ends when that sweep dies (Linux), so a killed sweep leaves no
+run holding its lock; the next sweep resumes it.
+
+A run that fails (any other non-zero exit) does not stop the others; the sweep then exits with status 1 and
 names every failed run as ``task config seed`` (the config's label, e.g. ``prm_her_s10``).
 """
 
@@ -109,13 +115,23 @@ PLANS = {
 }
 
 
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
+    """Linux: the run gets SIGTERM when the process that started it (this sweep, or its Ray worker)
+    dies, even by SIGKILL, so a killed sweep leaves no run training on, holding its lock."""
+    import ctypes
+    import signal
+
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
 def _run_cmd(ctx, cmd: list[str]) -> tuple[int, float]:
     """Executor task: one run as a subprocess (one CPU thread); its exit code and seconds."""
     import os
 
     t = time.time()
     print(" ".join(cmd[1:]), flush=True)
-    rc = subprocess.call(cmd, env={"OMP_NUM_THREADS": "1", **os.environ})
+    rc = subprocess.call(cmd, env={"OMP_NUM_THREADS": "1", **os.environ},
+                         preexec_fn=_die_with_parent if sys.platform == "linux" else None)
     return rc, time.time() - t
 
 
@@ -169,7 +185,7 @@ def main(argv=None) -> int:
     for name in ("eval_freq", "eval_episodes", "learning_starts"):
         if getattr(a, name) is not None:
             common += ["--" + name.replace("_", "-"), str(getattr(a, name))]
-    from run import config_label
+    from run import EXIT_HELD, config_label
 
     cmds, names = [], []
     for task, config, seeds, scale, prune, *extra in runs:
@@ -186,12 +202,17 @@ def main(argv=None) -> int:
 
     ex = make_executor(a.executor, workers=a.workers, address=a.address)
     tasks = [Task(key=name, desc=f"run {name} ({' '.join(cmd[1:])})", payload=cmd) for name, cmd in zip(names, cmds)]
-    failed = []
+    failed, held = [], []
     with ex.start(dict) as pool:
         for i, (run, (rc, secs)) in enumerate(pool.map(_run_cmd, tasks)):
             print(f"  [{i + 1}/{len(tasks)}] rc={rc} in {secs:.0f}s: {run}", flush=True)
-            if rc != 0:
+            if rc == EXIT_HELD:
+                held.append(run)
+            elif rc != 0:
                 failed.append(f"{run} (exit status {rc})")
+    if held:
+        print(f"sweep: {len(held)} of {len(tasks)} runs skipped, running in another process (task config seed): "
+              + "; ".join(held), flush=True)
     if failed:
         print(f"sweep: {len(failed)} of {len(tasks)} runs failed (task config seed): " + "; ".join(failed),
               file=sys.stderr, flush=True)
