@@ -24,7 +24,9 @@ prm-critic themselves, so it must be installed on every node of a cluster.
 
 from __future__ import annotations
 
+import math
 import os
+import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator
 
@@ -125,6 +127,20 @@ class _WorkerBody:
     def run(self, fn: Callable[[Any, Any], Any], payload: Any) -> Any:
         return fn(self.ctx, payload)
 
+    def run_group(self, fn: Callable[[Any, Any], Any], payloads: list) -> tuple[list, float]:
+        """``[fn(ctx, p) for p in payloads]`` and the seconds they took. A task that raises re-raises
+        its exception with ``prm_task_index`` set to its index in ``payloads`` (it survives pickling),
+        so the driver can name it."""
+        out = []
+        t0 = time.perf_counter()
+        for j, p in enumerate(payloads):
+            try:
+                out.append(fn(self.ctx, p))
+            except Exception as exc:
+                exc.prm_task_index = j  # type: ignore[attr-defined]
+                raise
+        return out, time.perf_counter() - t0
+
     def close(self) -> None:
         _close_context(self.ctx)
 
@@ -139,21 +155,34 @@ class RayExecutor(Executor):
         runtime_env: Ray runtime environment for a Ray instance started here (e.g. ``{"env_vars": {...}}``).
         max_restarts: times a lost worker process is restarted; the tasks it was running are retried
             there (a task's result does not depend on the worker, so a retry returns the same result).
-        in_flight: tasks queued per worker (2: the next task is there when one finishes).
+        in_flight: worker calls queued per worker (2: the next call is there when one finishes).
+        call_s: target seconds of work per worker call. Short tasks (a PointMaze state: a few ms)
+            are sent in groups, so that Ray's per-call cost (about a millisecond of driver and worker
+            time) stays small beside the work: the first call of each worker carries one task, later
+            ones ``ceil(call_s / mean task seconds)`` tasks (at most ``max_group``). Grouping changes
+            neither results (every task is seeded by its own ids) nor their order within a shard;
+            ``call_s=0`` sends one task per call.
+        max_group: the most tasks in one worker call.
     """
 
     name = "ray"
     remote = True
 
     def __init__(self, workers: int | None = None, *, address: str | None = None,
-                 runtime_env: dict | None = None, max_restarts: int = 2, in_flight: int = 2):
+                 runtime_env: dict | None = None, max_restarts: int = 2, in_flight: int = 2,
+                 call_s: float = 0.05, max_group: int = 64):
         if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
             raise ValueError(f"workers: expected an integer >= 1 (or None: one per CPU of the Ray cluster), got {workers!r}")
         if address is not None and (not isinstance(address, str) or not address.strip()):
             raise ValueError(f"address: expected a Ray cluster address such as 'auto' or 'head-node:6379', got {address!r}")
-        for name, v, lo in (("max_restarts", max_restarts, 0), ("in_flight", in_flight, 1)):
+        for name, v, lo in (("max_restarts", max_restarts, 0), ("in_flight", in_flight, 1), ("max_group", max_group, 1)):
             if isinstance(v, bool) or not isinstance(v, int) or v < lo:
                 raise ValueError(f"{name}: expected an integer >= {lo}, got {v!r}")
+        if isinstance(call_s, bool) or not isinstance(call_s, (int, float)) or not math.isfinite(call_s) or call_s < 0:
+            raise ValueError(f"call_s: expected a finite number of seconds >= 0 (0: one task per worker call), "
+                             f"got {call_s!r}")
+        self.call_s = float(call_s)
+        self.max_group = max_group
         self.address = address
         self.runtime_env = runtime_env
         self.max_restarts = max_restarts
@@ -197,7 +226,7 @@ class RayExecutor(Executor):
         actor_cls = ray.remote(num_cpus=1, max_restarts=self.max_restarts,
                                max_task_retries=self.max_restarts)(_WorkerBody)
         actors = [actor_cls.remote(setup) for _ in range(self.workers)]
-        pool = _RayPool(ray, actors, self.in_flight, started)
+        pool = _RayPool(ray, actors, self.in_flight, started, call_s=self.call_s, max_group=self.max_group)
         try:
             for a in actors:  # setup errors surface here, before any task runs
                 pool._get(a.ready.remote(), "worker setup", setup_error=True)
@@ -208,37 +237,64 @@ class RayExecutor(Executor):
 
 
 class _RayPool(Pool):
-    def __init__(self, ray, actors, in_flight: int, owns_ray: bool):
+    def __init__(self, ray, actors, in_flight: int, owns_ray: bool, *, call_s: float = 0.0, max_group: int = 1):
         self.ray = ray
         self.actors = actors
         self.in_flight = in_flight
         self.owns_ray = owns_ray
+        self.call_s = call_s
+        self.max_group = max_group
+        #: tasks and worker calls of the last :meth:`map` (how the tasks were grouped)
+        self.calls = 0
+        self.tasks = 0
 
-    def _get(self, ref, desc: str, setup_error: bool = False):
+    def _get(self, ref, desc: "str | Callable[[BaseException | None], str]", setup_error: bool = False):
         exc_mod = self.ray.exceptions
         try:
             return self.ray.get(ref)
         except exc_mod.RayTaskError as exc:
             cause = getattr(exc, "cause", None)
+            name = desc(cause) if callable(desc) else desc
             if setup_error and isinstance(cause, Exception):
                 raise cause from None  # the same error the local executor raises
             if isinstance(cause, Exception):
-                raise TaskError(f"{desc}: {type(cause).__name__}: {cause}", desc) from cause
-            raise TaskError(f"{desc}: failed on a worker: {exc}", desc) from exc
+                raise TaskError(f"{name}: {type(cause).__name__}: {cause}", name) from cause
+            raise TaskError(f"{name}: failed on a worker: {exc}", name) from exc
         except exc_mod.RayActorError as exc:
-            raise TaskError(f"{desc}: its worker process died and could not be restarted ({type(exc).__name__}); "
-                            "finished shards are written, re-run to continue", desc) from exc
+            name = desc(None) if callable(desc) else desc
+            raise TaskError(f"{name}: its worker process died and could not be restarted ({type(exc).__name__}); "
+                            "finished shards are written, re-run to continue", name) from exc
+
+    def _group_size(self, task_s: float | None) -> int:
+        if self.call_s <= 0 or task_s is None:
+            return 1
+        return max(1, min(self.max_group, math.ceil(self.call_s / max(task_s, 1e-6))))
 
     def map(self, fn, tasks):
         it = iter(tasks)
-        pending: dict[Any, tuple[Task, int]] = {}
+        pending: dict[Any, list[Task]] = {}
+        worker_of: dict[Any, int] = {}
+        busy_s, done = 0.0, 0  # worker seconds and tasks so far: the mean task time sizes the groups
+        self.calls = self.tasks = 0
 
         def submit(i: int) -> bool:
-            task = next(it, None)
-            if task is None:
+            n = self._group_size(busy_s / done if done else None)
+            group = [t for t in (next(it, None) for _ in range(n)) if t is not None]
+            if not group:
                 return False
-            pending[self.actors[i].run.remote(fn, task.payload)] = (task, i)
+            ref = self.actors[i].run_group.remote(fn, [t.payload for t in group])
+            pending[ref], worker_of[ref] = group, i
+            self.calls += 1
+            self.tasks += len(group)
             return True
+
+        def failed(group: list[Task]):
+            def name(cause: BaseException | None) -> str:
+                j = getattr(cause, "prm_task_index", None)
+                if isinstance(j, int) and 0 <= j < len(group):
+                    return group[j].desc
+                return group[0].desc if len(group) == 1 else f"one of {len(group)} tasks from {group[0].desc}"
+            return name
 
         for _ in range(self.in_flight):
             for i in range(len(self.actors)):
@@ -246,10 +302,12 @@ class _RayPool(Pool):
         try:
             while pending:
                 (ref,), _ = self.ray.wait(list(pending), num_returns=1)
-                task, i = pending.pop(ref)
-                result = self._get(ref, task.desc)
+                group, i = pending.pop(ref), worker_of.pop(ref)
+                results, seconds = self._get(ref, failed(group))
+                busy_s, done = busy_s + seconds, done + len(group)
                 submit(i)
-                yield task.key, result
+                for task, result in zip(group, results):
+                    yield task.key, result
         finally:
             for ref in pending:
                 try:

@@ -164,3 +164,40 @@ def test_textworld_mc_labels_identical_on_ray(cluster, tmp_path):
         assert (tmp_path / "ray" / name).read_bytes() == (tmp_path / "local" / name).read_bytes()
     assert sorted(p.name for p in (tmp_path / "ray" / "units").iterdir()) == \
         ["seed3_ep0.json", "seed4_ep0.json", "seed5_ep0.json"]
+
+
+def _square_or_raise(bad, ctx, x):
+    if x == bad:
+        raise ValueError(f"bad input {x}")
+    return x * x
+
+
+def test_short_tasks_are_grouped_per_worker_call_with_the_same_results(cluster):
+    import functools
+
+    from prm_critic.executor import RayExecutor
+
+    tasks = [Task(key=i, desc=f"task {i}", payload=i) for i in range(400)]
+    fn = functools.partial(_square_or_raise, -1)
+    ex = RayExecutor(2, call_s=0.05)
+    with ex.start(dict) as pool:
+        got = list(pool.map(fn, tasks))
+        assert pool.tasks == 400 and pool.calls < 40, (pool.calls, pool.tasks)  # microsecond tasks: large groups
+    assert sorted(k for k, _ in got) == list(range(400))
+    assert dict(got) == {i: i * i for i in range(400)}
+    with RayExecutor(2, call_s=0).start(dict) as pool:  # call_s=0: one task per call
+        assert dict(pool.map(fn, tasks[:20])) == {i: i * i for i in range(20)} and pool.calls == 20
+    # a task failing in the middle of a group is the one named
+    with pytest.raises(TaskError, match=r"^task 237: ValueError: bad input 237$"):
+        with RayExecutor(2, call_s=0.05, max_group=64).start(dict) as pool:
+            list(pool.map(functools.partial(_square_or_raise, 237), tasks))
+
+
+@pytest.mark.parametrize("kw,msg", [(dict(call_s=-1), r"call_s: expected a finite number of seconds >= 0"),
+                                    (dict(call_s=float("nan")), r"call_s: expected a finite"),
+                                    (dict(max_group=0), r"max_group: expected an integer >= 1, got 0")])
+def test_grouping_arguments_checked(kw, msg):
+    from prm_critic.executor import RayExecutor
+
+    with pytest.raises(ValueError, match=msg):
+        RayExecutor(2, **kw)
