@@ -72,7 +72,8 @@ def _counted(labeler, payload):
 
 
 def executor_rates(meta, d, n_states, rounds, ray_workers=(1, 2)):
-    """{method: [steps/s per round]} and Ray start-up seconds, for the same tasks on each executor."""
+    """{method: [steps/s per round]}, Ray start-up seconds and Ray tasks per worker call, for the same
+    tasks on each executor."""
     from prm_critic.executor import LocalExecutor, RayExecutor
     from prm_critic.robotics.collect import load_shard
     from prm_critic.robotics.labels import label_params, mc_setup, state_tasks
@@ -89,6 +90,7 @@ def executor_rates(meta, d, n_states, rounds, ray_workers=(1, 2)):
     rates: dict[str, list[float]] = {"local": []}
     rates.update({f"ray{w}": [] for w in ray_workers})
     startup: dict[str, list[float]] = {f"ray{w}": [] for w in ray_workers}
+    per_call: dict[str, list[float]] = {f"ray{w}": [] for w in ray_workers}
     for _ in range(rounds):
         for name in rates:
             ex = LocalExecutor() if name == "local" else RayExecutor(int(name[3:]))
@@ -99,7 +101,9 @@ def executor_rates(meta, d, n_states, rounds, ray_workers=(1, 2)):
                 t1 = time.perf_counter()
                 steps = sum(n for _, (_, n) in pool.map(_counted, tasks))
                 rates[name].append(steps / (time.perf_counter() - t1))
-    return rates, startup, len(tasks)
+                if name in per_call:  # how the Ray pool grouped the tasks into worker calls
+                    per_call[name].append(pool.tasks / max(pool.calls, 1))
+    return rates, startup, per_call, len(tasks)
 
 
 def render(raw: dict) -> str:
@@ -122,22 +126,25 @@ def render(raw: dict) -> str:
             "",
             "## Local vs Ray executor",
             "",
-            f"The same MC labelling (k = 4, one task per stored state, {raw['executor_states']} states per task) on the "
+            f"The same MC labelling (k = 4, {raw['executor_states']} stored states, one task per state) on the "
             "local executor and on Ray workers",
             "(a local Ray instance, `num_cpus=2`); rollout steps over the wall time of the whole map, worker start-up "
             "excluded (shown apart).",
             "Speed-up = Ray / local (goal >= 1.8 with 2 workers); per core = rate / (workers x raw env steps/s) "
-            "(goal >= 0.8).",
+            "(goal >= 0.8). Tasks per call: how many tasks the Ray pool sent in one worker call (short tasks go in "
+            "groups sized from the mean task time, `RayExecutor(call_s=...)`).",
             "",
-            "| task | executor | workers | MC rollout steps/s | speed-up vs local | per core vs raw | start-up s |",
-            "|---|---|---:|---:|---:|---:|---:|",
+            "| task | executor | workers | MC rollout steps/s | speed-up vs local | per core vs raw | start-up s "
+            "| tasks per call |",
+            "|---|---|---:|---:|---:|---:|---:|---:|",
         ]
         raw_of = {r["task"]: r["raw"] for r in raw["rows"]}
         for r in raw["executor_rows"]:
             local = next(x["rate"] for x in raw["executor_rows"] if x["task"] == r["task"] and x["executor"] == "local")
             su = "" if r["startup"] is None else f"{r['startup']:.1f}"
             lines.append(f"| {r['task']} | {r['executor']} | {r['workers']} | {r['rate']:,.0f} | {r['rate'] / local:.2f} | "
-                         f"{r['rate'] / (r['workers'] * raw_of[r['task']]):.2f} | {su} |")
+                         f"{r['rate'] / (r['workers'] * raw_of[r['task']]):.2f} | {su} | "
+                         f"{r.get('tasks_per_call', 1.0):.1f} |")
     lines += [
         "",
         f"Reproduce: `{raw['command']}` ({raw['seconds']:g} s per task and method).",
@@ -203,12 +210,13 @@ def main(argv=None) -> int:
             env.close()
             labeler.close()
             if args.executors:
-                rates, startup, n = executor_rates(meta, d, args.states, args.rounds)
+                rates, startup, per_call, n = executor_rates(meta, d, args.states, args.rounds)
                 for name, v in rates.items():
                     w = 1 if name == "local" else int(name[3:])
                     ex_rows.append({"task": task, "executor": "local" if name == "local" else "ray", "workers": w,
                                     "rate": float(np.mean(v)), "rounds": [float(x) for x in v],
-                                    "startup": float(np.mean(startup[name])) if name in startup else None})
+                                    "startup": float(np.mean(startup[name])) if name in startup else None,
+                                    "tasks_per_call": float(np.mean(per_call[name])) if name in per_call else 1.0})
                     print(f"{task}: {name} {np.mean(v):,.0f} steps/s ({n} states)", flush=True)
     cmd = "python benchmarks/mc_throughput.py" + ("" if argv is None and len(sys.argv) == 1 else " " + " ".join(sys.argv[1:]))
     data = {"about": "Steps per second measured by benchmarks/mc_throughput.py; docs/mc_throughput.md is rendered "
