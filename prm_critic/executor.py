@@ -124,9 +124,6 @@ class _WorkerBody:
     def ready(self) -> int:
         return os.getpid()
 
-    def run(self, fn: Callable[[Any, Any], Any], payload: Any) -> Any:
-        return fn(self.ctx, payload)
-
     def run_group(self, fn: Callable[[Any, Any], Any], payloads: list) -> tuple[list, float]:
         """``[fn(ctx, p) for p in payloads]`` and the seconds they took. A task that raises re-raises
         its exception with ``prm_task_index`` set to its index in ``payloads`` (it survives pickling),
@@ -229,11 +226,22 @@ class RayExecutor(Executor):
         pool = _RayPool(ray, actors, self.in_flight, started, call_s=self.call_s, max_group=self.max_group)
         try:
             for a in actors:  # setup errors surface here, before any task runs
-                pool._get(a.ready.remote(), "worker setup", setup_error=True)
+                pool._get(a.ready.remote(), ["worker setup"], setup_error=True)
         except BaseException:
             pool.close()
             raise
         return pool
+
+
+def _failed_task(descs: list[str], cause: BaseException | None) -> str:
+    """The description of the task of ``descs`` that raised ``cause`` (tagged by the worker's
+    ``run_group`` with ``prm_task_index``), or of the whole call when it cannot tell."""
+    j = getattr(cause, "prm_task_index", None)
+    if len(descs) == 1:
+        return descs[0]
+    if isinstance(j, int) and 0 <= j < len(descs):
+        return descs[j]
+    return f"one of {len(descs)} tasks from {descs[0]}"
 
 
 class _RayPool(Pool):
@@ -248,20 +256,21 @@ class _RayPool(Pool):
         self.calls = 0
         self.tasks = 0
 
-    def _get(self, ref, desc: "str | Callable[[BaseException | None], str]", setup_error: bool = False):
+    def _get(self, ref, descs: list[str], setup_error: bool = False):
+        """``ray.get(ref)`` of a call for the tasks ``descs``; a failure names the task that raised."""
         exc_mod = self.ray.exceptions
         try:
             return self.ray.get(ref)
         except exc_mod.RayTaskError as exc:
             cause = getattr(exc, "cause", None)
-            name = desc(cause) if callable(desc) else desc
+            name = _failed_task(descs, cause)
             if setup_error and isinstance(cause, Exception):
                 raise cause from None  # the same error the local executor raises
             if isinstance(cause, Exception):
                 raise TaskError(f"{name}: {type(cause).__name__}: {cause}", name) from cause
             raise TaskError(f"{name}: failed on a worker: {exc}", name) from exc
         except exc_mod.RayActorError as exc:
-            name = desc(None) if callable(desc) else desc
+            name = _failed_task(descs, None)
             raise TaskError(f"{name}: its worker process died and could not be restarted ({type(exc).__name__}); "
                             "finished shards are written, re-run to continue", name) from exc
 
@@ -272,8 +281,7 @@ class _RayPool(Pool):
 
     def map(self, fn, tasks):
         it = iter(tasks)
-        pending: dict[Any, list[Task]] = {}
-        worker_of: dict[Any, int] = {}
+        pending: dict[Any, tuple[list[Task], int]] = {}
         busy_s, done = 0.0, 0  # worker seconds and tasks so far: the mean task time sizes the groups
         self.calls = self.tasks = 0
 
@@ -283,18 +291,10 @@ class _RayPool(Pool):
             if not group:
                 return False
             ref = self.actors[i].run_group.remote(fn, [t.payload for t in group])
-            pending[ref], worker_of[ref] = group, i
+            pending[ref] = (group, i)
             self.calls += 1
             self.tasks += len(group)
             return True
-
-        def failed(group: list[Task]):
-            def name(cause: BaseException | None) -> str:
-                j = getattr(cause, "prm_task_index", None)
-                if isinstance(j, int) and 0 <= j < len(group):
-                    return group[j].desc
-                return group[0].desc if len(group) == 1 else f"one of {len(group)} tasks from {group[0].desc}"
-            return name
 
         for _ in range(self.in_flight):
             for i in range(len(self.actors)):
@@ -302,8 +302,8 @@ class _RayPool(Pool):
         try:
             while pending:
                 (ref,), _ = self.ray.wait(list(pending), num_returns=1)
-                group, i = pending.pop(ref), worker_of.pop(ref)
-                results, seconds = self._get(ref, failed(group))
+                group, i = pending.pop(ref)
+                results, seconds = self._get(ref, [t.desc for t in group])
                 busy_s, done = busy_s + seconds, done + len(group)
                 submit(i)
                 for task, result in zip(group, results):

@@ -124,7 +124,14 @@ def main(argv=None) -> int:
     p.add_argument("--md", type=Path, default=DOC)
     p.add_argument("--render", action="store_true", help="only write --md from --raw")
     args = p.parse_args(argv)
+    for name in ("rounds", "chunk"):
+        if getattr(args, name) < 1:
+            p.error(f"--{name}: expected an integer >= 1, got {getattr(args, name)}")
+    if args.warmup < 0:
+        p.error(f"--warmup: expected an integer >= 0, got {args.warmup}")
     if not args.render:
+        from prm_critic._io import atomic_write_bytes
+
         import jax
         import sbx
         import stable_baselines3
@@ -141,10 +148,7 @@ def main(argv=None) -> int:
             "machine": f"{platform.machine()}, Python {platform.python_version()}, {os.cpu_count()} CPU cores",
             "load": f"1-min load average {load0:.1f} at the start, {os.getloadavg()[0]:.1f} at the end "
                     "(cores shared with other jobs)"})
-        args.raw.parent.mkdir(parents=True, exist_ok=True)
-        tmp = args.raw.with_suffix(".tmp")
-        tmp.write_text(json.dumps(raw, indent=1) + "\n")
-        os.replace(tmp, args.raw)
+        atomic_write_bytes(args.raw, (json.dumps(raw, indent=1) + "\n").encode())
     raw = json.loads(args.raw.read_text())
     args.md.write_text(render(raw))
     print(render(raw))
