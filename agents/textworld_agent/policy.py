@@ -4,8 +4,9 @@
 ``w`` is a small per-verb table (taking, opening, moving, preparing and eating the meal are a bit
 more likely; examining, dropping, putting away and eating ingredients are less likely) and
 ``r = repeat_penalty`` discourages re-issuing a command. It knows nothing about the recipe; it is
-a cheap stand-in for an LLM proposer (any LangChain chat model can replace it in the graph, see
-:mod:`agents.textworld_agent.graph`).
+a cheap stand-in for an LLM proposer: :class:`~agents.textworld_agent.llm_policy.LLMPolicy` is the
+real one (a chat model constrained to the admissible commands), and any LangChain chat model can
+replace it in the graph, see :mod:`agents.textworld_agent.graph`.
 """
 
 from __future__ import annotations
@@ -66,8 +67,10 @@ class BasePolicy:
         return w / w.sum()
 
     def sample(self, admissible: Sequence[str], history: Sequence[str], rng: np.random.Generator,
-               n: int = 1, *, distinct: bool = False) -> list[str]:
-        """Draw ``n`` commands (one policy call each). ``distinct``: without replacement (at most A)."""
+               n: int = 1, *, distinct: bool = False, intro: str = "", feedbacks: Sequence[str] = ()) -> list[str]:
+        """Draw ``n`` commands (one policy call each). ``distinct``: without replacement (at most A).
+        ``intro`` and ``feedbacks`` (the game's texts, read by :class:`~agents.textworld_agent.llm_policy.LLMPolicy`)
+        are not used: this policy sees only the commands."""
         if n < 1:
             raise ValueError(f"n: expected an int >= 1, got {n!r}")
         adm = list(admissible)

@@ -25,7 +25,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, asdict
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -56,13 +56,15 @@ class EpisodeResult:
 
 
 def run_base(path: str | Path, rng: np.random.Generator, *, max_steps: int = 40,
-             policy: BasePolicy | None = None) -> EpisodeResult:
+             policy: "Policy | None" = None) -> EpisodeResult:
     policy = policy or BasePolicy()
     g = TextWorldGame(path, max_steps=max_steps)
     try:
         r = g.reset()
+        intro, feedbacks = r.feedback, []
         while not r.done:
-            r = g.step(policy.sample(r.admissible, g.history, rng)[0])
+            r = g.step(policy.sample(r.admissible, g.history, rng, intro=intro, feedbacks=feedbacks)[0])
+            feedbacks.append(r.feedback)
         n = len(g.history)
         return EpisodeResult(r.won, r.lost, n, n, n, commands=list(g.history))
     finally:
@@ -70,7 +72,7 @@ def run_base(path: str | Path, rng: np.random.Generator, *, max_steps: int = 40,
 
 
 def run_outcome_bon(path: str | Path, rng: np.random.Generator, *, n: int = 8, max_steps: int = 40,
-                    policy: BasePolicy | None = None) -> EpisodeResult:
+                    policy: "Policy | None" = None) -> EpisodeResult:
     if n < 1:
         raise ValueError(f"n: expected an int >= 1, got {n!r}")
     calls = 0
@@ -82,6 +84,10 @@ def run_outcome_bon(path: str | Path, rng: np.random.Generator, *, n: int = 8, m
             break
     return EpisodeResult(last.won, last.lost, last.steps, calls, calls, commands=last.commands)
 
+
+#: a base policy: :class:`BasePolicy` (hand-weighted sampler) or
+#: :class:`~agents.textworld_agent.llm_policy.LLMPolicy` (a chat model)
+Policy = Any
 
 #: score_fn(prompt, history_texts, candidate_texts, candidate_results) -> scores (n,)
 ScoreFn = Callable[[str, Sequence[str], Sequence[str], Sequence[StepResult]], np.ndarray]
@@ -116,7 +122,7 @@ def oracle_score_fn() -> ScoreFn:
 
 
 def run_step_bon(path: str | Path, rng: np.random.Generator, score_fn: ScoreFn, *, n: int = 4,
-                 max_steps: int = 40, policy: BasePolicy | None = None) -> EpisodeResult:
+                 max_steps: int = 40, policy: "Policy | None" = None) -> EpisodeResult:
     """Best-of-``n`` at every step with one-step look-ahead on forked states."""
     if n < 1:
         raise ValueError(f"n: expected an int >= 1, got {n!r}")
@@ -127,9 +133,10 @@ def run_step_bon(path: str | Path, rng: np.random.Generator, score_fn: ScoreFn, 
         r = g.reset()
         prompt = r.feedback
         texts: list[str] = []
+        feedbacks: list[str] = []
         calls = tools = critic_calls = avoided = 0
         while not r.done:
-            cands = policy.sample(r.admissible, g.history, rng, n=n, distinct=True)
+            cands = policy.sample(r.admissible, g.history, rng, n=n, distinct=True, intro=prompt, feedbacks=feedbacks)
             calls += len(cands)
             results = []
             for c in cands:
@@ -143,6 +150,7 @@ def run_step_bon(path: str | Path, rng: np.random.Generator, score_fn: ScoreFn, 
             avoided += sum(1 for i, x in enumerate(results) if x.lost and i != best)
             r = g.step(cands[best])
             tools += 1
+            feedbacks.append(r.feedback)
             texts.append(step_text(cands[best], r.feedback))
         return EpisodeResult(r.won, r.lost, len(g.history), calls, tools, critic_calls, avoided, list(g.history))
     finally:
@@ -152,7 +160,7 @@ def run_step_bon(path: str | Path, rng: np.random.Generator, score_fn: ScoreFn, 
 
 def run_beam(path: str | Path, rng: np.random.Generator, critic: BaseCritic, *, beam_width: int = 2,
              branch_factor: int = 3, max_steps: int = 40, dead_end_threshold: float = 0.1,
-             budget: int | None = None, aggregate: str = "last", policy: BasePolicy | None = None,
+             budget: int | None = None, aggregate: str = "last", policy: "Policy | None" = None,
              dead_end_mode: str = "absolute", on_all_pruned: str = "keep_best") -> EpisodeResult:
     """PRM beam search (``prm_critic.langgraph.build_beam_search_graph``) over command histories.
 
@@ -166,12 +174,14 @@ def run_beam(path: str | Path, rng: np.random.Generator, critic: BaseCritic, *, 
     lock = threading.Lock()  # LangGraph runs the Send branches in threads; one simulator, one at a time
     try:
         intro = sim.reset()
-        root = {"commands": [], "admissible": intro.admissible, "won": False, "lost": False, "done": False}
+        root = {"commands": [], "feedbacks": [], "admissible": intro.admissible, "won": False, "lost": False,
+                "done": False}
 
         def expand(state, history, k):
             if state["done"] or not state["admissible"]:
                 return []
-            cands = policy.sample(state["admissible"], state["commands"], rng, n=k, distinct=True)
+            cands = policy.sample(state["admissible"], state["commands"], rng, n=k, distinct=True,
+                                  intro=intro.feedback, feedbacks=state["feedbacks"])
             out = []
             for c in cands:
                 with lock:
@@ -179,8 +189,10 @@ def run_beam(path: str | Path, rng: np.random.Generator, critic: BaseCritic, *, 
                     x = sim.step(c)
                 counters["tools"] += 1
                 counters["lost"] += int(x.lost)
-                out.append((step_text(c, x.feedback), {"commands": state["commands"] + [c], "admissible": x.admissible,
-                                                       "won": x.won, "lost": x.lost, "done": x.done}))
+                out.append((step_text(c, x.feedback), {"commands": state["commands"] + [c],
+                                                       "feedbacks": state["feedbacks"] + [x.feedback],
+                                                       "admissible": x.admissible, "won": x.won, "lost": x.lost,
+                                                       "done": x.done}))
             return out
 
         g = build_beam_search_graph(expand, critic, beam_width=beam_width, branch_factor=branch_factor,

@@ -52,18 +52,19 @@ def _atomic_json(path: Path, obj) -> None:
 
 
 def run_one(method: str, path: Path, rng: np.random.Generator, max_steps: int, critic=None,
-            dead_end_threshold: float = 0.05, on_all_pruned: str = "keep_best") -> dict:
+            dead_end_threshold: float = 0.05, on_all_pruned: str = "keep_best", policy=None) -> dict:
     if method == "base":
-        r = run_base(path, rng, max_steps=max_steps)
+        r = run_base(path, rng, max_steps=max_steps, policy=policy)
     elif method == "outcome_bon4":
-        r = run_outcome_bon(path, rng, n=4, max_steps=max_steps)
+        r = run_outcome_bon(path, rng, n=4, max_steps=max_steps, policy=policy)
     elif method == "prm_bon3":
-        r = run_step_bon(path, rng, prm_score_fn(critic), n=3, max_steps=max_steps)
+        r = run_step_bon(path, rng, prm_score_fn(critic), n=3, max_steps=max_steps, policy=policy)
     elif method == "oracle_bon3":
-        r = run_step_bon(path, rng, oracle_score_fn(), n=3, max_steps=max_steps)
+        r = run_step_bon(path, rng, oracle_score_fn(), n=3, max_steps=max_steps, policy=policy)
     elif method == "prm_beam":
         r = run_beam(path, rng, critic, beam_width=2, branch_factor=2, max_steps=max_steps,
-                     dead_end_threshold=dead_end_threshold, aggregate="last", on_all_pruned=on_all_pruned)
+                     dead_end_threshold=dead_end_threshold, aggregate="last", on_all_pruned=on_all_pruned,
+                     policy=policy)
     else:
         raise ValueError(f"method: expected one of {METHODS}, got {method!r}")
     return r.to_dict()
@@ -91,6 +92,10 @@ def main(argv=None) -> int:
     ap.add_argument("--dead-end-threshold", type=float, default=0.05, help="prm_beam: prune steps scoring below it")
     ap.add_argument("--on-all-pruned", default="keep_best", choices=("keep_best", "stop"),
                     help="prm_beam: when every candidate scores under the threshold, keep the best or stop")
+    ap.add_argument("--policy", default="hand", choices=("hand", "llm"),
+                    help="base policy: the hand-weighted sampler, or a real chat model served locally "
+                         "(LLMPolicy; method names get the tag 'llm')")
+    ap.add_argument("--llm-model", default="smollm2", help="--policy llm: GGUF file or 'smollm2' (packaged)")
     ap.add_argument("--tag", default="", help="suffix for PRM method names, e.g. 'mc+siblings' (which PRM)")
     ap.add_argument("--report", action="store_true", help="only rebuild the table and plot")
     a = ap.parse_args(argv)
@@ -108,21 +113,36 @@ def main(argv=None) -> int:
             from prm_critic.text.prm import MiniLMStepPRM
 
             critic = MiniLMStepPRM.load(a.prm)
+        policy, server = None, None
+        if a.policy == "llm":
+            from langchain_openai import ChatOpenAI
+
+            from agents.textworld_agent.llm_policy import LLMPolicy
+            from prm_critic.llm import LocalLLMServer
+
+            server = LocalLLMServer(a.llm_model, n_threads=1, ctx_size=4096).start()
+            policy = LLMPolicy(ChatOpenAI(base_url=server.base_url, api_key="none", model=server.model,
+                                          max_tokens=48))
         units = [(m, s, rep) for m in methods for s in seeds for rep in range(a.reps if m == "base" else 1)]
-        for m, s, rep in tqdm(units, desc="agents benchmark", unit="episode"):
-            name = f"{m}+{a.tag}" if (a.tag and m.startswith("prm")) else m
-            f = out / f"{name}__seed{s}_rep{rep}.json"
-            if f.exists():
-                continue
-            path = ensure_game(s)
-            rng = np.random.default_rng([s, rep, zlib.crc32(m.encode())])
-            t0 = time.time()
-            res = run_one(m, path, rng, a.max_steps, critic, a.dead_end_threshold, a.on_all_pruned)
-            res.update(method=name, seed=s, rep=rep, wall_s=round(time.time() - t0, 2), max_steps=a.max_steps)
-            if m == "prm_beam":
-                res["dead_end_threshold"] = a.dead_end_threshold
-                res["on_all_pruned"] = a.on_all_pruned
-            _atomic_json(f, res)
+        try:
+            for m, s, rep in tqdm(units, desc="agents benchmark", unit="episode"):
+                tags = ([a.tag] if (a.tag and m.startswith("prm")) else []) + (["llm"] if a.policy == "llm" else [])
+                name = "+".join([m, *tags])
+                f = out / f"{name}__seed{s}_rep{rep}.json"
+                if f.exists():
+                    continue
+                path = ensure_game(s)
+                rng = np.random.default_rng([s, rep, zlib.crc32(m.encode())])
+                t0 = time.time()
+                res = run_one(m, path, rng, a.max_steps, critic, a.dead_end_threshold, a.on_all_pruned, policy)
+                res.update(method=name, seed=s, rep=rep, wall_s=round(time.time() - t0, 2), max_steps=a.max_steps)
+                if m == "prm_beam":
+                    res["dead_end_threshold"] = a.dead_end_threshold
+                    res["on_all_pruned"] = a.on_all_pruned
+                _atomic_json(f, res)
+        finally:
+            if server is not None:
+                server.stop()
     table = report(out, seeds, Path(a.md), Path(a.png), " ".join(sys.argv))
     Path(a.md).parent.mkdir(parents=True, exist_ok=True)
     Path(a.md).write_text(table + "\n")
