@@ -112,3 +112,20 @@ def test_bad_arguments(kw, match):
         LLMPolicy(object())
     with pytest.raises(ValueError, match="commands: expected at least one"):
         command_response_format([])
+
+
+def test_readme_llm_policy_example_runs(capsys, monkeypatch, tmp_path):
+    """The README's LLMPolicy example (docs/readme/agents.md) runs as written on the real model."""
+    import re
+    from pathlib import Path
+
+    smollm2()
+    monkeypatch.setenv("PRM_CRITIC_CACHE", str(tmp_path))  # the example's game goes to a scratch cache
+    text = (Path(__file__).resolve().parents[1] / "docs" / "readme" / "agents.md").read_text()
+    block = next(b for b in re.findall(r"```python\n(.*?)```", text, re.S) if "LLMPolicy(llm)" in b)
+    exec(compile(block, "docs/readme/agents.md", "exec"), {"__name__": "readme_example"})
+    printed = capsys.readouterr().out.strip()
+    m = re.fullmatch(r"(\[.*\]) (True|False) (\d+)", printed)
+    assert m, printed
+    commands = eval(m.group(1), {})  # a list literal of the commands printed by the example
+    assert 1 <= len(commands) <= 5 and int(m.group(3)) == len(commands)
