@@ -32,16 +32,17 @@ DOC = ROOT / "docs" / "agents_benchmark.md"
 EXTRA = ROOT / "benchmarks" / "results" / "agents_benchmark.json"
 SEEDS = tuple(range(1000, 1008))
 
-METHODS = ("base", "outcome_bon4", "prm_bon3", "prm_beam", "oracle_bon3")
+METHODS = ("base", "outcome_bon4", "prm_bon3", "prm_beam", "prm_beam_noprune", "oracle_bon3")
 LABELS = {
     "base": "base policy",
     "outcome_bon4": "outcome-only best-of-4 (episodes)",
     "prm_bon3": "PRM best-of-3 at every step",
     "prm_beam": "PRM beam search (w=2, b=2, dead-end pruning)",
+    "prm_beam_noprune": "PRM beam search (w=2, b=2, no pruning)",
     "oracle_bon3": "ORACLE best-of-3 at every step (intermediate_reward)",
 }
 SHORT = {"base": "base policy", "outcome_bon4": "outcome-only best-of-4", "prm_bon3": "PRM best-of-3",
-         "prm_beam": "PRM beam", "oracle_bon3": "ORACLE best-of-3"}
+         "prm_beam": "PRM beam", "prm_beam_noprune": "PRM beam, no pruning", "oracle_bon3": "ORACLE best-of-3"}
 _KEYS = ("won", "lost", "policy_calls", "tool_calls", "critic_calls", "dead_ends_avoided", "wall_s", "method", "seed")
 
 
@@ -146,7 +147,7 @@ def _seeds(seeds) -> str:
 def _all_pruned_note(allres: dict[str, list[dict]]) -> list[str]:
     """What the beam did when every candidate of a depth scored under the threshold in these runs
     (a result without ``on_all_pruned`` predates the option: it stopped)."""
-    modes = sorted({r.get("on_all_pruned", "stop") for m, res in allres.items() if m.startswith("prm_beam") for r in res})
+    modes = sorted({r.get("on_all_pruned", "stop") for m, res in allres.items() if m.split("+")[0] == "prm_beam" for r in res})
     if not modes:
         return []
     if len(modes) > 1:

@@ -7,6 +7,7 @@ Methods (see agents/textworld_agent/search.py for the cost accounting):
   prm_bon3      learned PRM best-of-3 at every step (one-step look-ahead on forked states)
   prm_beam      learned PRM beam search (width 2, branch 2) with dead-end pruning,
                 prm_critic.langgraph.build_beam_search_graph
+  prm_beam_noprune  the same beam without pruning (threshold 0), so pruning's savings are measured
   oracle_bon3   ORACLE best-of-3 at every step on privileged intermediate_reward (upper reference)
 
 Resumable: one JSON per (method, game seed, rep) under --out, written atomically; existing ones
@@ -65,6 +66,9 @@ def run_one(method: str, path: Path, rng: np.random.Generator, max_steps: int, c
         r = run_beam(path, rng, critic, beam_width=2, branch_factor=2, max_steps=max_steps,
                      dead_end_threshold=dead_end_threshold, aggregate="last", on_all_pruned=on_all_pruned,
                      policy=policy)
+    elif method == "prm_beam_noprune":  # scores lie in [0, 1]: a cut at 0 drops nothing
+        r = run_beam(path, rng, critic, beam_width=2, branch_factor=2, max_steps=max_steps,
+                     dead_end_threshold=0.0, aggregate="last", policy=policy)
     else:
         raise ValueError(f"method: expected one of {METHODS}, got {method!r}")
     return r.to_dict()
@@ -139,6 +143,8 @@ def main(argv=None) -> int:
                 if m == "prm_beam":
                     res["dead_end_threshold"] = a.dead_end_threshold
                     res["on_all_pruned"] = a.on_all_pruned
+                elif m == "prm_beam_noprune":
+                    res["dead_end_threshold"] = 0.0
                 _atomic_json(f, res)
         finally:
             if server is not None:
