@@ -46,9 +46,14 @@ SHORT = {"base": "base policy", "outcome_bon4": "outcome-only best-of-4", "prm_b
 _KEYS = ("won", "lost", "policy_calls", "tool_calls", "critic_calls", "dead_ends_avoided", "wall_s", "method", "seed")
 
 
-def load_results(out: Path = RESULTS, seeds=SEEDS) -> dict[str, list[dict]]:
-    """``{method: [episode result, ...]}`` of the result files for ``seeds``; a file that is empty or
-    lacks a field fails loudly with its name."""
+#: the games of this doc (files without a ``difficulty`` field were all measured on it)
+DIFFICULTY = "r1t1g1-open-cook-train"
+
+
+def load_results(out: Path = RESULTS, seeds=SEEDS, difficulty: str = DIFFICULTY) -> dict[str, list[dict]]:
+    """``{method: [episode result, ...]}`` of the result files for ``seeds`` on games of ``difficulty``
+    (a tag such as ``r1t1g1-open-cook-train``); a file that is empty or lacks a field fails loudly
+    with its name."""
     allres: dict[str, list] = {}
     for f in sorted(Path(out).glob("*__seed*.json")):
         text = f.read_text()
@@ -58,7 +63,7 @@ def load_results(out: Path = RESULTS, seeds=SEEDS) -> dict[str, list[dict]]:
         missing = [k for k in _KEYS if k not in r]
         if missing:
             raise ValueError(f"{f}: expected fields {list(_KEYS)}, missing {missing}")
-        if r["seed"] in seeds:
+        if r["seed"] in seeds and r.get("difficulty", DIFFICULTY) == difficulty:
             allres.setdefault(r["method"], []).append(r)
     return allres
 

@@ -17,11 +17,15 @@ are skipped. ``--report`` rebuilds the markdown table and the PNG from what is t
     python benchmarks/agents/run.py --methods base,outcome_bon4,oracle_bon3 --seeds 1000-1007
     python benchmarks/agents/run.py --methods prm_bon3,prm_beam --seeds 1000-1007 --prm .cache/textworld/prm
     python benchmarks/agents/run.py --report --seeds 1000-1007
+    python benchmarks/agents/run.py --methods base --recipe 2 --take 2 --seeds 3000-3007   # harder games
+
+Each result records its games' difficulty tag; the report counts only those of the chosen one.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -74,12 +78,12 @@ def run_one(method: str, path: Path, rng: np.random.Generator, max_steps: int, c
     return r.to_dict()
 
 
-def report(out: Path, seeds, md: Path, png: Path, command: str) -> str:
+def report(out: Path, seeds, md: Path, png: Path, command: str, difficulty=DEFAULT_DIFFICULTY) -> str:
     from report import load_results
 
-    rows = summary(load_results(out, seeds))
+    rows = summary(load_results(out, seeds, difficulty.tag))
     if rows:
-        plot(rows, seeds, png, DEFAULT_DIFFICULTY.tag)
+        plot(rows, seeds, png, difficulty.tag)
     return summary_table(rows)
 
 
@@ -96,6 +100,10 @@ def main(argv=None) -> int:
     ap.add_argument("--dead-end-threshold", type=float, default=0.05, help="prm_beam: prune steps scoring below it")
     ap.add_argument("--on-all-pruned", default="keep_best", choices=("keep_best", "stop"),
                     help="prm_beam: when every candidate scores under the threshold, keep the best or stop")
+    ap.add_argument("--recipe", type=int, default=DEFAULT_DIFFICULTY.recipe,
+                    help="games: ingredients in the recipe (tw-cooking --recipe; default %(default)s)")
+    ap.add_argument("--take", type=int, default=DEFAULT_DIFFICULTY.take,
+                    help="games: ingredients to find (tw-cooking --take; default %(default)s)")
     ap.add_argument("--policy", default="hand", choices=("hand", "llm"),
                     help="base policy: the hand-weighted sampler, or a real chat model served locally "
                          "(LLMPolicy; method names get the tag 'llm')")
@@ -104,6 +112,11 @@ def main(argv=None) -> int:
     ap.add_argument("--report", action="store_true", help="only rebuild the table and plot")
     a = ap.parse_args(argv)
     seeds = parse_seeds(a.seeds)
+    try:
+        difficulty = dataclasses.replace(DEFAULT_DIFFICULTY, recipe=a.recipe, take=a.take)
+    except ValueError as exc:
+        raise SystemExit(f"--recipe/--take: {exc}") from None
+    tag_file = "" if difficulty == DEFAULT_DIFFICULTY else f"__{difficulty.tag}"
     methods = [m.strip() for m in a.methods.split(",") if m.strip()]
     for m in methods:
         if m not in METHODS:
@@ -132,14 +145,15 @@ def main(argv=None) -> int:
             for m, s, rep in tqdm(units, desc="agents benchmark", unit="episode"):
                 tags = ([a.tag] if (a.tag and m.startswith("prm")) else []) + (["llm"] if a.policy == "llm" else [])
                 name = "+".join([m, *tags])
-                f = out / f"{name}__seed{s}_rep{rep}.json"
+                f = out / f"{name}__seed{s}_rep{rep}{tag_file}.json"
                 if f.exists():
                     continue
-                path = ensure_game(s)
+                path = ensure_game(s, difficulty)
                 rng = np.random.default_rng([s, rep, zlib.crc32(m.encode())])
                 t0 = time.time()
                 res = run_one(m, path, rng, a.max_steps, critic, a.dead_end_threshold, a.on_all_pruned, policy)
-                res.update(method=name, seed=s, rep=rep, wall_s=round(time.time() - t0, 2), max_steps=a.max_steps)
+                res.update(method=name, seed=s, rep=rep, wall_s=round(time.time() - t0, 2), max_steps=a.max_steps,
+                           difficulty=difficulty.tag)
                 if m == "prm_beam":
                     res["dead_end_threshold"] = a.dead_end_threshold
                     res["on_all_pruned"] = a.on_all_pruned
@@ -149,7 +163,7 @@ def main(argv=None) -> int:
         finally:
             if server is not None:
                 server.stop()
-    table = report(out, seeds, Path(a.md), Path(a.png), " ".join(sys.argv))
+    table = report(out, seeds, Path(a.md), Path(a.png), " ".join(sys.argv), difficulty)
     Path(a.md).parent.mkdir(parents=True, exist_ok=True)
     Path(a.md).write_text(table + "\n")
     print(table)
