@@ -27,6 +27,11 @@ def main(argv=None) -> int:
     a = p.parse_args(argv)
     if a.steps < 10:
         p.error(f"--steps: expected an integer >= 10, got {a.steps}")
+    with tempfile.TemporaryDirectory() as scratch:
+        return _measure(Path(scratch), a.steps)
+
+
+def _measure(tmp: Path, steps: int) -> int:
     import gymnasium as gym
     import gymnasium_robotics
     import onnx
@@ -38,7 +43,6 @@ def main(argv=None) -> int:
     from prm_critic.onnx import export_state_critic
 
     gym.register_envs(gymnasium_robotics)
-    tmp = Path(tempfile.mkdtemp())
     fp32 = tmp / "critic.onnx"
     export_state_critic(StateCriticNet(31, hidden=(256, 256), activation="relu"), fp32, batch=1,
                         task="FetchPush-v4")
@@ -57,7 +61,7 @@ def main(argv=None) -> int:
                          for x in xs)) for k, s in sess.items()}
     cold: dict[str, list[float]] = {k: [] for k in sess}
     hot: dict[str, list[float]] = {k: [] for k in sess}
-    for i in range(a.steps):
+    for i in range(steps):
         x = xs[i % len(xs)][None]
         for k, s in sess.items():
             env.step(env.action_space.sample())
@@ -69,7 +73,7 @@ def main(argv=None) -> int:
             hot[k].append(time.perf_counter() - t)
     env.close()
     c32, h32 = np.median(cold["float32"]), np.median(hot["float32"])
-    print(f"onnxruntime {ort.__version__}, {a.steps} FetchPush-v4 steps per format, one thread")
+    print(f"onnxruntime {ort.__version__}, {steps} FetchPush-v4 steps per format, one thread")
     print(f"{'format':<16} {'cold p50 µs':>11} {'hot p50 µs':>10} {'cold / fp32':>11} {'hot / fp32':>10} "
           f"{'max |diff|':>10}")
     for k in sess:

@@ -40,6 +40,10 @@ __all__ = ["EpisodeResult", "run_base", "run_outcome_bon", "run_step_bon", "run_
            "oracle_score_fn"]
 
 
+#: a base policy: :class:`BasePolicy` (hand-weighted sampler) or
+#: :class:`~agents.textworld_agent.llm_policy.LLMPolicy` (a chat model)
+Policy = Any
+
 @dataclass
 class EpisodeResult:
     won: bool
@@ -56,7 +60,7 @@ class EpisodeResult:
 
 
 def run_base(path: str | Path, rng: np.random.Generator, *, max_steps: int = 40,
-             policy: "Policy | None" = None) -> EpisodeResult:
+             policy: Policy | None = None) -> EpisodeResult:
     policy = policy or BasePolicy()
     g = TextWorldGame(path, max_steps=max_steps)
     try:
@@ -72,7 +76,7 @@ def run_base(path: str | Path, rng: np.random.Generator, *, max_steps: int = 40,
 
 
 def run_outcome_bon(path: str | Path, rng: np.random.Generator, *, n: int = 8, max_steps: int = 40,
-                    policy: "Policy | None" = None) -> EpisodeResult:
+                    policy: Policy | None = None) -> EpisodeResult:
     if n < 1:
         raise ValueError(f"n: expected an int >= 1, got {n!r}")
     calls = 0
@@ -84,10 +88,6 @@ def run_outcome_bon(path: str | Path, rng: np.random.Generator, *, n: int = 8, m
             break
     return EpisodeResult(last.won, last.lost, last.steps, calls, calls, commands=last.commands)
 
-
-#: a base policy: :class:`BasePolicy` (hand-weighted sampler) or
-#: :class:`~agents.textworld_agent.llm_policy.LLMPolicy` (a chat model)
-Policy = Any
 
 #: score_fn(prompt, history_texts, candidate_texts, candidate_results) -> scores (n,)
 ScoreFn = Callable[[str, Sequence[str], Sequence[str], Sequence[StepResult]], np.ndarray]
@@ -122,7 +122,7 @@ def oracle_score_fn() -> ScoreFn:
 
 
 def run_step_bon(path: str | Path, rng: np.random.Generator, score_fn: ScoreFn, *, n: int = 4,
-                 max_steps: int = 40, policy: "Policy | None" = None) -> EpisodeResult:
+                 max_steps: int = 40, policy: Policy | None = None) -> EpisodeResult:
     """Best-of-``n`` at every step with one-step look-ahead on forked states."""
     if n < 1:
         raise ValueError(f"n: expected an int >= 1, got {n!r}")
@@ -160,7 +160,7 @@ def run_step_bon(path: str | Path, rng: np.random.Generator, score_fn: ScoreFn, 
 
 def run_beam(path: str | Path, rng: np.random.Generator, critic: BaseCritic, *, beam_width: int = 2,
              branch_factor: int = 3, max_steps: int = 40, dead_end_threshold: float = 0.1,
-             budget: int | None = None, aggregate: str = "last", policy: "Policy | None" = None,
+             budget: int | None = None, aggregate: str = "last", policy: Policy | None = None,
              dead_end_mode: str = "absolute", on_all_pruned: str = "keep_best") -> EpisodeResult:
     """PRM beam search (``prm_critic.langgraph.build_beam_search_graph``) over command histories.
 

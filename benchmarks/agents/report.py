@@ -26,6 +26,9 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
+sys.path.insert(0, str(ROOT))
+
+from agents.textworld_agent.env import DEFAULT_DIFFICULTY  # noqa: E402
 RESULTS = HERE / "results"
 TABLE = RESULTS / "table.md"
 DOC = ROOT / "docs" / "agents_benchmark.md"
@@ -47,7 +50,7 @@ _KEYS = ("won", "lost", "policy_calls", "tool_calls", "critic_calls", "dead_ends
 
 
 #: the games of this doc (files without a ``difficulty`` field were all measured on it)
-DIFFICULTY = "r1t1g1-open-cook-train"
+DIFFICULTY = DEFAULT_DIFFICULTY.tag
 
 
 def load_results(out: Path = RESULTS, seeds=SEEDS, difficulty: str = DIFFICULTY) -> dict[str, list[dict]]:
@@ -388,7 +391,6 @@ def main(argv=None) -> int:
     if not a.render:
         ap.error("--render: expected (this script only renders; run.py measures)")
     md, tab = (a.md, a.table) if (a.md or a.table) else (DOC, TABLE)
-    sys.path.insert(0, str(ROOT))
     from prm_critic._io import atomic_write_bytes
 
     allres, labels, stats, extra = load_all(a.results)

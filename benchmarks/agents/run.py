@@ -56,6 +56,10 @@ def _atomic_json(path: Path, obj) -> None:
     os.replace(tmp, path)
 
 
+#: prm_beam_noprune's dead-end threshold: scores lie in [0, 1], so a cut at 0 drops nothing
+NO_PRUNING = 0.0
+
+
 def run_one(method: str, path: Path, rng: np.random.Generator, max_steps: int, critic=None,
             dead_end_threshold: float = 0.05, on_all_pruned: str = "keep_best", policy=None) -> dict:
     if method == "base":
@@ -70,9 +74,9 @@ def run_one(method: str, path: Path, rng: np.random.Generator, max_steps: int, c
         r = run_beam(path, rng, critic, beam_width=2, branch_factor=2, max_steps=max_steps,
                      dead_end_threshold=dead_end_threshold, aggregate="last", on_all_pruned=on_all_pruned,
                      policy=policy)
-    elif method == "prm_beam_noprune":  # scores lie in [0, 1]: a cut at 0 drops nothing
+    elif method == "prm_beam_noprune":
         r = run_beam(path, rng, critic, beam_width=2, branch_factor=2, max_steps=max_steps,
-                     dead_end_threshold=0.0, aggregate="last", policy=policy)
+                     dead_end_threshold=NO_PRUNING, aggregate="last", policy=policy)
     else:
         raise ValueError(f"method: expected one of {METHODS}, got {method!r}")
     return r.to_dict()
@@ -158,7 +162,7 @@ def main(argv=None) -> int:
                     res["dead_end_threshold"] = a.dead_end_threshold
                     res["on_all_pruned"] = a.on_all_pruned
                 elif m == "prm_beam_noprune":
-                    res["dead_end_threshold"] = 0.0
+                    res["dead_end_threshold"] = NO_PRUNING
                 _atomic_json(f, res)
         finally:
             if server is not None:
