@@ -129,3 +129,15 @@ def test_readme_llm_policy_example_runs(capsys, monkeypatch, tmp_path):
     assert m, printed
     commands = eval(m.group(1), {})  # a list literal of the commands printed by the example
     assert 1 <= len(commands) <= 5 and int(m.group(3)) == len(commands)
+
+
+def test_feedbacks_that_do_not_match_the_history_are_refused():
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+
+    # FAKE chat model, never called: the texts are checked before any call
+    policy = LLMPolicy(GenericFakeChatModel(messages=iter([])))
+    with pytest.raises(ValueError, match=r"feedbacks: expected none or one per command of history \(2\), got 1"):
+        policy.sample(["look"], ["open fridge", "look"], np.random.default_rng(0), feedbacks=["You open it."])
+    assert "Latest commands" not in policy.prompt(["look"], ["open fridge"], "Intro.", [])  # no texts: none shown
+    shown = policy.prompt(["look"], ["open fridge", "look"], "Intro.", ["You open it.", "A kitchen."])
+    assert "> open fridge\nYou open it.\n> look\nA kitchen." in shown

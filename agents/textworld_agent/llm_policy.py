@@ -85,9 +85,15 @@ class LLMPolicy:
 
     def prompt(self, admissible: Sequence[str], history: Sequence[str], intro: str,
                feedbacks: Sequence[str]) -> str:
-        """The user message: intro, the latest ``max_history`` (command, feedback) pairs, the admissible commands."""
+        """The user message: intro, the latest ``max_history`` (command, feedback) pairs, the admissible commands.
+
+        ``feedbacks`` is empty (no game texts) or holds one answer per command of ``history``.
+        """
+        if feedbacks and len(feedbacks) != len(history):
+            raise ValueError(f"feedbacks: expected none or one per command of history ({len(history)}), "
+                             f"got {len(feedbacks)}")
         lines = ["Introduction: " + self._clip(intro)]
-        k = min(self.max_history, len(history), len(feedbacks))
+        k = min(self.max_history, len(feedbacks))
         if k:
             lines.append("Latest commands and what the game answered:")
             for c, f in zip(history[len(history) - k:], feedbacks[len(feedbacks) - k:]):
