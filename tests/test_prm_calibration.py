@@ -1,0 +1,55 @@
+"""The TextWorld PRM calibration measurements (benchmarks/agents/prm_calibration.py): AUROC against a
+brute-force count over all pairs, the reliability curve and ECE on hand-checked inputs, bad inputs."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks" / "agents"))
+from prm_calibration import auroc, calibration  # noqa: E402
+
+scores = st.lists(st.sampled_from([0.0, 0.1, 0.25, 0.5, 0.9, 1.0]) | st.floats(0, 1), min_size=1, max_size=30)
+
+
+@settings(max_examples=200, deadline=None)
+@given(scores, scores)
+def test_auroc_is_the_pairwise_win_rate_with_ties_half(pos, neg):
+    brute = np.mean([1.0 if a > b else 0.5 if a == b else 0.0 for a in pos for b in neg])
+    assert auroc(np.asarray(pos), np.asarray(neg)) == pytest.approx(brute, abs=1e-12)
+
+
+def test_auroc_of_an_empty_side_is_unmeasured():
+    assert auroc(np.zeros(0), np.ones(3)) is None
+    assert auroc(np.ones(3), np.zeros(0)) is None
+
+
+def test_calibration_by_hand():
+    p = np.array([0.05, 0.05, 0.95, 0.95])
+    y = np.array([0.0, 0.0, 1.0, 0.5])
+    c = calibration(p, y)
+    assert c["brier"] == pytest.approx((0.05**2 * 2 + 0.05**2 + 0.45**2) / 4)
+    assert [b["n"] for b in c["curve"]] == [2, 2]
+    assert c["curve"][1]["mean_label"] == pytest.approx(0.75)
+    assert c["ece"] == pytest.approx(0.5 * 0.05 + 0.5 * abs(0.95 - 0.75))
+    # a score of exactly 1.0 falls into the last bin, not past it
+    assert calibration(np.array([1.0]), np.array([1.0]))["curve"][0]["bin"] == [0.9, 1.0]
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.floats(0, 1), min_size=1, max_size=40))
+def test_perfect_predictions_have_zero_brier_and_ece(v):
+    c = calibration(np.asarray(v), np.asarray(v))
+    assert c["brier"] == 0.0 and c["ece"] == pytest.approx(0.0, abs=1e-12)
+    assert sum(b["n"] for b in c["curve"]) == len(v)
+
+
+def test_mismatched_inputs_are_refused():
+    with pytest.raises(ValueError, match="equal non-empty 1-D"):
+        calibration(np.zeros(3), np.zeros(4))
+    with pytest.raises(ValueError, match="equal non-empty 1-D"):
+        calibration(np.zeros(0), np.zeros(0))
