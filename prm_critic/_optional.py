@@ -2,7 +2,8 @@
 
 The core install needs numpy only. Extras: ``torch`` (torch, safetensors, tqdm, matplotlib: learned
 critics), ``robotics`` (gymnasium, gymnasium-robotics, MuJoCo: envs, shaper, pruner, subgoal critics),
-``train`` (robotics + torch + stable-baselines3), ``onnx`` / ``gpu`` (onnxruntime), ``agents``, ``llm`` (xllamacpp, langchain-openai).
+``train`` (robotics + torch + stable-baselines3), ``sbx`` (train + SBX / JAX: the ``backend="sbx"`` of
+``train_policy``), ``onnx`` / ``gpu`` (onnxruntime), ``agents``, ``llm`` (xllamacpp, langchain-openai).
 """
 
 from __future__ import annotations
@@ -24,6 +25,11 @@ _EXTRA_OF = {
     "stable_baselines3": "train",
     "sb3_contrib": "train",
     "tensorboard": "train",
+    "sbx": "sbx",
+    "jax": "sbx",
+    "jaxlib": "sbx",
+    "flax": "sbx",
+    "optax": "sbx",
     "onnx": "onnx",
     "onnxruntime": "onnx",
     "onnxscript": "onnx",

@@ -20,7 +20,7 @@ from prm_critic.sb3.monitor import step_success  # noqa: E402
 
 
 @pytest.mark.parametrize("kwargs,match", [
-    (dict(algo="ddpg"), r"algo: expected one of \['sac', 'tqc', 'ppo'\], got 'ddpg'"),
+    (dict(algo="ddpg"), r"algo: expected one of \['sac', 'tqc', 'ppo', 'crossq'\], got 'ddpg'"),
     (dict(total_steps=0), r"total_steps: expected a positive integer, got 0"),
     (dict(shaping="potentail", critic="subgoal"), r"shaping: expected one of .*got 'potentail'"),
     (dict(shaping="potential"), r"critic: shaping='potential' / prune=None need a critic"),

@@ -1,6 +1,7 @@
 """Train stable-baselines3 policies with PRM subgoal rewards (needs ``prm-critic[train]``).
 
 * :func:`train_policy` - SAC / TQC / PPO (+ HER) on a task with PRM shaping and dead-end pruning;
+  ``backend="sbx"`` trains SAC / TQC / CrossQ with SBX (JAX, ``prm-critic[sbx]``; :data:`BACKENDS`);
 * :func:`save_policy` / :func:`load_policy` - safetensors + JSON policy checkpoints (no pickle);
 * :class:`PRMStatsCallback`, :class:`UnshapedSuccessEval` - PRM logging and unshaped evaluation;
 * :class:`CriticRefreshCallback` - online fine-tuning of a learned critic on outcome labels;
@@ -11,6 +12,7 @@
   call per vector step).
 """
 
+from prm_critic.sb3.backends import BACKENDS
 from prm_critic.sb3.callbacks import PRMStatsCallback, UnshapedSuccessEval, read_eval_csv
 from prm_critic.sb3.checkpoint import PolicyCheckpointError, load_policy, save_policy
 from prm_critic.sb3.envs import SHAPING_MODES, make_train_env, make_vec_train_env, resolve_critic
@@ -26,7 +28,7 @@ from prm_critic.sb3.train import ALGOS, predict, train_policy
 from prm_critic.sb3.vec_prm_reward_shaper import VecPRMRewardShaper
 
 __all__ = [
-    "train_policy", "predict", "ALGOS", "SHAPING_MODES", "save_policy", "load_policy", "PolicyCheckpointError",
+    "train_policy", "predict", "ALGOS", "BACKENDS", "SHAPING_MODES", "save_policy", "load_policy", "PolicyCheckpointError",
     "PRMStatsCallback", "UnshapedSuccessEval", "CriticRefreshCallback", "read_eval_csv", "PRMMonitor", "make_train_env",
     "make_vec_train_env", "resolve_critic", "save_training_state", "load_training_state", "TrainingStateCheckpoint",
     "TrainingStateError", "VecPRMRewardShaper",

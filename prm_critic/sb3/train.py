@@ -1,4 +1,4 @@
-"""Train SB3 policies (SAC, TQC, PPO; HER for goal-conditioned tasks) with PRM subgoal rewards.
+"""Train SB3 policies (SAC, TQC, PPO; CrossQ on SBX; HER for goal-conditioned tasks) with PRM subgoal rewards.
 
 ``train_policy`` builds the env chain of :mod:`prm_critic.sb3.envs` (shaper inside the vector env,
 ``PRMMonitor`` last), passes the algorithm's ``gamma`` to the shaper (one source of truth), adds
@@ -6,12 +6,13 @@
 :class:`~prm_critic.sb3.callbacks.UnshapedSuccessEval` on a separate env without shaper/pruner.
 With ``log_dir`` it writes tensorboard + CSV logs, ``eval.csv`` and the final policy checkpoint
 ``policy.safetensors`` + ``policy.json`` (no pickle; see :mod:`prm_critic.sb3.checkpoint`).
+``backend="sbx"`` trains with SBX (JAX) instead of stable-baselines3 (:mod:`prm_critic.sb3.backends`);
+everything around the algorithm stays the same.
 """
 
 from __future__ import annotations
 
 import copy
-import inspect
 import json
 import os
 import warnings
@@ -21,57 +22,20 @@ from typing import Any, Mapping
 from prm_critic import validate
 from prm_critic._optional import require
 from prm_critic.robotics.spec import TaskSpec, load_spec
+from prm_critic.sb3.backends import (
+    ALGOS,
+    BACKENDS,
+    DEFAULT_BACKEND,
+    OFF_POLICY,
+    algo_class,
+    algo_default,
+    check_algo_backend,
+    check_algo_kwargs,
+)
 from prm_critic.sb3.envs import SHAPING_MODES, check_prune, critic_reference, make_vec_train_env, resolve_critic
 
-__all__ = ["ALGOS", "algo_class", "algo_default", "check_algo_kwargs", "train_policy", "build_model", "predict",
-           "fit_rollout", "planned_steps"]
-
-#: Supported algorithms.
-ALGOS = ("sac", "tqc", "ppo")
-OFF_POLICY = ("sac", "tqc")
-
-
-def algo_class(algo: str):
-    """The SB3 class of ``algo`` (``"sac"``, ``"tqc"``, ``"ppo"``)."""
-    if algo == "sac":
-        return require("stable_baselines3").SAC
-    if algo == "tqc":
-        return require("sb3_contrib").TQC
-    if algo == "ppo":
-        return require("stable_baselines3").PPO
-    raise ValueError(f"algo: expected one of {list(ALGOS)}, got {algo!r}")
-
-
-def algo_default(algo: str, name: str) -> Any:
-    """Default value of constructor argument ``name`` of ``algo``'s class (e.g. ``gamma``)."""
-    return inspect.signature(algo_class(algo).__init__).parameters[name].default
-
-
-def check_algo_kwargs(algo: str, algo_kwargs: Mapping[str, Any] | None) -> dict[str, Any]:
-    """Validate ``algo_kwargs`` against ``algo``'s constructor before any env is built: an unknown
-    key is named with the closest known one, arguments ``train_policy`` sets itself are refused,
-    and ``gamma`` must lie in (0, 1]."""
-    import difflib
-
-    if algo_kwargs is None:
-        return {}
-    if not isinstance(algo_kwargs, Mapping):
-        raise ValueError(f"algo_kwargs: expected None or a dict of {algo} constructor arguments, got {algo_kwargs!r}")
-    cls = algo_class(algo)
-    params = set(inspect.signature(cls.__init__).parameters) - {"self", "args", "kwargs"}
-    own = {"env": "the task", "seed": "seed=", "verbose": "verbose=", "tensorboard_log": "log_dir="}
-    for key in algo_kwargs:
-        if key in own:
-            raise ValueError(f"algo_kwargs[{key!r}]: set by train_policy itself (use {own[key]}), "
-                             f"got algo_kwargs[{key!r}]={algo_kwargs[key]!r}")
-        if key not in params:
-            close = difflib.get_close_matches(str(key), sorted(params), n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise ValueError(f"algo_kwargs: {key!r} is not an argument of {cls.__name__}{hint} "
-                             f"(expected some of {sorted(params - set(own))})")
-    if "gamma" in algo_kwargs:
-        validate.check_gamma("algo_kwargs['gamma']", algo_kwargs["gamma"])
-    return dict(algo_kwargs)
+__all__ = ["ALGOS", "OFF_POLICY", "BACKENDS", "DEFAULT_BACKEND", "algo_class", "algo_default", "check_algo_kwargs",
+           "train_policy", "build_model", "predict", "fit_rollout", "planned_steps"]
 
 
 def _is_goal_env(env) -> bool:
@@ -81,10 +45,12 @@ def _is_goal_env(env) -> bool:
 
 
 def build_model(algo: str, env, *, her: bool = False, algo_kwargs: Mapping[str, Any] | None = None,
-                seed: int | None = None, verbose: int = 0, tensorboard_log: str | None = None):
-    """Construct the SB3 model for ``env`` (a VecEnv). ``her=True`` adds ``HerReplayBuffer``
-    (``copy_info_dict=True``, so relabelled rewards can use what the shaper keeps in ``info``)."""
-    cls = algo_class(algo)
+                seed: int | None = None, verbose: int = 0, tensorboard_log: str | None = None,
+                backend: str = DEFAULT_BACKEND):
+    """Construct the model of ``algo`` on ``backend`` (``"sb3"`` or ``"sbx"``) for ``env`` (a VecEnv).
+    ``her=True`` adds SB3's ``HerReplayBuffer`` (both backends; ``copy_info_dict=True``, so
+    relabelled rewards can use what the shaper keeps in ``info``)."""
+    cls = algo_class(algo, backend)
     kw = dict(algo_kwargs or {})
     spaces = require("gymnasium").spaces
     policy = kw.pop("policy", "MultiInputPolicy" if isinstance(env.observation_space, spaces.Dict) else "MlpPolicy")
@@ -107,12 +73,14 @@ def train_policy(task: "str | TaskSpec", *, algo: str = "sac", critic: Any = Non
                  eval_episodes: int = 50, log_dir: str | os.PathLike | None = None,
                  algo_kwargs: Mapping[str, Any] | None = None, normalize_obs: bool = False,
                  callbacks: list | None = None, progress: bool = True, checkpoint_freq: int | None = None,
-                 resume: bool = False, verbose: int = 0, progress_bar: bool | None = None):
+                 resume: bool = False, verbose: int = 0, progress_bar: bool | None = None,
+                 backend: str = DEFAULT_BACKEND):
     """Train a policy on ``task`` with optional PRM shaping, HER and dead-end pruning.
 
     Args:
         task: built-in spec name, TOML path or :class:`TaskSpec`.
-        algo: ``"sac"``, ``"tqc"`` (sb3-contrib) or ``"ppo"``.
+        algo: ``"sac"``, ``"tqc"`` (sb3-contrib on ``backend="sb3"``), ``"ppo"`` (``"sb3"`` only) or
+            ``"crossq"`` (``"sbx"`` only).
         critic: ``None``, ``"subgoal"``, a checkpoint path (``.json``/``.safetensors``/``.onnx``) or a
             :class:`BaseCritic`. Needed by ``shaping`` and ``prune``.
         shaping: ``"potential"`` (``F = gamma * Phi(s') - Phi(s)``), ``"subgoal"``, ``"replace"`` or
@@ -149,23 +117,29 @@ def train_policy(task: "str | TaskSpec", *, algo: str = "sac", critic: Any = Non
         checkpoint_freq: save the whole training state (weights, optimisers, replay buffer,
             VecNormalize statistics, RNGs, callback state; safetensors + JSON, see
             :mod:`prm_critic.sb3.resume`) to ``log_dir/resume`` every ``checkpoint_freq`` env steps
-            and at the end (needs ``log_dir``).
+            and at the end (needs ``log_dir``; ``backend="sb3"`` only).
         resume: continue from the training state in ``log_dir/resume`` when there is one, up to
             ``total_steps`` in all (a larger ``total_steps`` than before extends a finished run).
             The run's configuration must match the checkpoint's (``total_steps`` aside).
         verbose: SB3's verbosity.
         progress_bar: older name of ``progress`` (``None``: not given).
+        backend: ``"sb3"`` (stable-baselines3 / sb3-contrib, torch) or ``"sbx"`` (SBX, JAX; ``pip
+            install "prm-critic[sbx]"``): SAC, TQC and CrossQ, same env chain, callbacks and
+            evaluation; its policy checkpoint is safetensors + JSON too. ``checkpoint_freq`` and
+            ``resume`` (the whole training state) are ``"sb3"`` only: with ``"sbx"`` they are refused.
 
     Returns:
-        The trained SB3 model. ``model.prm_config`` holds the run's JSON-able configuration, with
-        ``trained_steps`` (the env steps trained, ``model.num_timesteps``).
+        The trained SB3 (or SBX) model. ``model.prm_config`` holds the run's JSON-able configuration,
+        with ``backend`` and ``trained_steps`` (the env steps trained, ``model.num_timesteps``).
     """
     progress, prune, critic = _check_train_args(
         algo=algo, critic=critic, shaping=shaping, scale=scale, her=her, prune=prune, total_steps=total_steps,
         seed=seed, n_envs=n_envs, eval_freq=eval_freq, eval_episodes=eval_episodes, log_dir=log_dir,
-        progress=progress, checkpoint_freq=checkpoint_freq, resume=resume, progress_bar=progress_bar)
+        progress=progress, checkpoint_freq=checkpoint_freq, resume=resume, progress_bar=progress_bar,
+        backend=backend)
     spec = load_spec(task)  # the one place the task is resolved: everything below gets the TaskSpec
-    kw, gamma, fitted = _fit_algo_kwargs(spec, algo, algo_kwargs, total_steps=total_steps, her=her, n_envs=n_envs)
+    kw, gamma, fitted = _fit_algo_kwargs(spec, algo, algo_kwargs, total_steps=total_steps, her=her, n_envs=n_envs,
+                                         backend=backend)
     # load a path critic once and share it across the vector envs
     is_subgoal = isinstance(critic, str) and critic == "subgoal"
     critic_obj = critic if (critic is None or is_subgoal) else resolve_critic(critic, spec)
@@ -177,7 +151,7 @@ def train_policy(task: "str | TaskSpec", *, algo: str = "sac", critic: Any = Non
 
     log_path = Path(log_dir) if log_dir is not None else None
     model = build_model(algo, venv, her=her, algo_kwargs=kw, seed=seed, verbose=verbose,
-                        tensorboard_log=None)
+                        tensorboard_log=None, backend=backend)
     starts = getattr(model, "learning_starts", None)  # off-policy only
     if starts is not None and total_steps <= starts:
         venv.close()
@@ -191,7 +165,7 @@ def train_policy(task: "str | TaskSpec", *, algo: str = "sac", critic: Any = Non
                                                   eval_episodes=eval_episodes, log_path=log_path,
                                                   callbacks=callbacks, progress=progress)
     model.prm_config = {
-        "task": spec.name, "algo": algo, "critic": critic_reference(critic), "shaping": shaping,
+        "task": spec.name, "algo": algo, "backend": backend, "critic": critic_reference(critic), "shaping": shaping,
         "scale": float(scale), "head": head, "her": bool(her), "prune": prune, "gamma": gamma,
         "total_steps": total_steps, "seed": seed, "n_envs": n_envs, "normalize_obs": bool(normalize_obs),
     }
@@ -212,12 +186,12 @@ def train_policy(task: "str | TaskSpec", *, algo: str = "sac", critic: Any = Non
 
 
 def _fit_algo_kwargs(spec: TaskSpec, algo: str, algo_kwargs: Mapping[str, Any] | None, *, total_steps: int,
-                     her: bool, n_envs: int) -> tuple[dict[str, Any], float, list[str]]:
+                     her: bool, n_envs: int, backend: str) -> tuple[dict[str, Any], float, list[str]]:
     """The algorithm's constructor arguments for this run (a checked copy of ``algo_kwargs``, with
     ``gamma`` and the budget-fitted ones filled in), ``gamma``, and the names chosen here to fit the
     budget (not part of the resume config)."""
-    kw = copy.deepcopy(check_algo_kwargs(algo, algo_kwargs))  # SB3 mutates policy_kwargs in place
-    gamma = float(kw.get("gamma", algo_default(algo, "gamma")))
+    kw = copy.deepcopy(check_algo_kwargs(algo, algo_kwargs, backend))  # SB3 mutates policy_kwargs in place
+    gamma = float(kw.get("gamma", algo_default(algo, "gamma", backend)))
     kw["gamma"] = gamma
     fitted: list[str] = []  # arguments chosen here to fit the budget (not part of the resume config)
     if algo in OFF_POLICY:
@@ -225,7 +199,7 @@ def _fit_algo_kwargs(spec: TaskSpec, algo: str, algo_kwargs: Mapping[str, Any] |
         kw.setdefault("buffer_size", int(min(max(total_steps, 1000), 1_000_000)))
         if her:
             ep = spec.max_episode_steps or _registered_max_steps(spec)
-            kw.setdefault("learning_starts", max(int(algo_default(algo, "learning_starts")), (ep or 0) + 1))
+            kw.setdefault("learning_starts", max(int(algo_default(algo, "learning_starts", backend)), (ep or 0) + 1))
     else:
         fitted = fit_rollout(kw, algo, total_steps, n_envs)
     return kw, gamma, fitted
@@ -285,14 +259,15 @@ def _learn(model, total_steps: int, cbs: list, bar) -> None:
                 bar.close()  # also when training stops with an error: no bar left behind on the terminal
 
 def _check_train_args(*, algo, critic, shaping, scale, her, prune, total_steps, seed, n_envs, eval_freq,
-                      eval_episodes, log_dir, progress, checkpoint_freq, resume, progress_bar):
+                      eval_episodes, log_dir, progress, checkpoint_freq, resume, progress_bar, backend):
     """The argument checks of :func:`train_policy`, before anything is built; returns
     ``(progress, prune, critic)`` as train_policy uses them."""
     if progress_bar is not None:
         progress = validate.check_flag("progress_bar", progress_bar)  # the older name of progress
     validate.check_flag("progress", progress)
-    validate.check_choice("algo", algo, ALGOS)
-    algo_class(algo)  # the algorithm's package is installed
+    check_algo_backend(algo, backend)
+    _check_backend_support(backend, checkpoint_freq=checkpoint_freq, resume=resume)
+    algo_class(algo, backend)  # the algorithm's package is installed
     for name, v in (("total_steps", total_steps), ("n_envs", n_envs), ("eval_episodes", eval_episodes)):
         validate.positive_int(name, v)
     validate.positive_int("eval_freq", eval_freq, allow_none=True)
@@ -316,6 +291,16 @@ def _check_train_args(*, algo, critic, shaping, scale, her, prune, total_steps, 
         raise ValueError(f"shaping: a critic ({critic_reference(critic)}) was given but shaping=None and prune=None; "
                          f"choose shaping from {list(SHAPING_MODES)}")
     return progress, prune, critic
+
+
+def _check_backend_support(backend: str, *, checkpoint_freq: int | None, resume: bool) -> None:
+    """Refuse what ``backend`` cannot do: saving and resuming the whole training state (optimiser
+    states, replay buffer, RNGs) is implemented for stable-baselines3's torch models only."""
+    if backend == "sbx" and (checkpoint_freq is not None or resume):
+        raise ValueError(f"checkpoint_freq={checkpoint_freq!r} / resume={resume!r}: saving and resuming the whole "
+                         "training state (optimisers, replay buffer, RNGs) is implemented for backend='sb3' only, "
+                         "got backend='sbx'; train without checkpoint_freq and resume (the final policy is still "
+                         "saved to log_dir), or use backend='sb3'")
 
 
 def _restore_and_checkpoint(model, venv, state_dir: Path, *, kw, fitted, seed, resume, checkpoint_freq, stats,
@@ -415,6 +400,7 @@ def budget_note(model, total_steps: int, planned: int) -> str:
 
 
 def _check_resume_config(saved: Mapping[str, Any], now: Mapping[str, Any], where: Path) -> None:
+    saved = {"backend": "sb3", **saved}  # training states written before there was a backend are sb3's
     for key in sorted(set(saved) | set(now)):
         if saved.get(key) != now.get(key):
             raise ValueError(f"{key}: the training state in {str(where)!r} was written with {key}={saved.get(key)!r}, "
