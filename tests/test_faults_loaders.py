@@ -268,7 +268,7 @@ def test_policy_checkpoint_naming_arbitrary_code_is_refused(sac_files, tmp_path,
 
 
 @pytest.mark.parametrize("field, value, match", [
-    ("algo", "os", r"field 'algo' is 'os'; expected one of \['sac', 'tqc', 'ppo'\]"),
+    ("algo", "os", r"field 'algo' is 'os'; expected one of \['sac', 'tqc', 'ppo', 'crossq'\]"),
     ("policy_alias", "os:system", r"field 'policy_alias' is 'os:system'; expected one of \['MlpPolicy', 'MultiInputPolicy'\]"),
     ("algo_kwargs", [1], r"field 'algo_kwargs' is \[1\]; expected an object of constructor arguments"),
 ])
