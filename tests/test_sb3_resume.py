@@ -144,6 +144,17 @@ def test_resume_refuses_other_settings_and_bad_arguments(tmp_path):
         load_training_state(tmp_path / "nowhere", None)
 
 
+def test_a_training_state_without_a_backend_resumes_as_sb3(tmp_path):
+    """States written before train_policy had a backend hold no ``backend`` in their config: they are sb3's."""
+    train_policy(TASK, total_steps=100, log_dir=tmp_path, checkpoint_freq=100, algo_kwargs=TINY, **RUN)
+    meta_path = tmp_path / "resume" / json.loads((tmp_path / "resume" / "latest.json").read_text())["meta"]
+    meta = json.loads(meta_path.read_text())
+    assert meta["extra"]["config"].pop("backend") == "sb3"
+    meta_path.write_text(json.dumps(meta))
+    model = train_policy(TASK, total_steps=200, log_dir=tmp_path, resume=True, algo_kwargs=TINY, **RUN)
+    assert model.num_timesteps == 200 and model.prm_resumed_from == [100]
+
+
 def test_cli_checkpoints_and_resumes(tmp_path, capsys):
     from prm_critic.cli import main
 

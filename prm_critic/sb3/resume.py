@@ -26,6 +26,9 @@ Replay-buffer ``infos`` (HerReplayBuffer with ``copy_info_dict=True``, which rel
 :class:`~prm_critic.wrappers.PRMRewardShaper` needs) keep every key that all stored infos hold as a
 number or a numeric array of one shape (the shaper's ``prm_*`` keys, ``is_success``, ...); other
 keys (``terminal_observation``, ``episode``) are not saved.
+
+Training states are stable-baselines3's (torch models): an SBX model (``backend="sbx"``, JAX
+optimiser states) is refused with :class:`TrainingStateError` rather than saved without them.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ import numpy as np
 from prm_critic._optional import require
 from prm_critic._io import atomic_write_bytes
 from prm_critic.integrity import CheckpointError
+from prm_critic.sb3.backends import model_backend
 
 require("stable_baselines3.common.callbacks")  # a missing extra fails here with the exact ``pip install`` to run
 from stable_baselines3.common.callbacks import BaseCallback  # noqa: E402
@@ -70,6 +74,14 @@ def to_jsonable(value: Any) -> Any:
     if isinstance(value, np.generic):
         return value.item()
     return value
+
+
+def _check_sb3_model(model, what: str) -> None:
+    """Refuse an SBX model: its optimiser states are JAX pytrees this format does not hold."""
+    if model_backend(model) == "sbx":
+        raise TrainingStateError(f"model: {what} the whole training state is implemented for stable-baselines3 "
+                                 f"(backend='sb3') models only, got the SBX model {type(model).__module__}."
+                                 f"{type(model).__name__} (backend='sbx'); save its policy with save_policy instead")
 
 
 def _optimizers(model) -> dict[str, Any]:
@@ -156,6 +168,7 @@ def save_training_state(directory: str | os.PathLike, model, *, extra: Mapping[s
     """Save ``model``'s whole training state under ``directory`` (module docstring); returns the
     weights path. ``extra``: JSON-able state of the caller (callbacks, configuration). ``keep``:
     how many states to keep (>= 1)."""
+    _check_sb3_model(model, "saving")
     torch = require("torch")
     save_bytes = require("safetensors.torch").save
     if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
@@ -240,6 +253,7 @@ def load_training_state(directory: str | os.PathLike, model) -> dict[str, Any]:
     Raises:
         TrainingStateError: no state, an unreadable one, or one that does not fit ``model``.
     """
+    _check_sb3_model(model, "loading")
     torch = require("torch")
     load_file = require("safetensors.torch").load_file
     meta = latest_training_state(directory)
@@ -327,6 +341,9 @@ class TrainingStateCheckpoint(BaseCallback):
         save_training_state(self.directory, self.model, extra=self.extra_fn() if self.extra_fn else None)
         if self.verbose:
             print(f"[checkpoint] training state at {self.num_timesteps} env steps -> {self.directory}")
+
+    def _init_callback(self) -> None:
+        _check_sb3_model(self.model, "saving")  # refused when training starts, not at the first state
 
     def _on_training_start(self) -> None:
         self._next = (self.num_timesteps // self.save_freq + 1) * self.save_freq
