@@ -289,7 +289,8 @@ class SB3Controller:
     A model that carries ``VecNormalize`` statistics (``prm_critic.sb3.load_policy`` of a policy
     trained with ``normalize_obs=True``) sees normalised observations, as in training.
     Sampling (``deterministic=False``) uses torch's RNG, which :meth:`reset` seeds from ``rng``
-    (``torch.manual_seed``) so that collection stays reproducible.
+    (``torch.manual_seed``) so that collection stays reproducible. An SBX model (JAX) samples with
+    its policy's PRNG key instead, which :meth:`reset` sets from the same draw of ``rng``.
     """
 
     def __init__(self, model, deterministic: bool = False):
@@ -299,8 +300,17 @@ class SB3Controller:
         self.deterministic = bool(deterministic)
 
     def reset(self, obs, rng: np.random.Generator) -> None:
+        """Seed the model's sampling from ``rng`` (one draw): torch's RNG, or an SBX policy's JAX key."""
+        seed = int(rng.integers(0, 2**31 - 1))
+        policy = getattr(self.model, "policy", None)
+        if type(self.model).__module__.split(".")[0] == "sbx" and hasattr(policy, "key"):
+            random = require("jax").random
+            # SBX policies split policy.key into a fresh noise_key per sampled action (noise_key alone
+            # is reused under gSDE): set both
+            policy.key, policy.noise_key = random.split(random.PRNGKey(seed))
+            return
         torch = require("torch")
-        torch.manual_seed(int(rng.integers(0, 2**31 - 1)))
+        torch.manual_seed(seed)
 
     def act(self, obs) -> np.ndarray:
         getter = getattr(self.model, "get_vec_normalize_env", None)
