@@ -1,4 +1,5 @@
-"""``prm-critic train-policy``: train an SB3 policy (SAC / TQC / PPO, optional HER) with PRM rewards.
+"""``prm-critic train-policy``: train an SB3 policy (SAC / TQC / PPO, optional HER) with PRM rewards;
+``--backend sbx`` trains SAC / TQC / CrossQ with SBX (JAX) instead.
 
     prm-critic train-policy --task FetchReach-v4 --algo sac --critic subgoal --her --steps 10000 --seed 0 --out runs/reach
 
@@ -12,10 +13,33 @@ import argparse
 import json
 
 
+def library_backend() -> str:
+    """``train_policy``'s default backend (imports the SB3 integration)."""
+    import inspect
+
+    from prm_critic.sb3 import train_policy
+
+    return inspect.signature(train_policy).parameters["backend"].default
+
+
+class _BackendDefaultFormatter(argparse.HelpFormatter):
+    """Shows the library's default backend in ``--help`` (resolved only when help is printed)."""
+
+    def _expand_help(self, action):
+        text = super()._expand_help(action)
+        if action.dest == "backend":
+            text = f"{text} (default: the library's, {library_backend()})"
+        return text
+
+
 def register(sub) -> None:
-    p = sub.add_parser("train-policy", help="train an SB3 policy with PRM subgoal rewards (SAC/TQC/PPO, HER)")
+    p = sub.add_parser("train-policy", help="train an SB3 policy with PRM subgoal rewards (SAC/TQC/PPO, HER)",
+                       formatter_class=_BackendDefaultFormatter)
     p.add_argument("--task", required=True, help="built-in task name or a spec .toml path")
-    p.add_argument("--algo", default="sac", help="sac, tqc or ppo (default sac)")
+    p.add_argument("--algo", default="sac", help="sac, tqc or ppo; crossq with --backend sbx (default sac)")
+    p.add_argument("--backend", default=None,
+                   help='sb3 (stable-baselines3, torch) or sbx (SBX, JAX: sac, tqc, crossq; pip install '
+                        '"prm-critic[sbx]"; no --checkpoint-freq / --resume)')
     p.add_argument("--critic", default=None,
                    help="'subgoal' (spec progress, no training) or a critic checkpoint (.json/.safetensors/.onnx)")
     p.add_argument("--shaping", default=None,
@@ -77,6 +101,7 @@ def run(args) -> int:
         eval_freq=args.eval_freq, eval_episodes=args.eval_episodes, log_dir=args.out, algo_kwargs=algo_kwargs,
         normalize_obs=args.normalize_obs,
         progress=args.progress, checkpoint_freq=args.checkpoint_freq, resume=args.resume,
+        **({} if args.backend is None else {"backend": args.backend}),
     )
     rows = model.prm_eval.rows if model.prm_eval is not None else []
     last = f", unshaped success {rows[-1]['success_rate']:.2f}" if rows else ""
