@@ -1,5 +1,5 @@
 """The README section docs/readme/train_policy.md runs exactly as written (in a scratch folder), and
-so does its command line."""
+so do its command line and its SBX example."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ DOC = Path(__file__).resolve().parents[1] / "docs" / "readme" / "train_policy.md
 def test_readme_train_policy_example_runs(tmp_path, monkeypatch):
     text = DOC.read_text()
     blocks = re.findall(r"```python\n(.*?)```", text, re.S)
-    assert len(blocks) == 1
+    assert len(blocks) == 2  # the SB3 example, then the SBX one
     monkeypatch.chdir(tmp_path)
     out = io.StringIO()
     scope = {"__name__": "__readme__"}
@@ -42,3 +42,15 @@ def test_readme_train_policy_example_runs(tmp_path, monkeypatch):
     cmd = re.search(r"```bash\nprm-critic (train-policy [^\n]*)\n```", text).group(1)
     assert cli_main(shlex.split(cmd)) == 0
     assert (tmp_path / "runs/reach_cli/policy.safetensors").is_file()
+
+
+@pytest.mark.slow
+def test_readme_sbx_example_runs(tmp_path, monkeypatch):
+    pytest.importorskip("sbx", reason='sbx is not installed (pip install "prm-critic[sbx]")')
+    blocks = re.findall(r"```python\n(.*?)```", DOC.read_text(), re.S)
+    monkeypatch.chdir(tmp_path)
+    scope = {"__name__": "__readme__"}
+    exec(compile(blocks[1], str(DOC), "exec"), scope)
+    assert type(scope["model"]).__module__.startswith("sbx.") and type(scope["policy"]) is type(scope["model"])
+    assert json.loads((tmp_path / "runs/reach_sbx/policy.json").read_text())["backend"] == "sbx"
+    assert scope["action"].shape == (4,)
