@@ -32,6 +32,7 @@ from agents.textworld_agent.env import DEFAULT_DIFFICULTY  # noqa: E402
 RESULTS = HERE / "results"
 TABLE = RESULTS / "table.md"
 DOC = ROOT / "docs" / "agents_benchmark.md"
+CAL_PNG = ROOT / "docs" / "agents_prm_calibration.png"
 EXTRA = ROOT / "benchmarks" / "results" / "agents_benchmark.json"
 SEEDS = tuple(range(1000, 1008))
 
@@ -168,7 +169,8 @@ def _all_pruned_note(allres: dict[str, list[dict]]) -> list[str]:
     return [f"  When every candidate of a depth scored under the threshold: `on_all_pruned={mode!r}`."]
 
 
-def render(allres: dict[str, list[dict]], labels: dict, stats: dict[str, dict], extra: dict, seeds=SEEDS) -> str:
+def render(allres: dict[str, list[dict]], labels: dict, stats: dict[str, dict], extra: dict, seeds=SEEDS,
+           results: Path = RESULTS) -> str:
     """The markdown of ``docs/agents_benchmark.md`` from the raw data."""
     rows = summary(allres)
     by = {r["method"]: r for r in rows}
@@ -336,10 +338,173 @@ def render(allres: dict[str, list[dict]], labels: dict, stats: dict[str, dict], 
         "  scores a step *with* its result), so tool calls exceed policy calls by the committed steps;",
         "  forking costs a replay of the history (not counted as tool calls: it's simulator bookkeeping,",
         "  which a real tool-using agent would not have -- there, look-ahead needs a forkable environment).",
-        "* **Not measured:** a fine-tuned encoder, more games / repetitions, harder game settings. These",
-        "  would be the next measurements.",
+        *(["* **Not measured here:** a fine-tuned encoder. More games and a harder setting: see *Unseen games* below."]
+          if extra.get("unseen") else
+          ["* **Not measured:** a fine-tuned encoder, more games / repetitions, harder game settings. These",
+           "  would be the next measurements."]),
     ]
+    lines += render_unseen(extra.get("unseen", {}), load_calibration(extra.get("unseen", {})), results)
     return "\n".join(lines) + "\n"
+
+
+def _ci(k: int, n: int) -> str:
+    lo, hi = clopper_pearson(k, n)
+    return f"{lo:.2f}-{hi:.2f}"
+
+
+def _policy(method: str) -> str:
+    return "llm" if "llm" in method.split("+")[1:] else "hand"
+
+
+def _label(method: str) -> str:
+    name, _, tag = method.partition("+")
+    return LABELS[name] + (f" [{tag}]" if tag else "")
+
+
+def unseen_table(rows: list[dict]) -> list[str]:
+    """Success with its 95 % interval; calls relative to the base policy of the same proposer
+    (the hand-weighted sampler or the LLM)."""
+    bases = {_policy(r["method"]): r for r in rows if r["method"].split("+")[0] == "base"}
+    lines = ["| method | games | episodes | success | 95 % interval | lost | policy calls / episode | x base calls "
+             "(same policy) | critic calls / episode | pruned / episode | wall s / episode |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        b = bases.get(_policy(r["method"]))
+        ratio = f"{r['calls'] / b['calls']:.1f}" if b else "unmeasured"
+        lines.append(f"| {_label(r['method'])} | {r['games']} | {r['episodes']} | {r['success']:.2f} | "
+                     f"{_ci(r['wins'], r['episodes'])} | {r['lost']:.2f} | {r['calls']:.1f} | {ratio} | "
+                     f"{r['critic']:.1f} | {r['dead']:.2f} | {r['wall']:.1f} |")
+    return lines
+
+
+def _verdicts(rows: list[dict], kind: str, prm_tag: str) -> list[str]:
+    """Pruning vs no pruning, and the set's goal, per proposer (hand-weighted sampler, LLM)."""
+    by = {r["method"]: r for r in rows}
+    out = []
+    for pol in ("hand", "llm"):
+        sfx = "+llm" if pol == "llm" else ""
+        who = "the LLM's proposals" if pol == "llm" else "the hand-weighted sampler's proposals"
+        base = by.get("base" + sfx)
+        pruned, unpruned = by.get(f"prm_beam+{prm_tag}{sfx}"), by.get(f"prm_beam_noprune+{prm_tag}{sfx}")
+        if pruned and unpruned:
+            lo, hi = clopper_pearson(unpruned["wins"], unpruned["episodes"])
+            keeps = lo <= pruned["success"] and pruned["calls"] < unpruned["calls"]
+            out.append(f"* **Pruning, over {who}:** pruned beam {pruned['success']:.2f} at {pruned['calls']:.1f} calls, "
+                       f"unpruned {unpruned['success']:.2f} (95 % interval {lo:.2f}-{hi:.2f}) at "
+                       f"{unpruned['calls']:.1f} calls: pruning "
+                       + ("**keeps** the unpruned beam's success at fewer calls "
+                          f"({100 * (1 - pruned['calls'] / unpruned['calls']):.0f} % fewer)." if keeps else
+                          "does **not** keep the unpruned beam's success at fewer calls."))
+        elif pruned or unpruned:
+            out.append(f"* **Pruning, over {who}:** only the {'pruned' if pruned else 'unpruned'} beam was measured: "
+                       "the saving is unmeasured.")
+        prm = [r for m, r in by.items() if m.split("+")[0].startswith("prm_") and m.endswith(f"+{prm_tag}{sfx}")]
+        if not base or not prm:
+            if base or prm:
+                out.append(f"* **Goal, over {who}:** unmeasured (needs the base policy and a PRM search on these games).")
+            continue
+        best = max(prm, key=lambda r: (r["success"], -r["calls"]))
+        x = best["calls"] / base["calls"]
+        lo_b, _ = clopper_pearson(best["wins"], best["episodes"])
+        if kind == "current":
+            met = best["success"] >= 0.6 and x <= 4.0
+            out.append(f"* **Goal, over {who}: PRM search >= 60 % at <= 4x base calls:** "
+                       f"{'**met**' if met else '**not met**'} (best: {_label(best['method'])}, "
+                       f"{best['success']:.2f} at {x:.1f}x the base policy's {base['calls']:.1f} calls; "
+                       f"base {base['success']:.2f}).")
+        else:
+            met = lo_b > base["success"]
+            out.append(f"* **Goal, over {who}: clearly above the base policy (the 95 % interval's lower end above "
+                       f"the base's success):** {'**met**' if met else '**not met**'} (best: {_label(best['method'])}, "
+                       f"{best['success']:.2f}, interval from {lo_b:.2f}, at {x:.1f}x base calls; base "
+                       f"{base['success']:.2f}).")
+    return out
+
+
+def calibration_lines(cal: dict[str, dict]) -> list[str]:
+    """The PRMs' calibration on unseen games (``prm_calibration_<tag>.json``)."""
+    if not cal:
+        return []
+    f = lambda v, d=3: "unmeasured" if v is None else f"{v:.{d}f}"  # noqa: E731
+    lines = ["| PRM | training seeds | calibration games | steps | Brier | ECE | AUROC: winnable vs not | "
+             "AUROC: surviving vs losing steps | mean score: losing / surviving | losing under 0.05 | "
+             "surviving under 0.05 |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for tag, c in cal.items():
+        cut = c["cuts"].get("0.05", {})
+        lines.append(f"| {tag} | {c['train_seeds']} | {c['seeds']} | {c['n_steps']} (+{c['n_siblings']} siblings) | "
+                     f"{f(c['brier'])} | {f(c['ece'])} | {f(c['auroc_label_pos'], 2)} | {f(c['auroc_dead_end'], 2)} | "
+                     f"{f(c['mean_pred_losing'])} / {f(c['mean_pred_surviving'])} | {f(cut.get('losing_under'), 2)} | "
+                     f"{f(cut.get('surviving_under'), 2)} |")
+    return lines
+
+
+def render_unseen(spec: dict, cal: dict[str, dict], results: Path = RESULTS) -> list[str]:
+    """The section on games never used for labels or training (``extra["unseen"]``)."""
+    if not spec:
+        return []
+    prm_tag = spec["prm_tag"]
+    lines = ["", "## Unseen games", "", *spec["intro"], "", "```bash", *spec["commands"], "```", ""]
+    for st in spec["sets"]:
+        seeds = parse_seed_text(st["seeds"])
+        allres = load_results(results, seeds, st["difficulty"])
+        rows = summary(allres)
+        lines += [f"### {st['title']} (seeds {_seeds(seeds)}, `{st['difficulty']}`)", ""]
+        if not rows:
+            lines += ["Not measured yet.", ""]
+            continue
+        lines += [*unseen_table(rows), "", f"Per game (W won, L lost, T neither), seeds {_seeds(seeds)}:", "",
+                  *per_game(allres, rows, seeds), "", *_verdicts(rows, st["kind"], prm_tag), ""]
+    if cal:
+        lines += ["### Calibration of the PRM on unseen games", "", *spec["calibration_intro"], "",
+                  *calibration_lines(cal), "", "![reliability of the PRMs' success score](agents_prm_calibration.png)",
+                  ""]
+    return lines
+
+
+def parse_seed_text(text: str) -> list[int]:
+    """``"2000-2015"`` or ``"1,2,5"`` -> the seeds."""
+    seeds: list[int] = []
+    for part in text.split(","):
+        a, _, b = part.strip().partition("-")
+        seeds += list(range(int(a), int(b) + 1)) if b else [int(a)]
+    return seeds
+
+
+def load_calibration(spec: dict) -> dict[str, dict]:
+    out = {}
+    for tag in (spec or {}).get("calibration", []):
+        f = HERE / f"prm_calibration_{tag}.json"
+        if f.exists():
+            out[tag] = json.loads(f.read_text())
+    return out
+
+
+def plot_calibration(cal: dict[str, dict], png: Path) -> None:
+    """Reliability curves (mean MC label vs mean predicted success per bin) of the PRMs."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5.5, 4.5))
+    ax.plot([0, 1], [0, 1], ls=":", c="gray", lw=1)
+    for tag, c in cal.items():
+        xs = [b["mean_pred"] for b in c["curve"]]
+        ys = [b["mean_label"] for b in c["curve"]]
+        ax.plot(xs, ys, marker="o", label=f"{tag} (ECE {c['ece']:.3f})")
+    ax.set_xlabel("mean predicted success (bin)")
+    ax.set_ylabel("mean MC label (fraction of rollouts won)")
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    ax.legend()
+    ax.set_title("PRM reliability on unseen games")
+    fig.tight_layout()
+    fd, tmp = tempfile.mkstemp(dir=png.parent, suffix=".png")
+    os.close(fd)
+    fig.savefig(tmp, dpi=110)
+    plt.close(fig)
+    os.replace(tmp, png)
 
 
 def load_all(results: Path = RESULTS, seeds=SEEDS) -> tuple:
@@ -395,8 +560,12 @@ def main(argv=None) -> int:
 
     allres, labels, stats, extra = load_all(a.results)
     if md:
-        atomic_write_bytes(md, render(allres, labels, stats, extra).encode())
+        atomic_write_bytes(md, render(allres, labels, stats, extra, results=a.results).encode())
         print(f"wrote {md}")
+    cal = load_calibration(extra.get("unseen", {}))
+    if md == DOC and cal:
+        plot_calibration(cal, CAL_PNG)
+        print(f"wrote {CAL_PNG}")
     if tab:
         atomic_write_bytes(tab, (table(summary(allres)) + "\n").encode())
         print(f"wrote {tab}")
