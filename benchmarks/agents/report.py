@@ -377,10 +377,12 @@ def unseen_table(rows: list[dict]) -> list[str]:
     return lines
 
 
-def _verdicts(rows: list[dict], kind: str, prm_tag: str) -> list[str]:
-    """Pruning vs no pruning, and the set's goal, per proposer (hand-weighted sampler, LLM)."""
-    by = {r["method"]: r for r in rows}
-    out = []
+def _verdicts(rows: list[dict], kind: str, prm_tag: str, n_games: int) -> list[str]:
+    """Pruning vs no pruning, and the set's goal, per proposer (hand-weighted sampler, LLM); a method
+    not yet run on all ``n_games`` games enters no verdict."""
+    out = [f"* **Incomplete:** {_label(r['method'])} has run on {r['games']} of {n_games} games so far; it enters "
+           "no verdict below." for r in rows if r["games"] < n_games]
+    by = {r["method"]: r for r in rows if r["games"] == n_games}
     for pol in ("hand", "llm"):
         sfx = "+llm" if pol == "llm" else ""
         who = "the LLM's proposals" if pol == "llm" else "the hand-weighted sampler's proposals"
@@ -422,20 +424,22 @@ def _verdicts(rows: list[dict], kind: str, prm_tag: str) -> list[str]:
 
 
 def calibration_lines(cal: dict[str, dict]) -> list[str]:
-    """The PRMs' calibration on unseen games (``prm_calibration_<tag>.json``)."""
+    """The PRMs' calibration on unseen games (``prm_calibration_<tag>.json``); per dead-end cut, the
+    share of losing steps under it (pruned rightly) and of surviving steps (pruned wrongly)."""
     if not cal:
         return []
     f = lambda v, d=3: "unmeasured" if v is None else f"{v:.{d}f}"  # noqa: E731
+    cuts = sorted({c for v in cal.values() for c in v["cuts"]}, key=float)
     lines = ["| PRM | training seeds | calibration games | steps | Brier | ECE | AUROC: winnable vs not | "
-             "AUROC: surviving vs losing steps | mean score: losing / surviving | losing under 0.05 | "
-             "surviving under 0.05 |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "AUROC: surviving vs losing steps | mean score: losing / surviving | "
+             + " | ".join(f"under {c}: losing / surviving" for c in cuts) + " |",
+             "|---|---|---|---|---|---|---|---|---|" + "---|" * len(cuts)]
     for tag, c in cal.items():
-        cut = c["cuts"].get("0.05", {})
+        under = [f"{f(c['cuts'].get(k, {}).get('losing_under'), 2)} / {f(c['cuts'].get(k, {}).get('surviving_under'), 2)}"
+                 for k in cuts]
         lines.append(f"| {tag} | {c['train_seeds']} | {c['seeds']} | {c['n_steps']} (+{c['n_siblings']} siblings) | "
                      f"{f(c['brier'])} | {f(c['ece'])} | {f(c['auroc_label_pos'], 2)} | {f(c['auroc_dead_end'], 2)} | "
-                     f"{f(c['mean_pred_losing'])} / {f(c['mean_pred_surviving'])} | {f(cut.get('losing_under'), 2)} | "
-                     f"{f(cut.get('surviving_under'), 2)} |")
+                     f"{f(c['mean_pred_losing'])} / {f(c['mean_pred_surviving'])} | " + " | ".join(under) + " |")
     return lines
 
 
@@ -454,7 +458,7 @@ def render_unseen(spec: dict, cal: dict[str, dict], results: Path = RESULTS) -> 
             lines += ["Not measured yet.", ""]
             continue
         lines += [*unseen_table(rows), "", f"Per game (W won, L lost, T neither), seeds {_seeds(seeds)}:", "",
-                  *per_game(allres, rows, seeds), "", *_verdicts(rows, st["kind"], prm_tag), ""]
+                  *per_game(allres, rows, seeds), "", *_verdicts(rows, st["kind"], prm_tag, len(seeds)), ""]
     if cal:
         lines += ["### Calibration of the PRM on unseen games", "", *spec["calibration_intro"], "",
                   *calibration_lines(cal), "", "![reliability of the PRMs' success score](agents_prm_calibration.png)",
