@@ -99,6 +99,36 @@ def test_a_server_that_ignores_the_schema_is_an_error():
         LLMPolicy(fake).sample(["open fridge", "look"], [], np.random.default_rng(0))
 
 
+class LengthFinishReasonError(Exception):
+    """FAKE, labelled: stands in for openai's error of that name (raised when a structured reply is
+    cut at max_tokens, as a small model padding its JSON with whitespace causes)."""
+
+
+class _CutThenAnswer:
+    """FAKE, labelled: a chat model whose first ``cuts`` replies hit the token limit."""
+
+    def __init__(self, cuts: int, error: type[Exception] = LengthFinishReasonError):
+        self.cuts, self.error, self.seen = cuts, error, 0
+
+    def invoke(self, messages, **kw):
+        from langchain_core.messages import AIMessage
+
+        self.seen += 1
+        if self.seen <= self.cuts:
+            raise self.error("Could not parse response content as the length limit was reached")
+        return AIMessage(content='{"command": "look"}')
+
+
+def test_a_reply_cut_at_the_token_limit_is_a_failed_attempt_not_a_crash():
+    pol = LLMPolicy(_CutThenAnswer(cuts=1))
+    assert pol.sample(["open fridge", "look"], [], np.random.default_rng(0)) == ["look"]
+    assert pol.calls == 2
+    with pytest.raises(ValueError, match=r"after 2 calls, got '<reply cut at the token limit.*max_tokens"):
+        LLMPolicy(_CutThenAnswer(cuts=2)).sample(["open fridge", "look"], [], np.random.default_rng(0))
+    with pytest.raises(ConnectionError):  # any other failure of the model propagates as it is
+        LLMPolicy(_CutThenAnswer(cuts=1, error=ConnectionError)).sample(["look"], [], np.random.default_rng(0))
+
+
 @pytest.mark.parametrize("kw, match", [
     (dict(temperature=-1), "temperature: expected a number in"), (dict(temperature=True), "temperature"),
     (dict(max_history=-1), "max_history: expected an int >= 0"), (dict(max_attempts=0), "max_attempts"),

@@ -134,8 +134,17 @@ class LLMPolicy:
         rf = command_response_format(choices)
         text = ""
         for _ in range(self.max_attempts):
-            reply = self.llm.invoke(messages, response_format=rf, temperature=self.temperature,
-                                    seed=int(rng.integers(2**31)))
+            try:
+                reply = self.llm.invoke(messages, response_format=rf, temperature=self.temperature,
+                                        seed=int(rng.integers(2**31)))
+            except Exception as exc:  # noqa: BLE001 - only the token-limit cut is a failed attempt
+                # openai's client refuses to parse a structured reply cut at max_tokens (e.g. a
+                # small model padding the JSON with whitespace): a failed attempt, not a crash
+                if type(exc).__name__ != "LengthFinishReasonError":
+                    raise
+                self.calls += 1
+                text = f"<reply cut at the token limit: {exc}>"
+                continue
             self.calls += 1
             text = reply.content if isinstance(reply.content, str) else str(reply.content)
             try:
@@ -145,4 +154,5 @@ class LLMPolicy:
             if cmd in choices:
                 return cmd
         raise ValueError(f"reply: expected {{\"command\": one of {len(choices)} admissible commands}} after "
-                         f"{self.max_attempts} calls, got {text!r:.200} (does the server honour response_format?)")
+                         f"{self.max_attempts} calls, got {text!r:.200} (does the server honour response_format? "
+                         "is the model's max_tokens enough for the longest command?)")
