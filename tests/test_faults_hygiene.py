@@ -220,12 +220,17 @@ def test_cli_defaults_equal_library_defaults(command, module, function):
     fn = next(n for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.FunctionDef) and n.name == function)
     args = fn.args
     lib = {}
+
+    def value(d):
+        # a literal, or a module-level constant such as DEFAULT_BACKEND (then read from the module)
+        return getattr(importlib.import_module(module), d.id) if isinstance(d, ast.Name) else ast.literal_eval(d)
+
     pos = args.posonlyargs + args.args
     for a, d in zip(pos[len(pos) - len(args.defaults):], args.defaults):
-        lib[a.arg] = ast.literal_eval(d)
+        lib[a.arg] = value(d)
     for a, d in zip(args.kwonlyargs, args.kw_defaults):
         if d is not None:
-            lib[a.arg] = ast.literal_eval(d)
+            lib[a.arg] = value(d)
     checked = {}
     for action in sub._actions:
         if action.dest in lib and action.default is not None:

@@ -47,7 +47,11 @@ def run(args) -> int:
         print(f"serving {server.model_path.name} as model {server.model!r} at {server.base_url} "
               "(OpenAI-compatible; Ctrl-C to stop)", flush=True)
         while True:
-            time.sleep(3600)
+            # re-assert Python's handlers every second: a handler llama.cpp installs late would
+            # otherwise swallow Ctrl-C / SIGTERM and leave this loop running
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            signal.signal(signal.SIGTERM, _stop_on_sigterm)
+            time.sleep(1)
     except KeyboardInterrupt:
         pass
     finally:

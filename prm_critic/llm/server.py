@@ -287,6 +287,10 @@ class LocalLLMServer:
         except BaseException:
             self.stop()
             raise
+        # llama.cpp's server thread may install its handlers after Server() returned (a race that a
+        # loaded machine widens): once it answers, put Python's back again
+        for s, h in saved.items():
+            signal.signal(s, h if h is not None else signal.SIG_DFL)
         return self
 
     def _wait_healthy(self) -> None:
