@@ -27,9 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -43,22 +41,12 @@ CUTS = (0.02, 0.05, 0.1)
 
 def auroc(pos: np.ndarray, neg: np.ndarray) -> float | None:
     """P(a positive outscores a negative), ties one half; ``None`` when either side is empty."""
-    pos, neg = np.asarray(pos, np.float64), np.asarray(neg, np.float64)
+    from prm_critic.models.evaluate import auroc as auroc_of
+
+    pos, neg = np.asarray(pos, np.float64).reshape(-1), np.asarray(neg, np.float64).reshape(-1)
     if not pos.size or not neg.size:
         return None
-    allv = np.concatenate([pos, neg])
-    order = np.argsort(allv, kind="mergesort")
-    ranks = np.empty(allv.size, np.float64)
-    sv = allv[order]
-    i = 0
-    while i < sv.size:  # average ranks over ties
-        j = i
-        while j + 1 < sv.size and sv[j + 1] == sv[i]:
-            j += 1
-        ranks[order[i:j + 1]] = (i + j) / 2 + 1
-        i = j + 1
-    u = ranks[: pos.size].sum() - pos.size * (pos.size + 1) / 2
-    return float(u / (pos.size * neg.size))
+    return auroc_of(np.concatenate([pos, neg]), np.r_[np.ones(pos.size, bool), np.zeros(neg.size, bool)])
 
 
 def calibration(p: np.ndarray, y: np.ndarray, bins: int = BINS) -> dict:
@@ -107,14 +95,6 @@ def evaluate(model, examples, extra=()) -> dict:
     return out
 
 
-def _atomic_json(path: Path, obj) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        json.dump(obj, f, indent=1)
-    os.replace(tmp, path)
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--prm", required=True, help="trained MiniLMStepPRM folder")
@@ -126,6 +106,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", required=True, type=Path)
     a = ap.parse_args(argv)
     from agents.textworld_agent.labels import parse_seeds
+    from prm_critic._io import atomic_write_bytes
     from prm_critic.text.prm import MiniLMStepPRM
     from prm_critic.text.trl_format import read_stepwise_jsonl
 
@@ -140,7 +121,7 @@ def main(argv=None) -> int:
     extra = read_stepwise_jsonl(a.extra) if a.extra else []
     res = evaluate(model, examples, extra)
     res.update(tag=a.tag, prm=str(a.prm), seeds=a.seeds, train_seeds=a.train_seeds, command=" ".join(sys.argv))
-    _atomic_json(a.out, res)
+    atomic_write_bytes(a.out, (json.dumps(res, indent=1) + "\n").encode())
     print(json.dumps({k: v for k, v in res.items() if k != "curve"}, indent=1))
     return 0
 

@@ -29,6 +29,7 @@ ROOT = HERE.parents[1]
 sys.path.insert(0, str(ROOT))
 
 from agents.textworld_agent.env import DEFAULT_DIFFICULTY  # noqa: E402
+from agents.textworld_agent.labels import parse_seeds  # noqa: E402
 RESULTS = HERE / "results"
 TABLE = RESULTS / "table.md"
 DOC = ROOT / "docs" / "agents_benchmark.md"
@@ -101,9 +102,7 @@ def table(rows: list[dict]) -> str:
     ]
     for r in rows:
         ratio = f"{r['calls'] / base['calls']:.1f}" if base else "unmeasured"
-        name, _, tag = r["method"].partition("+")
-        label = LABELS[name] + (f" [{tag}]" if tag else "")
-        lines.append(f"| {label} | {r['games']} | {r['episodes']} | {r['success']:.2f} | {r['lost']:.2f} | "
+        lines.append(f"| {_label(r['method'])} | {r['games']} | {r['episodes']} | {r['success']:.2f} | {r['lost']:.2f} | "
                      f"{r['calls']:.1f} | {ratio} | {r['tools']:.1f} | {r['critic']:.1f} | {r['dead']:.2f} | {r['wall']:.1f} |")
     return "\n".join(lines)
 
@@ -450,7 +449,7 @@ def render_unseen(spec: dict, cal: dict[str, dict], results: Path = RESULTS) -> 
     prm_tag = spec["prm_tag"]
     lines = ["", "## Unseen games", "", *spec["intro"], "", "```bash", *spec["commands"], "```", ""]
     for st in spec["sets"]:
-        seeds = parse_seed_text(st["seeds"])
+        seeds = parse_seeds(st["seeds"])
         allres = load_results(results, seeds, st["difficulty"])
         rows = summary(allres)
         lines += [f"### {st['title']} (seeds {_seeds(seeds)}, `{st['difficulty']}`)", ""]
@@ -464,15 +463,6 @@ def render_unseen(spec: dict, cal: dict[str, dict], results: Path = RESULTS) -> 
                   *calibration_lines(cal), "", "![reliability of the PRMs' success score](agents_prm_calibration.png)",
                   ""]
     return lines
-
-
-def parse_seed_text(text: str) -> list[int]:
-    """``"2000-2015"`` or ``"1,2,5"`` -> the seeds."""
-    seeds: list[int] = []
-    for part in text.split(","):
-        a, _, b = part.strip().partition("-")
-        seeds += list(range(int(a), int(b) + 1)) if b else [int(a)]
-    return seeds
 
 
 def load_calibration(spec: dict) -> dict[str, dict]:
