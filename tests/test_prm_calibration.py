@@ -53,3 +53,22 @@ def test_mismatched_inputs_are_refused():
         calibration(np.zeros(3), np.zeros(4))
     with pytest.raises(ValueError, match="equal non-empty 1-D"):
         calibration(np.zeros(0), np.zeros(0))
+
+
+def test_inputs_that_do_not_match_are_refused_before_any_model_is_loaded(tmp_path):
+    from prm_calibration import main
+
+    from prm_critic.text.trl_format import StepwiseExample, write_stepwise_jsonl
+
+    labels, extra = tmp_path / "labels.jsonl", tmp_path / "siblings.jsonl"
+    write_stepwise_jsonl(labels, [StepwiseExample("game A", ["a"], [0.5]), StepwiseExample("game B", ["b"], [0.0])])
+    write_stepwise_jsonl(extra, [StepwiseExample("game A", ["a", "x"], [0.5, 0.0]),
+                                 StepwiseExample("game Z", ["z"], [0.0])])
+    base = ["--prm", str(tmp_path / "no-model"), "--tag", "t", "--out", str(tmp_path / "o.json")]
+    with pytest.raises(SystemExit, match="overlap the training seeds"):
+        main([*base, "--labels", str(labels), "--seeds", "5-6", "--train-seeds", "0-5"])
+    with pytest.raises(SystemExit, match="holds 2 trajectories, expected one per seed of --seeds 5-7 \\(3\\)"):
+        main([*base, "--labels", str(labels), "--seeds", "5-7"])
+    with pytest.raises(SystemExit, match="1 of 2 sibling examples .* \\(first at line 2\\) are not from the games"):
+        main([*base, "--labels", str(labels), "--extra", str(extra), "--seeds", "5-6"])
+    assert not (tmp_path / "o.json").exists()

@@ -66,19 +66,25 @@ def calibration(p: np.ndarray, y: np.ndarray, bins: int = BINS) -> dict:
     return {"brier": float(np.mean((p - y) ** 2)), "ece": float(ece), "curve": curve}
 
 
-def evaluate(model, examples, extra=()) -> dict:
+def evaluate(model, examples, extra=(), progress: bool = False) -> dict:
     """The measurements above for ``model`` on stepwise ``examples`` (+ terminal-sibling branches)."""
+    from tqdm import tqdm
+
+    bar = tqdm(total=len(examples) + len(extra), desc="PRM calibration", unit="trajectory", disable=not progress)
     ps, ys, lost = [], [], []
     for ex in examples:
         s = model.score_trajectory(ex.prompt, ex.completions).success
         ps += list(map(float, s))
         ys += list(map(float, ex.labels))
         lost += ["You lost" in c for c in ex.completions]
+        bar.update(1)
     p, y, lost_a = np.asarray(ps), np.asarray(ys), np.asarray(lost)
     sib_p, sib_y = [], []
     for ex in extra:
         sib_p.append(float(model.score_trajectory(ex.prompt, ex.completions).success[-1]))
         sib_y.append(float(ex.labels[-1]))
+        bar.update(1)
+    bar.close()
     sp, sy = np.asarray(sib_p), np.asarray(sib_y)
     losing = np.concatenate([p[lost_a], sp[sy == 0]]) if sp.size else p[lost_a]
     surviving = p[~lost_a]
@@ -113,13 +119,17 @@ def main(argv=None) -> int:
     cal = parse_seeds(a.seeds)
     if a.train_seeds is not None and set(cal) & set(parse_seeds(a.train_seeds)):
         raise SystemExit(f"--seeds: the calibration games {a.seeds} overlap the training seeds {a.train_seeds}")
-    model = MiniLMStepPRM.load(a.prm)
     examples = read_stepwise_jsonl(a.labels)
     if len(examples) != len(cal):
         raise SystemExit(f"--labels: {a.labels} holds {len(examples)} trajectories, expected one per seed of "
                          f"--seeds {a.seeds} ({len(cal)})")
     extra = read_stepwise_jsonl(a.extra) if a.extra else []
-    res = evaluate(model, examples, extra)
+    prompts = {ex.prompt for ex in examples}
+    strangers = [i for i, ex in enumerate(extra) if ex.prompt not in prompts]
+    if strangers:
+        raise SystemExit(f"--extra: {len(strangers)} of {len(extra)} sibling examples in {a.extra} (first at line "
+                         f"{strangers[0] + 1}) are not from the games of --labels {a.labels}")
+    res = evaluate(MiniLMStepPRM.load(a.prm), examples, extra, progress=True)
     res.update(tag=a.tag, prm=str(a.prm), seeds=a.seeds, train_seeds=a.train_seeds, command=" ".join(sys.argv))
     atomic_write_bytes(a.out, (json.dumps(res, indent=1) + "\n").encode())
     print(json.dumps({k: v for k, v in res.items() if k != "curve"}, indent=1))
