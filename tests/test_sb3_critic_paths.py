@@ -72,3 +72,58 @@ def test_train_policy_with_an_onnx_critic(tmp_path):
     assert isinstance(model.get_env().envs[0].get_wrapper_attr("critic"), OnnxCritic)
     # the ONNX graph computes the spec progress: same shaping as the numpy SubgoalCritic
     _shaping_matches(keep.infos, lambda x: sub.score(x).progress, atol=1e-5)
+
+
+def _retrained(net, seed: int):
+    """The same critic architecture with other weights (a critic retrained under the same path)."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in net.parameters():
+            p.add_(0.1 * torch.randn(p.shape, generator=g))
+    return net
+
+
+def test_critic_fingerprint_follows_the_weights_not_the_path(tmp_path):
+    from prm_critic.sb3.envs import critic_fingerprint
+
+    net, meta, _ = tiny_state_critic(TASK)
+    path = save_state_critic(tmp_path / "critic", net, meta)
+    a, b = load_state_critic(path), load_state_critic(path)
+    assert critic_fingerprint(a) == critic_fingerprint(b) and len(critic_fingerprint(a)) == 64
+    save_state_critic(tmp_path / "critic", _retrained(net, 1), meta)
+    assert critic_fingerprint(load_state_critic(path)) != critic_fingerprint(a)
+    assert critic_fingerprint(None) is None and critic_fingerprint("subgoal") is None
+
+
+def test_resume_refuses_a_critic_checkpoint_with_other_weights_under_the_same_path(tmp_path):
+    net, meta, _ = tiny_state_critic(TASK)
+    path = save_state_critic(tmp_path / "critic", net, meta)
+    kw = dict(critic=str(path), shaping="potential", scale=SCALE, seed=0, algo_kwargs=TINY, log_dir=tmp_path / "run",
+              checkpoint_freq=100, progress=False)
+    first = train_policy(TASK, total_steps=100, **kw)
+    assert first.prm_config["critic_sha256"] is not None
+    # the same critic resumes
+    train_policy(TASK, total_steps=120, resume=True, **kw)
+    # the file retrained in place: same path, other potential -> refused, naming the field
+    save_state_critic(tmp_path / "critic", _retrained(net, 2), meta)
+    with pytest.raises(ValueError, match="critic_sha256"):
+        train_policy(TASK, total_steps=140, resume=True, **kw)
+
+
+def test_resume_refuses_a_run_with_critic_refresh(tmp_path):
+    from prm_critic.sb3.refresh import CriticRefreshCallback
+
+    net, meta, _ = tiny_state_critic(TASK)
+    path = save_state_critic(tmp_path / "critic", net, meta)
+
+    def run(steps, resume):
+        critic = load_state_critic(path)
+        cb = CriticRefreshCallback(critic, refresh_freq=50, window=5, n_updates=2, min_episodes=1)
+        return train_policy(TASK, critic=critic, shaping="potential", scale=SCALE, seed=0, algo_kwargs=TINY,
+                            log_dir=tmp_path / "run", checkpoint_freq=100, progress=False, total_steps=steps,
+                            resume=resume, callbacks=[cb]), cb
+
+    _, cb = run(100, resume=False)
+    assert cb.history  # the critic was refreshed, so the state no longer holds the potential trained under
+    with pytest.raises(ValueError, match="CriticRefreshCallback cannot resume"):
+        run(150, resume=True)

@@ -13,6 +13,16 @@ Configs (same algorithm, hyper-parameters, seeds, env-step budget and evaluation
 ``--spec PATH`` trains with another spec TOML for the task (the label gets the file's stem, e.g.
 ``prm_her_s10_near_object``); by default the task's built-in spec is used.
 
+``--critic PATH`` uses a trained critic (a ``prm-critic train-critic`` checkpoint, ``.json`` /
+``.safetensors``, or its ONNX export) as the potential instead of the spec's subgoal progress, on
+its ``--head`` (``success``: the MC success estimate, a value-like potential; ``progress``); the
+label gets ``_critic-<stem>-<head>``. ``--refresh`` (with a torch checkpoint) fine-tunes that critic
+on the policy's own episodes during training (:class:`prm_critic.sb3.refresh.CriticRefreshCallback`,
+every evaluation period, outcome labels; label suffix ``_refresh``). The refreshed critic is not part
+of the training state, so a refresh run cannot resume: killed, it is refused with the folder to
+remove. The critic's weights SHA-256 is in ``done.json``, and a run resumed with other weights
+under the same path is refused.
+
 ``--prune`` adds the DeadEndPruner (threshold/patience per task below). A run whose ``done.json``
 exists (for this step budget or a larger one) is skipped; a run in progress in another process is skipped
 (per-run lock, released when its process ends, however it ends; ``run.py`` then exits with status 75),
@@ -33,6 +43,7 @@ import socket
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 RESULTS = Path(__file__).resolve().parent / "results" / "runs"
 CONFIGS = ("sparse", "her", "prm", "prm_her")
@@ -69,7 +80,8 @@ TASKS = {
 }
 
 
-def config_label(config: str, scale: float, prune: bool, spec: "str | Path | None" = None) -> str:
+def config_label(config: str, scale: float, prune: bool, spec: "str | Path | None" = None,
+                 critic: "str | Path | None" = None, head: str = "success", refresh: bool = False) -> str:
     label = config
     if config.startswith("prm"):
         label += f"_s{scale:g}"
@@ -77,6 +89,10 @@ def config_label(config: str, scale: float, prune: bool, spec: "str | Path | Non
         label += "_prune"
     if spec is not None:
         label += f"_{Path(spec).stem}"
+    if critic is not None:
+        label += f"_critic-{Path(critic).stem}-{head}"
+    if refresh:
+        label += "_refresh"
     return label
 
 
@@ -121,7 +137,8 @@ def _lock_run(out: Path):
 def run_one(task: str, config: str, seed: int, steps: int | None = None, *, scale: float = 1.0,
             prune: bool = False, algo: str = "sac", root: Path = RESULTS, progress_bar: bool = False,
             spec: "str | Path | None" = None, eval_freq: int | None = None, eval_episodes: int | None = None,
-            learning_starts: int | None = None) -> Path:
+            learning_starts: int | None = None, critic: "str | Path | None" = None, head: str = "success",
+            refresh: bool = False) -> Path:
     """One run; ``eval_freq``, ``eval_episodes`` and ``learning_starts`` override the task's settings
     (``None``: the task's own, as in the benchmark's results)."""
     if task not in TASKS:
@@ -132,6 +149,21 @@ def run_one(task: str, config: str, seed: int, steps: int | None = None, *, scal
                     ("--learning-starts", learning_starts)):
         if v is not None and (not isinstance(v, int) or v < (0 if name == "--learning-starts" else 1)):
             raise ValueError(f"{name}: expected a positive integer, got {v!r}")
+    if critic is not None:
+        if not config.startswith("prm"):
+            raise ValueError(f"--critic: a learned potential needs a prm config (prm, prm_her), got --config {config!r}")
+        if spec is not None:
+            raise ValueError("--critic: the learned critic replaces the spec's potential; expected no --spec with it, "
+                             f"got --spec {str(spec)!r}")
+        suffixes = ("".join(Path(critic).suffixes[-1:]) or ".json")
+        if suffixes not in (".json", ".safetensors", ".onnx"):
+            raise ValueError(f"--critic: expected a critic checkpoint (.json / .safetensors) or an .onnx export, "
+                             f"got {str(critic)!r}")
+    if head not in ("success", "progress"):
+        raise ValueError(f"--head: expected 'success' or 'progress', got {head!r}")
+    if refresh and (critic is None or str(critic).endswith(".onnx")):
+        raise ValueError(f"--refresh: fine-tunes a torch critic checkpoint, expected --critic PATH.json, got "
+                         f"--critic {None if critic is None else str(critic)!r}")
     cfg = dict(TASKS[task])
     if eval_freq is not None:
         cfg["eval_freq"] = eval_freq
@@ -147,7 +179,7 @@ def run_one(task: str, config: str, seed: int, steps: int | None = None, *, scal
             raise ValueError(f"--spec: expected a spec TOML file, got {str(spec)!r} (no such file)")
         if load_spec(spec).env_id != task:
             raise ValueError(f"--spec: {str(spec)!r} is a spec for {load_spec(spec).env_id!r}, expected one for {task!r}")
-    label = config_label(config, scale, prune, spec)
+    label = config_label(config, scale, prune, spec, critic, head, refresh)
     out = run_dir(task, label, seed, root)
     marker = out / "done.json"
     state_ptr = out / "resume" / "latest.json"
@@ -191,12 +223,23 @@ def run_one(task: str, config: str, seed: int, steps: int | None = None, *, scal
     from prm_critic.robotics.spec import load_spec
 
     task_spec = load_spec(spec if spec is not None else task)
+    critic_arg: Any = "subgoal" if (shaped or prune) else None
+    callbacks = []
+    if critic is not None:
+        from prm_critic.sb3.envs import resolve_critic
+
+        critic_arg = resolve_critic(str(critic), task_spec)  # checked against the task by the shaper
+        if refresh:
+            from prm_critic.sb3.refresh import CriticRefreshCallback
+
+            callbacks.append(CriticRefreshCallback(critic_arg, head=head, refresh_freq=cfg["eval_freq"], seed=seed,
+                                                   save_path=out / "critic_refreshed"))
     model = train_policy(
-        task_spec, algo=algo, critic="subgoal" if (shaped or prune) else None, shaping="potential" if shaped else None,
+        task_spec, algo=algo, critic=critic_arg, shaping="potential" if shaped else None, head=head if critic else "progress",
         scale=scale, her=config.endswith("her"), prune=cfg["prune"] if prune else None, total_steps=steps,
         seed=seed, eval_freq=cfg["eval_freq"], eval_episodes=cfg["eval_episodes"], log_dir=out,
         algo_kwargs=cfg["algo_kwargs"], normalize_obs=cfg["normalize_obs"], progress_bar=progress_bar,
-        checkpoint_freq=cfg["eval_freq"], resume=True,
+        checkpoint_freq=cfg["eval_freq"], resume=True, callbacks=callbacks,
     )
     wall = time.perf_counter() - t0
     rows = model.prm_eval.rows
@@ -205,6 +248,9 @@ def run_one(task: str, config: str, seed: int, steps: int | None = None, *, scal
         "task": task, "config": config, "label": label, "seed": seed, "steps": steps, "algo": algo,
         "scale": scale if shaped else None, "prune": cfg["prune"] if prune else None,
         "spec": str(spec) if spec is not None else "built-in", "subgoals": task_spec.to_dict()["subgoals"],
+        "critic": str(critic) if critic is not None else None, "head": head if critic is not None else "progress",
+        "critic_sha256": model.prm_config.get("critic_sha256"),
+        "refresh": [dict(r) for r in callbacks[0].history] if refresh else None,
         "algo_kwargs": json.loads(json.dumps(cfg["algo_kwargs"])), "normalize_obs": cfg["normalize_obs"],
         "wall_s": round(rows[-1]["train_wall_s"] + rows[-1]["eval_wall_s"], 1) if rows else round(wall, 1),
         "resumed_from": model.prm_resumed_from,
@@ -235,11 +281,17 @@ def main(argv=None) -> int:
     p.add_argument("--eval-freq", type=int, default=None, help="evaluate every N env steps (default: per task)")
     p.add_argument("--eval-episodes", type=int, default=None, help="episodes per evaluation (default: per task)")
     p.add_argument("--learning-starts", type=int, default=None, help="random steps before training (default: per task)")
+    p.add_argument("--critic", type=Path, default=None,
+                   help="trained critic checkpoint (.json/.safetensors) or .onnx export as the potential (prm configs)")
+    p.add_argument("--head", default="success", choices=["success", "progress"],
+                   help="--critic: the head used as the potential (default success)")
+    p.add_argument("--refresh", action="store_true",
+                   help="--critic: fine-tune it on the policy's own episodes every evaluation period")
     a = p.parse_args(argv)
     try:
         run_one(a.task, a.config, a.seed, a.steps, scale=a.scale, prune=a.prune, algo=a.algo, root=a.root,
                 progress_bar=a.progress, spec=a.spec, eval_freq=a.eval_freq, eval_episodes=a.eval_episodes,
-                learning_starts=a.learning_starts)
+                learning_starts=a.learning_starts, critic=a.critic, head=a.head, refresh=a.refresh)
     except RunInProgress as exc:
         print(exc, flush=True)
         return EXIT_HELD

@@ -26,7 +26,8 @@ from prm_critic.critic import BaseCritic
 from prm_critic.robotics.spec import TaskSpec, load_spec
 from prm_critic.sb3.monitor import PRMMonitor
 
-__all__ = ["SHAPING_MODES", "resolve_critic", "make_train_env", "make_vec_train_env", "check_prune", "critic_reference"]
+__all__ = ["SHAPING_MODES", "resolve_critic", "make_train_env", "make_vec_train_env", "check_prune", "critic_reference",
+           "critic_fingerprint"]
 
 #: Values of ``shaping`` accepted by :func:`make_train_env` (passed to the shaper as ``mode``).
 SHAPING_MODES = ("potential", "subgoal", "replace")
@@ -54,6 +55,32 @@ def critic_reference(critic: Any) -> str | None:
     if isinstance(critic, os.PathLike):
         return str(critic)
     return f"<{type(critic).__module__}.{type(critic).__qualname__}>"
+
+
+def critic_fingerprint(critic: Any) -> str | None:
+    """SHA-256 of what a critic scores with, so that a resumed run can tell it is the same critic.
+
+    A learned torch critic (:class:`~prm_critic.models.TorchStateCritic`): its weights (every tensor
+    of the state dict, with its name, dtype and shape, in name order). An ONNX critic: its model
+    file's bytes. ``None`` for anything else (no critic, the spec's ``SubgoalCritic``, whose scores
+    follow from the spec, or a critic type this function does not know)."""
+    import hashlib
+
+    if critic is None or isinstance(critic, str):
+        return None
+    net = getattr(critic, "net", None)
+    state_dict = getattr(net, "state_dict", None)
+    if callable(state_dict):
+        h = hashlib.sha256()
+        for name, t in sorted(state_dict().items()):
+            t = t.detach().cpu().contiguous()
+            h.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
+            h.update(t.numpy().tobytes())
+        return h.hexdigest()
+    path = getattr(critic, "path", None)
+    if path is not None and str(path).endswith(".onnx") and Path(path).is_file():
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    return None
 
 
 def resolve_critic(critic: Any, spec: "str | TaskSpec", env=None) -> BaseCritic | None:

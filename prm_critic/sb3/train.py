@@ -32,7 +32,8 @@ from prm_critic.sb3.backends import (
     check_algo_backend,
     check_algo_kwargs,
 )
-from prm_critic.sb3.envs import SHAPING_MODES, check_prune, critic_reference, make_vec_train_env, resolve_critic
+from prm_critic.sb3.envs import (SHAPING_MODES, check_prune, critic_fingerprint, critic_reference, make_vec_train_env,
+                                 resolve_critic)
 
 __all__ = ["ALGOS", "OFF_POLICY", "BACKENDS", "DEFAULT_BACKEND", "algo_class", "algo_default", "check_algo_kwargs",
            "train_policy", "build_model", "predict", "fit_rollout", "planned_steps"]
@@ -165,7 +166,8 @@ def train_policy(task: "str | TaskSpec", *, algo: str = "sac", critic: Any = Non
                                                   eval_episodes=eval_episodes, log_path=log_path,
                                                   callbacks=callbacks, progress=progress)
     model.prm_config = {
-        "task": spec.name, "algo": algo, "backend": backend, "critic": critic_reference(critic), "shaping": shaping,
+        "task": spec.name, "algo": algo, "backend": backend, "critic": critic_reference(critic),
+        "critic_sha256": critic_fingerprint(critic_obj), "shaping": shaping,
         "scale": float(scale), "head": head, "her": bool(her), "prune": prune, "gamma": gamma,
         "total_steps": total_steps, "seed": seed, "n_envs": n_envs, "normalize_obs": bool(normalize_obs),
     }
@@ -317,6 +319,7 @@ def _restore_and_checkpoint(model, venv, state_dir: Path, *, kw, fitted, seed, r
     state = latest_training_state(state_dir) if resume else None
     if state is not None:
         _check_resume_config(state["extra"].get("config", {}), run_config, state_dir)
+        _refuse_refresh_resume(cbs, state_dir)
         load_training_state(state_dir, model)
         stats.load_state_dict(state["extra"]["stats"])
         if evaluator is not None and "eval" in state["extra"]:
@@ -397,6 +400,22 @@ def budget_note(model, total_steps: int, planned: int) -> str:
         fix = f"make total_steps a multiple of {chunk}"
     return (f"total_steps={total_steps}: {name} trains in {how}, so this run trains {planned} env steps "
             f"({planned - total_steps} more than asked); {fix}")
+
+
+def _refuse_refresh_resume(cbs, where: Path) -> None:
+    """A critic refreshed during training (:class:`~prm_critic.sb3.refresh.CriticRefreshCallback`) is
+    not part of the training state (its weights, optimiser and episode window change as it trains):
+    resuming would go on with the critic as it was loaded, a different potential than the one the
+    run was trained under. Refused, not guessed."""
+    from prm_critic.sb3.refresh import CriticRefreshCallback
+
+    for cb in cbs:
+        inner = getattr(cb, "callbacks", [cb])  # a CallbackList holds its callbacks
+        if any(isinstance(c, CriticRefreshCallback) for c in inner):
+            raise ValueError(f"callbacks: a CriticRefreshCallback cannot resume the training state in {str(where)!r}: "
+                             "the refreshed critic, its optimiser and episode window are not part of it, so the run "
+                             "would go on under the critic as loaded; expected resume=False (or another log_dir) "
+                             "for a run with critic refresh")
 
 
 def _check_resume_config(saved: Mapping[str, Any], now: Mapping[str, Any], where: Path) -> None:

@@ -1,0 +1,93 @@
+"""benchmarks/rl/run.py with a learned potential (real FetchReach, SAC, a tiny trained-critic checkpoint):
+``--critic`` trains under that critic's head, records its weights hash, refuses to resume under other
+weights at the same path; ``--refresh`` fine-tunes it during the run and a killed refresh run is refused,
+not resumed under the critic as loaded; wrong combinations are named before any training."""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("gymnasium_robotics")
+pytest.importorskip("stable_baselines3")
+
+import torch  # noqa: E402
+
+from prm_critic.models.checkpoint import save_state_critic  # noqa: E402
+from sb3_helpers import tiny_state_critic  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+TASK = "FetchReach-v4"
+TINY = dict(steps=200, eval_freq=100, eval_episodes=2, learning_starts=60)
+
+
+@pytest.fixture(scope="module")
+def run_mod():
+    spec = importlib.util.spec_from_file_location("rl_run_under_test", REPO / "benchmarks" / "rl" / "run.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture()
+def critic_path(tmp_path):
+    net, meta, _ = tiny_state_critic(TASK)
+    return save_state_critic(tmp_path / "reach_critic", net, meta)
+
+
+def _run(mod, root, *, steps=TINY["steps"], eval_freq=TINY["eval_freq"], **kw):
+    args = {**TINY, "steps": steps, "eval_freq": eval_freq}
+    return mod.run_one(TASK, "prm_her", 0, args["steps"], scale=10.0, root=root, eval_freq=args["eval_freq"],
+                       eval_episodes=args["eval_episodes"], learning_starts=args["learning_starts"], **kw)
+
+
+def test_learned_critic_run_trains_under_its_head_and_records_its_hash(run_mod, tmp_path, critic_path):
+    out = _run(run_mod, tmp_path / "runs", critic=critic_path, head="success")
+    assert out.name == "seed0" and out.parent.name == "prm_her_s10_critic-reach_critic-success"
+    done = json.loads((out / "done.json").read_text())
+    assert done["head"] == "success" and len(done["critic_sha256"]) == 64 and done["refresh"] is None
+    with open(out / "eval.csv", newline="") as f:
+        assert [int(r["env_steps"]) for r in csv.DictReader(f)] == [0, 100, 200]
+    # the same file resumes (extends) ...
+    _run(run_mod, tmp_path / "runs", steps=300, critic=critic_path, head="success")
+    # ... other weights under the same path do not
+    net, meta, _ = tiny_state_critic(TASK)
+    with torch.no_grad():
+        for p in net.parameters():
+            p.mul_(1.5)
+    save_state_critic(critic_path.with_suffix(""), net, meta)
+    with pytest.raises(ValueError, match="critic_sha256"):
+        _run(run_mod, tmp_path / "runs", steps=400, critic=critic_path, head="success")
+
+
+def test_refresh_run_fine_tunes_and_a_second_start_is_refused(run_mod, tmp_path, critic_path):
+    # 12 episodes of 50 steps: the refresh at 300 steps waits for 10 episodes, the one at 600 runs
+    out = _run(run_mod, tmp_path / "runs", steps=600, eval_freq=300, critic=critic_path, head="success", refresh=True)
+    assert out.parent.name == "prm_her_s10_critic-reach_critic-success_refresh"
+    done = json.loads((out / "done.json").read_text())
+    assert [r["env_steps"] for r in done["refresh"]] == [600]
+    assert (out / "critic_refreshed.json").exists()
+    with pytest.raises(ValueError, match="CriticRefreshCallback cannot resume"):
+        _run(run_mod, tmp_path / "runs", steps=900, eval_freq=300, critic=critic_path, head="success",
+             refresh=True)
+
+
+@pytest.mark.parametrize("kw, match", [
+    (dict(config="her", critic="c.json"), "needs a prm config"),
+    (dict(critic="c.pt"), r"expected a critic checkpoint \(.json / .safetensors\) or an .onnx"),
+    (dict(critic="c.json", spec="x.toml"), "expected no --spec"),
+    (dict(refresh=True), "expected --critic PATH.json"),
+    (dict(critic="c.onnx", refresh=True), "expected --critic PATH.json"),
+    (dict(critic="c.json", head="value"), "--head: expected 'success' or 'progress'"),
+])
+def test_wrong_combinations_are_named_before_training(run_mod, tmp_path, kw, match):
+    config = kw.pop("config", "prm_her")
+    with pytest.raises(ValueError, match=match):
+        run_mod.run_one(TASK, config, 0, 200, root=tmp_path, **kw)
+    assert not any(tmp_path.iterdir())  # nothing was created
