@@ -107,3 +107,28 @@ def test_runs_in_progress_stay_out_of_the_mean_curve():
     assert r.headline_runs([running]) == [running]  # nothing finished: show what there is
     steps, m, _, _ = r.mean_curve(r.headline_runs([done, running]))
     assert r.steps_to(steps, m, 0.8) == 20
+
+
+def _run(seed, curve, step=10_000):
+    return {"seed": seed, "done": {"steps": step * (len(curve) - 1)},
+            "rows": [{"env_steps": i * step, "success_rate": v} for i, v in enumerate(curve)]}
+
+
+def test_bootstrap_interval_over_seeds():
+    from report import bootstrap_steps_to, fmt_interval, mean_curve, steps_to
+
+    same = [_run(s, [0.0, 0.3, 0.6, 0.9]) for s in range(3)]
+    assert bootstrap_steps_to(same, 0.8) == (30_000.0, 30_000.0)  # no spread: the point estimate
+    assert bootstrap_steps_to(same[:1], 0.8) is None and fmt_interval(None, 30_000) == ""
+    spread = [_run(0, [0.0, 0.9, 0.9, 0.9]), _run(1, [0.0, 0.1, 0.9, 0.9]), _run(2, [0.0, 0.0, 0.0, 0.1])]
+    lo, hi = bootstrap_steps_to(spread, 0.8)
+    # the fastest resample (seed 0 only) reaches 80% at 10k; one with seed 2 in it may never
+    assert lo == 10_000.0 and hi == float("inf")
+    steps, m, _, _ = mean_curve(spread)
+    assert steps_to(steps, m, 0.8) is None  # the point estimate is beyond the budget too
+    assert fmt_interval((lo, hi), 30_000) == " [10k, > 30k]"
+    # deterministic for a seed; every bound is an evaluated step or beyond the budget
+    assert bootstrap_steps_to(spread, 0.5, seed=3) == bootstrap_steps_to(spread, 0.5, seed=3)
+    for thr in (0.05, 0.3, 0.5, 0.8, 0.95):
+        ci = bootstrap_steps_to(spread, thr)
+        assert ci[0] <= ci[1] and all(v in (0, 10_000, 20_000, 30_000, float("inf")) for v in ci)

@@ -83,6 +83,35 @@ def steps_to(steps: np.ndarray, mean: np.ndarray, thr: float) -> float | None:
     return float(steps[hit[0]]) if hit.size else None
 
 
+def bootstrap_steps_to(runs: list[dict], thr: float, *, n: int = 2000, seed: int = 0) -> tuple[float, float] | None:
+    """95% bootstrap interval over seeds of the steps to ``thr`` on the mean curve.
+
+    Each of ``n`` resamples draws ``len(runs)`` seeds with replacement and takes the first step at
+    which their mean curve (on the steps every run reached) is at or above ``thr``; a resample that
+    never gets there counts as ``inf`` (beyond the budget). Returns the 2.5th and 97.5th percentiles
+    (``inf`` when more than 2.5% of the resamples do not reach ``thr``), or ``None`` with fewer than
+    two runs (no spread to resample). Deterministic for a given ``seed``."""
+    if len(runs) < 2:
+        return None
+    common = sorted(set.intersection(*[{r["env_steps"] for r in run["rows"]} for run in runs]))
+    steps = np.array(common, dtype=float)
+    vals = np.array([[success_by_step(run)[s] for s in common] for run in runs])  # (seeds, steps)
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, len(runs), size=(n, len(runs)))
+    means = vals[idx].mean(1)  # (n, steps)
+    hit = means >= thr
+    first = np.where(hit.any(1), steps[hit.argmax(1)], np.inf)
+    lo, hi = np.percentile(first, [2.5, 97.5], method="inverted_cdf")
+    return float(lo), float(hi)
+
+
+def fmt_interval(ci: tuple[float, float] | None, budget: int) -> str:
+    if ci is None:
+        return ""
+    lo, hi = (f"{v / 1000:g}k" if np.isfinite(v) else f"> {budget / 1000:g}k" for v in ci)
+    return f" [{lo}, {hi}]"
+
+
 def _sort_key(label: str):
     base = label.split("_s")[0]
     return (ORDER.index(base) if base in ORDER else 99, label)
@@ -146,7 +175,7 @@ def table(data) -> str:
                   f"{'on' if cfg.get('normalize_obs') else 'off'} (VecNormalize, obs only); budget {budget} env steps; eval every "
                   f"{cfg['eval_freq']} steps, {cfg['eval_episodes']} deterministic episodes on the unshaped env "
                   "(same eval seeds for every config).", "",
-                  f"| config | seeds | steps to 50% | steps to 80% | steps to 80% per seed | success AUC | success at {budget / 1000:g}k (mean; per seed) | final success (mean; per seed) | wall-clock per run (train + eval) | pruned episodes / env steps saved |",
+                  f"| config | seeds | steps to 50% [95% CI] | steps to 80% [95% CI] | steps to 80% per seed | success AUC | success at {budget / 1000:g}k (mean; per seed) | final success (mean; per seed) | wall-clock per run (train + eval) | pruned episodes / env steps saved |",
                   "|---|---|---|---|---|---|---|---|---|---|"]
         summary = {}
         for label in sorted(data[task], key=_sort_key):
@@ -181,7 +210,8 @@ def table(data) -> str:
             at_b = [success_by_step(r).get(budget) for r in runs]
             at_budget = (f"{np.mean(at_b):.2f}; {', '.join(f'{v:.2f}' for v in at_b)}" if None not in at_b
                          else "-")  # equal-budget comparison (runs given a larger budget included)
-            lines.append(f"| {label} | {seeds} | {fmt_steps(s50, last_step)} | {fmt_steps(s80, last_step)} | {seed80} | {auc:.2f} | {at_budget} | "
+            ci50, ci80 = (fmt_interval(bootstrap_steps_to(runs, t), last_step) for t in (0.5, 0.8))
+            lines.append(f"| {label} | {seeds} | {fmt_steps(s50, last_step)}{ci50} | {fmt_steps(s80, last_step)}{ci80} | {seed80} | {auc:.2f} | {at_budget} | "
                          f"{np.mean(finals):.2f}; {', '.join(f'{f:.2f}' for f in finals)} | "
                          f"{np.mean(walls) / 60:.1f} min ({tw / 60:.1f} + {ew / 60:.1f}) | {prune} |")
         total = sum(r["rows"][-1]["train_wall_s"] + r["rows"][-1]["eval_wall_s"]
