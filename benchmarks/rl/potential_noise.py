@@ -20,47 +20,67 @@ from pathlib import Path
 import numpy as np
 
 
+def _load_scripted(data: Path, task: str, layout: dict) -> tuple[np.ndarray, np.ndarray]:
+    """``(x, next_x)`` of every step in the collect folder ``data``, refused unless it is ``task``'s with ``layout``."""
+    import json
+
+    meta_path = data / "meta.json"
+    shards = sorted((data / "shards").glob("*.npz"))
+    if not meta_path.is_file() or not shards:
+        raise SystemExit(f"--data: expected a `prm-critic collect` folder (meta.json, shards/*.npz), got {str(data)!r}")
+    meta = json.loads(meta_path.read_text())
+    if meta.get("task") != task:
+        raise SystemExit(f"--data: {str(data)!r} holds {meta.get('task')!r} episodes, expected {task!r}")
+    if meta.get("layout") != layout:
+        raise SystemExit(f"--data: {str(data)!r} has another critic-input layout than the critic's "
+                         "(it was not the critic's training data)")
+    xs, nxs = [], []
+    for f in shards:
+        with np.load(f) as z:
+            xs.append(z["x"])
+            nxs.append(z["next_x"])
+    return np.concatenate(xs), np.concatenate(nxs)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--task", required=True)
     p.add_argument("--critic", type=Path, required=True, help="train-critic checkpoint (.json)")
     p.add_argument("--data", type=Path, required=True, help="the collect folder the critic was trained on")
     p.add_argument("--episodes", type=int, default=30, help="random-action episodes (default 30)")
+    p.add_argument("--max-steps", type=int, default=1000, help="cap on each random-action episode (default 1000)")
     p.add_argument("--seed", type=int, default=0)
     a = p.parse_args(argv)
-    shards = sorted((a.data / "shards").glob("*.npz"))
     if not a.critic.is_file():
         raise SystemExit(f"--critic: expected a critic checkpoint file, got {str(a.critic)!r} (no such file)")
-    if not shards:
-        raise SystemExit(f"--data: expected a `prm-critic collect` folder with shards/*.npz, got {str(a.data)!r}")
-    if a.episodes < 1:
-        raise SystemExit(f"--episodes: expected an int >= 1, got {a.episodes}")
+    for name, v in (("--episodes", a.episodes), ("--max-steps", a.max_steps)):
+        if v < 1:
+            raise SystemExit(f"{name}: expected an int >= 1, got {v}")
 
     from prm_critic.robotics.layout import CriticInputLayout
     from prm_critic.robotics.spec import load_spec
     from prm_critic.sb3.envs import make_train_env, resolve_critic
+    from prm_critic.wrappers import PRMRewardShaper
 
     spec = load_spec(a.task)
     env = make_train_env(spec)
     learned = resolve_critic(str(a.critic), spec)
     subgoal = resolve_critic("subgoal", spec, env)
+    # the shaper refuses a critic of another task or layout than the env's; built here for that check only
+    PRMRewardShaper(env, learned, gamma=0.99, head="success")
     layout = getattr(learned, "layout", None) or CriticInputLayout.from_dict(learned.meta["layout"])
+    x_scripted, x_scripted_next = _load_scripted(a.data, a.task, learned.meta["layout"])
     rng = np.random.default_rng(a.seed)
-    xs, lengths = [], []
+    xs, bounds = [], [0]
     for ep in range(a.episodes):
         obs, _ = env.reset(seed=a.seed + ep)
-        n = 0
-        while True:
+        for _ in range(a.max_steps):
             xs.append(layout.flatten(obs))
-            n += 1
             obs, _, term, trunc, _ = env.step(rng.uniform(env.action_space.low, env.action_space.high))
             if term or trunc:
                 break
-        lengths.append(n)
+        bounds.append(len(xs))
     x_random = np.asarray(xs, dtype=np.float32).reshape(len(xs), -1)
-    x_scripted = np.concatenate([np.load(f)["x"] for f in shards])
-    x_scripted_next = np.concatenate([np.load(f)["next_x"] for f in shards])
-    bounds = np.cumsum([0] + lengths)
     print(f"{a.task}: {a.episodes} random-action episodes ({len(x_random)} states), "
           f"{len(x_scripted)} scripted states from {a.data}")
     for name, phi in (("learned success head", lambda x: learned.score(x).success),
