@@ -108,7 +108,7 @@ def test_her_relabelled_rewards_include_shaping(tmp_path):
     model = train_policy(TASK, algo="sac", critic="subgoal", shaping="potential", scale=SCALE, her=True,
                          total_steps=160, seed=1, algo_kwargs=TINY_OFF)
     rb = model.replay_buffer
-    assert rb.copy_info_dict
+    assert type(rb).__name__ == "PRMHerReplayBuffer"  # relabels from compact rows, not copied info dicts
     batch = rb.sample(256, env=None)
     r = batch.rewards.numpy().reshape(-1)
     # Fetch's own reward is 0 or -1; the relabelled rewards carry the potential term
@@ -116,9 +116,12 @@ def test_her_relabelled_rewards_include_shaping(tmp_path):
     # relabelled rewards equal the shaper's compute_reward (base reward + shaping for the new goal)
     env = model.get_env()
     idx = np.arange(min(rb.pos, 40))
-    infos = [rb.infos[i, 0] for i in idx]
+    from prm_critic.wrappers import RelabelRows
+
+    rows = RelabelRows(*(rb.prm_rows[k][idx, 0] for k in ("x", "next_x", "terminated", "shaping")))
     g = np.tile(rb.next_observations["achieved_goal"][idx[-1], 0], (len(idx), 1))
-    via_env = np.asarray(env.env_method("compute_reward", rb.next_observations["achieved_goal"][idx, 0], g, infos)[0])
+    via_env = np.asarray(env.env_method("compute_reward_rows", rb.next_observations["achieved_goal"][idx, 0], g,
+                                        rows)[0])
     base = -(np.linalg.norm(rb.next_observations["achieved_goal"][idx, 0] - g, axis=-1) > 0.05).astype(np.float64)
     assert np.abs(via_env - base).max() > 1e-3
 

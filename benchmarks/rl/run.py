@@ -31,6 +31,13 @@ last training state (saved at every evaluation, safetensors + JSON: :mod:`prm_cr
 one killed before its first state restarts, its evaluations kept as ``eval.killed-N.csv``. A run
 finished under a smaller budget is extended from its final state (results of the smaller budget
 kept as ``eval.steps-N.csv`` / ``done.steps-N.json``).
+
+Early stop: a run stops once its verdict is decided, that is, two consecutive evaluations at or above
+``--early-stop`` (default 0.8) at or after ``--early-stop-min-steps`` (default: the task's headline
+budget, so that the success at that budget is always measured; a run extended beyond it, like HER to
+200k, stops as soon as it has reached 80 %). The step is ``stopped_early_at`` in ``done.json``
+(``null``: ran its whole budget). ``--early-stop 0`` turns it off; a stopped run is extended by a
+later call with a larger ``--steps`` (from its last training state).
 """
 
 from __future__ import annotations
@@ -138,9 +145,10 @@ def run_one(task: str, config: str, seed: int, steps: int | None = None, *, scal
             prune: bool = False, algo: str = "sac", root: Path = RESULTS, progress_bar: bool = False,
             spec: "str | Path | None" = None, eval_freq: int | None = None, eval_episodes: int | None = None,
             learning_starts: int | None = None, critic: "str | Path | None" = None, head: str = "success",
-            refresh: bool = False) -> Path:
+            refresh: bool = False, early_stop: float = 0.8, early_stop_min_steps: int | None = None) -> Path:
     """One run; ``eval_freq``, ``eval_episodes`` and ``learning_starts`` override the task's settings
-    (``None``: the task's own, as in the benchmark's results)."""
+    (``None``: the task's own, as in the benchmark's results). ``early_stop`` (``0``: off) and
+    ``early_stop_min_steps`` (``None``: the task's headline budget) as in the module docstring."""
     if task not in TASKS:
         raise ValueError(f"--task: expected one of {sorted(TASKS)}, got {task!r}")
     if config not in CONFIGS:
@@ -159,6 +167,10 @@ def run_one(task: str, config: str, seed: int, steps: int | None = None, *, scal
         if suffixes not in (".json", ".safetensors", ".onnx"):
             raise ValueError(f"--critic: expected a critic checkpoint (.json / .safetensors) or an .onnx export, "
                              f"got {str(critic)!r}")
+    if not 0.0 <= early_stop <= 1.0:
+        raise ValueError(f"--early-stop: expected a success rate in [0, 1] (0: off), got {early_stop!r}")
+    if early_stop_min_steps is not None and (not isinstance(early_stop_min_steps, int) or early_stop_min_steps < 0):
+        raise ValueError(f"--early-stop-min-steps: expected an integer >= 0, got {early_stop_min_steps!r}")
     if head not in ("success", "progress"):
         raise ValueError(f"--head: expected 'success' or 'progress', got {head!r}")
     if refresh and (critic is None or str(critic).endswith(".onnx")):
@@ -212,9 +224,6 @@ def run_one(task: str, config: str, seed: int, steps: int | None = None, *, scal
             n += 1
         os.replace(ev, out / f"eval.killed-{n}.csv")
 
-    import torch
-
-    torch.set_num_threads(1)
     from prm_critic.models.checkpoint import atomic_write_bytes
     from prm_critic.sb3 import train_policy
 
@@ -239,7 +248,10 @@ def run_one(task: str, config: str, seed: int, steps: int | None = None, *, scal
         scale=scale, her=config.endswith("her"), prune=cfg["prune"] if prune else None, total_steps=steps,
         seed=seed, eval_freq=cfg["eval_freq"], eval_episodes=cfg["eval_episodes"], log_dir=out,
         algo_kwargs=cfg["algo_kwargs"], normalize_obs=cfg["normalize_obs"], progress_bar=progress_bar,
-        checkpoint_freq=cfg["eval_freq"], resume=True, callbacks=callbacks,
+        checkpoint_freq=cfg["eval_freq"], resume=True, callbacks=callbacks, torch_threads=1,
+        early_stop=None if early_stop == 0 else dict(
+            threshold=early_stop, consecutive=2,
+            min_steps=TASKS[task]["steps"] if early_stop_min_steps is None else early_stop_min_steps),
     )
     wall = time.perf_counter() - t0
     rows = model.prm_eval.rows
@@ -254,6 +266,7 @@ def run_one(task: str, config: str, seed: int, steps: int | None = None, *, scal
         "algo_kwargs": json.loads(json.dumps(cfg["algo_kwargs"])), "normalize_obs": cfg["normalize_obs"],
         "wall_s": round(rows[-1]["train_wall_s"] + rows[-1]["eval_wall_s"], 1) if rows else round(wall, 1),
         "resumed_from": model.prm_resumed_from,
+        "early_stop": model.prm_config.get("early_stop"), "stopped_early_at": model.prm_config.get("stopped_early_at"),
         "final_success": rows[-1]["success_rate"] if rows else None,
         "episodes": stats.n_episodes, "pruned_episodes": stats.pruned_episodes,
         "pruned_env_steps": int(sum(h["l"] for h in stats.history if h["pruned"])),
@@ -287,11 +300,16 @@ def main(argv=None) -> int:
                    help="--critic: the head used as the potential (default success)")
     p.add_argument("--refresh", action="store_true",
                    help="--critic: fine-tune it on the policy's own episodes every evaluation period")
+    p.add_argument("--early-stop", type=float, default=0.8,
+                   help="stop after two consecutive evaluations at or above this success (0: off; default 0.8)")
+    p.add_argument("--early-stop-min-steps", type=int, default=None,
+                   help="--early-stop: not before this step (default: the task's headline budget)")
     a = p.parse_args(argv)
     try:
         run_one(a.task, a.config, a.seed, a.steps, scale=a.scale, prune=a.prune, algo=a.algo, root=a.root,
                 progress_bar=a.progress, spec=a.spec, eval_freq=a.eval_freq, eval_episodes=a.eval_episodes,
-                learning_starts=a.learning_starts, critic=a.critic, head=a.head, refresh=a.refresh)
+                learning_starts=a.learning_starts, critic=a.critic, head=a.head, refresh=a.refresh,
+                early_stop=a.early_stop, early_stop_min_steps=a.early_stop_min_steps)
     except RunInProgress as exc:
         print(exc, flush=True)
         return EXIT_HELD

@@ -68,6 +68,13 @@ def register(sub) -> None:
                    help="save the whole training state (safetensors + JSON) to OUT/resume every N env steps")
     p.add_argument("--resume", action="store_true",
                    help="continue from OUT/resume when it holds a training state (same settings; --steps is the total)")
+    p.add_argument("--torch-threads", type=int, default=1,
+                   help="torch intra-op CPU threads while training (default 1, the fastest measured for these "
+                        "network sizes; 0: torch's own default)")
+    p.add_argument("--early-stop", type=float, default=None, metavar="SUCCESS",
+                   help="stop once two consecutive evaluations reach this success rate (needs --eval-freq)")
+    p.add_argument("--early-stop-min-steps", type=int, default=0,
+                   help="--early-stop: not before this many env steps (default 0)")
     p.set_defaults(func=run)
 
 
@@ -95,12 +102,20 @@ def run(args) -> int:
             raise ValueError(f"--algo-kwargs: expected a JSON object, got {args.algo_kwargs!r} ({exc})") from exc
         if not isinstance(algo_kwargs, dict):
             raise ValueError(f"--algo-kwargs: expected a JSON object, got {args.algo_kwargs!r}")
+    if args.torch_threads < 0:
+        raise ValueError(f"--torch-threads: expected an integer >= 0 (0: torch's default), got {args.torch_threads}")
+    if args.early_stop is None and args.early_stop_min_steps:
+        raise ValueError(f"--early-stop-min-steps: needs --early-stop, got --early-stop-min-steps "
+                         f"{args.early_stop_min_steps} alone")
+    early_stop = None if args.early_stop is None else {"threshold": args.early_stop,
+                                                        "min_steps": args.early_stop_min_steps}
     model = train_policy(
         args.task, algo=args.algo, critic=args.critic, shaping=shaping, scale=args.scale, head=args.head,
         her=args.her, prune=prune, total_steps=args.steps, seed=args.seed, n_envs=args.n_envs,
         eval_freq=args.eval_freq, eval_episodes=args.eval_episodes, log_dir=args.out, algo_kwargs=algo_kwargs,
         normalize_obs=args.normalize_obs,
         progress=args.progress, checkpoint_freq=args.checkpoint_freq, resume=args.resume,
+        torch_threads=args.torch_threads or None, early_stop=early_stop,
         **({} if args.backend is None else {"backend": args.backend}),
     )
     rows = model.prm_eval.rows if model.prm_eval is not None else []
@@ -108,5 +123,8 @@ def run(args) -> int:
     asked = ""
     if model.num_timesteps != args.steps:
         asked = f" (--steps {args.steps}: {model.prm_config.get('budget_note', 'rounded up by the algorithm')})"
+    stopped = model.prm_config.get("stopped_early_at")
+    if stopped is not None:
+        asked = f" (stopped early: two evaluations at or above {args.early_stop:g})"
     print(f"trained {args.algo} on {args.task} for {model.num_timesteps} steps{asked}{last}; policy: {args.out}/policy.json")
     return 0

@@ -42,7 +42,7 @@ from prm_critic.sb3.monitor import step_success
 require("stable_baselines3.common.callbacks")  # a missing extra fails here with the exact ``pip install`` to run
 from stable_baselines3.common.callbacks import BaseCallback  # noqa: E402
 
-__all__ = ["PRMStatsCallback", "UnshapedSuccessEval", "TqdmCallback", "EVAL_COLUMNS", "read_eval_csv", "append_csv_row"]
+__all__ = ["PRMStatsCallback", "UnshapedSuccessEval", "StopOnSuccess", "TqdmCallback", "EVAL_COLUMNS", "read_eval_csv", "append_csv_row"]
 
 EVAL_COLUMNS = ("env_steps", "success_rate", "mean_return", "std_return", "mean_length", "n_episodes",
                 "train_wall_s", "eval_wall_s")
@@ -288,6 +288,45 @@ class UnshapedSuccessEval(BaseCallback):
         elif self._updates_at_eval != getattr(self.model, "_n_updates", None):
             # the row at this step predates the last gradient updates: evaluate the final policy
             self._run_eval(replace_last=True)
+
+
+class StopOnSuccess(BaseCallback):
+    """Stop training once the verdict is decided: the last ``consecutive`` rows of ``evaluator`` (an
+    :class:`UnshapedSuccessEval` placed before this callback) are all at or above ``threshold`` and
+    the last one was taken at ``min_steps`` env steps or later. ``stopped_at`` is the env step of
+    the stop (``None``: not stopped)."""
+
+    def __init__(self, evaluator: UnshapedSuccessEval, *, threshold: float = 0.8, consecutive: int = 2,
+                 min_steps: int = 0, verbose: int = 0):
+        super().__init__(verbose)
+        if not isinstance(evaluator, UnshapedSuccessEval):
+            raise ValueError(f"evaluator: expected an UnshapedSuccessEval, got {type(evaluator).__name__}")
+        self.evaluator = evaluator
+        self.threshold = validate.check_prob("threshold", threshold, noun="a success rate")
+        self.consecutive = validate.positive_int("consecutive", consecutive, unit="evaluations")
+        if isinstance(min_steps, bool) or not isinstance(min_steps, int) or min_steps < 0:
+            raise ValueError(f"min_steps: expected an integer >= 0 (env steps), got {min_steps!r}")
+        self.min_steps = min_steps
+        self.stopped_at: int | None = None
+        self._seen = 0
+
+    def decided(self) -> bool:
+        """Whether the evaluator's rows so far meet the stopping rule."""
+        rows = self.evaluator.rows
+        last = rows[-self.consecutive:]
+        return (len(last) == self.consecutive and all(r["success_rate"] >= self.threshold for r in last)
+                and int(last[-1]["env_steps"]) >= self.min_steps)
+
+    def _on_step(self) -> bool:
+        if len(self.evaluator.rows) == self._seen:  # no new evaluation: nothing to decide
+            return True
+        self._seen = len(self.evaluator.rows)
+        if self.decided():
+            self.stopped_at = int(self.num_timesteps)
+            if self.verbose:
+                print(f"[stop] {self.consecutive} evaluations at or above {self.threshold:g} by step {self.stopped_at}")
+            return False
+        return True
 
 
 class TqdmCallback(BaseCallback):

@@ -22,8 +22,8 @@ buffer is not saved: the rollout that ended at the checkpoint is collected again
 checkpoint taken before the first episode ended leaves no sampleable episode: SB3 then refuses to
 train until one ends (keep ``save_freq`` above the episode length).
 
-Replay-buffer ``infos`` (HerReplayBuffer with ``copy_info_dict=True``, which relabelling through
-:class:`~prm_critic.wrappers.PRMRewardShaper` needs) keep every key that all stored infos hold as a
+The relabelling rows of :class:`~prm_critic.sb3.her.PRMHerReplayBuffer` (``prm_rows``) are saved
+like the buffer's own arrays. Replay-buffer ``infos`` (HerReplayBuffer with ``copy_info_dict=True``) keep every key that all stored infos hold as a
 number or a numeric array of one shape (the shaper's ``prm_*`` keys, ``is_success``, ...); other
 keys (``terminal_observation``, ``episode``) are not saved.
 
@@ -56,7 +56,7 @@ __all__ = ["TrainingStateCheckpoint", "TrainingStateError", "latest_training_sta
 FORMAT = "prm-critic/sb3-training-state"
 FORMAT_VERSION = 1
 _BUFFER_ARRAYS = ("observations", "next_observations", "actions", "rewards", "dones", "timeouts",
-                  "ep_start", "ep_length")
+                  "ep_start", "ep_length", "prm_rows")  # prm_rows: PRMHerReplayBuffer's relabelling rows
 
 
 class TrainingStateError(CheckpointError):

@@ -12,6 +12,7 @@ everything around the algorithm stays the same.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import os
@@ -47,10 +48,14 @@ def _is_goal_env(env) -> bool:
 
 def build_model(algo: str, env, *, her: bool = False, algo_kwargs: Mapping[str, Any] | None = None,
                 seed: int | None = None, verbose: int = 0, tensorboard_log: str | None = None,
-                backend: str = DEFAULT_BACKEND):
+                backend: str = DEFAULT_BACKEND, shaped: bool = False):
     """Construct the model of ``algo`` on ``backend`` (``"sb3"`` or ``"sbx"``) for ``env`` (a VecEnv).
     ``her=True`` adds SB3's ``HerReplayBuffer`` (both backends; ``copy_info_dict=True``, so
-    relabelled rewards can use what the shaper keeps in ``info``)."""
+    relabelled rewards can use what the env keeps in ``info``); with ``shaped=True`` (every env's
+    chain holds a :class:`~prm_critic.wrappers.PRMRewardShaper`) it is
+    :class:`~prm_critic.sb3.her.PRMHerReplayBuffer` instead, which keeps the shaper's relabelling
+    inputs as compact rows and relabels a batch in one vectorised call (same rewards, no per-sample
+    deep copy of the info dicts)."""
     cls = algo_class(algo, backend)
     kw = dict(algo_kwargs or {})
     spaces = require("gymnasium").spaces
@@ -63,7 +68,12 @@ def build_model(algo: str, env, *, her: bool = False, algo_kwargs: Mapping[str, 
                              f"desired_goal), got observation space {env.observation_space}")
         her_kw = {"n_sampled_goal": 4, "goal_selection_strategy": "future", **kw.pop("replay_buffer_kwargs", {})}
         her_kw["copy_info_dict"] = True
-        kw["replay_buffer_class"] = require("stable_baselines3").HerReplayBuffer
+        if shaped:
+            from prm_critic.sb3.her import PRMHerReplayBuffer
+
+            kw["replay_buffer_class"] = PRMHerReplayBuffer
+        else:
+            kw["replay_buffer_class"] = require("stable_baselines3").HerReplayBuffer
         kw["replay_buffer_kwargs"] = her_kw
     return cls(policy, env, seed=seed, verbose=verbose, tensorboard_log=tensorboard_log, **kw)
 
@@ -75,7 +85,8 @@ def train_policy(task: "str | TaskSpec", *, algo: str = "sac", critic: Any = Non
                  algo_kwargs: Mapping[str, Any] | None = None, normalize_obs: bool = False,
                  callbacks: list | None = None, progress: bool = True, checkpoint_freq: int | None = None,
                  resume: bool = False, verbose: int = 0, progress_bar: bool | None = None,
-                 backend: str = DEFAULT_BACKEND):
+                 backend: str = DEFAULT_BACKEND, torch_threads: int | None = 1,
+                 early_stop: Mapping[str, Any] | None = None):
     """Train a policy on ``task`` with optional PRM shaping, HER and dead-end pruning.
 
     Args:
@@ -128,6 +139,16 @@ def train_policy(task: "str | TaskSpec", *, algo: str = "sac", critic: Any = Non
             install "prm-critic[sbx]"``): SAC, TQC and CrossQ, same env chain, callbacks and
             evaluation; its policy checkpoint is safetensors + JSON too. ``checkpoint_freq`` and
             ``resume`` (the whole training state) are ``"sb3"`` only: with ``"sbx"`` they are refused.
+        torch_threads: torch intra-op CPU threads while training (restored afterwards); ``None``
+            keeps torch's setting. Default 1: SAC's [256, 256] networks train fastest on one thread
+            (``benchmarks/rl/training_throughput.py``; torch's default of all cores was several
+            times slower on busy cores).
+        early_stop: ``None`` or ``dict(threshold=0.8, consecutive=2, min_steps=0)``: stop once the
+            last ``consecutive`` evaluations (needs ``eval_freq``) are all at or above
+            ``threshold`` and the last was taken at ``min_steps`` or later
+            (:class:`~prm_critic.sb3.callbacks.StopOnSuccess`). The step of the stop is
+            ``model.prm_config["stopped_early_at"]`` (``None``: ran the whole budget). Not part of the
+            resume configuration: a stopped run can be extended with another rule or none.
 
     Returns:
         The trained SB3 (or SBX) model. ``model.prm_config`` holds the run's JSON-able configuration,
@@ -138,6 +159,52 @@ def train_policy(task: "str | TaskSpec", *, algo: str = "sac", critic: Any = Non
         seed=seed, n_envs=n_envs, eval_freq=eval_freq, eval_episodes=eval_episodes, log_dir=log_dir,
         progress=progress, checkpoint_freq=checkpoint_freq, resume=resume, progress_bar=progress_bar,
         backend=backend)
+    validate.positive_int("torch_threads", torch_threads, allow_none=True)
+    early_stop = _check_early_stop(early_stop, eval_freq)
+    with _torch_threads(torch_threads):
+        return _train(task, algo=algo, critic=critic, shaping=shaping, scale=scale, head=head, her=her, prune=prune,
+                      total_steps=total_steps, seed=seed, n_envs=n_envs, eval_freq=eval_freq,
+                      eval_episodes=eval_episodes, log_dir=log_dir, algo_kwargs=algo_kwargs,
+                      normalize_obs=normalize_obs, callbacks=callbacks, progress=progress,
+                      checkpoint_freq=checkpoint_freq, resume=resume, verbose=verbose, backend=backend,
+                      early_stop=early_stop)
+
+
+@contextlib.contextmanager
+def _torch_threads(n: int | None):
+    """torch's intra-op threads set to ``n`` (``None``: unchanged) while the block runs."""
+    if n is None:
+        yield
+        return
+    torch = require("torch")
+    prev = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(prev)
+
+
+def _check_early_stop(early_stop: Mapping[str, Any] | None, eval_freq: int | None) -> dict[str, Any] | None:
+    if early_stop is None:
+        return None
+    if not isinstance(early_stop, Mapping) or not set(early_stop) <= {"threshold", "consecutive", "min_steps"}:
+        raise ValueError(f"early_stop: expected None or a dict with keys threshold, consecutive, min_steps, got "
+                         f"{early_stop!r}")
+    if eval_freq is None:
+        raise ValueError("early_stop: stopping on evaluated success needs eval_freq, got eval_freq=None")
+    out = {"threshold": 0.8, "consecutive": 2, "min_steps": 0, **early_stop}
+    validate.check_prob("early_stop['threshold']", out["threshold"], noun="a success rate")
+    validate.positive_int("early_stop['consecutive']", out["consecutive"], unit="evaluations")
+    ms = out["min_steps"]
+    if isinstance(ms, bool) or not isinstance(ms, int) or ms < 0:
+        raise ValueError(f"early_stop['min_steps']: expected an integer >= 0 (env steps), got {ms!r}")
+    return out
+
+
+def _train(task, *, algo, critic, shaping, scale, head, her, prune, total_steps, seed, n_envs, eval_freq,
+           eval_episodes, log_dir, algo_kwargs, normalize_obs, callbacks, progress, checkpoint_freq, resume,
+           verbose, backend, early_stop):
     spec = load_spec(task)  # the one place the task is resolved: everything below gets the TaskSpec
     kw, gamma, fitted = _fit_algo_kwargs(spec, algo, algo_kwargs, total_steps=total_steps, her=her, n_envs=n_envs,
                                          backend=backend)
@@ -152,7 +219,7 @@ def train_policy(task: "str | TaskSpec", *, algo: str = "sac", critic: Any = Non
 
     log_path = Path(log_dir) if log_dir is not None else None
     model = build_model(algo, venv, her=her, algo_kwargs=kw, seed=seed, verbose=verbose,
-                        tensorboard_log=None, backend=backend)
+                        tensorboard_log=None, backend=backend, shaped=shaping in ("potential", "replace"))
     starts = getattr(model, "learning_starts", None)  # off-policy only
     if starts is not None and total_steps <= starts:
         venv.close()
@@ -165,6 +232,12 @@ def train_policy(task: "str | TaskSpec", *, algo: str = "sac", critic: Any = Non
     stats, evaluator, bar, cbs = _train_callbacks(spec, algo, total_steps=total_steps, eval_freq=eval_freq,
                                                   eval_episodes=eval_episodes, log_path=log_path,
                                                   callbacks=callbacks, progress=progress)
+    stopper = None
+    if early_stop is not None:
+        from prm_critic.sb3.callbacks import StopOnSuccess
+
+        stopper = StopOnSuccess(evaluator, **early_stop)
+        cbs.insert(cbs.index(evaluator) + 1, stopper)  # right after the evaluation it reads
     model.prm_config = {
         "task": spec.name, "algo": algo, "backend": backend, "critic": critic_reference(critic),
         "critic_sha256": critic_fingerprint(critic_obj), "shaping": shaping,
@@ -177,6 +250,8 @@ def train_policy(task: "str | TaskSpec", *, algo: str = "sac", critic: Any = Non
                                 checkpoint_freq=checkpoint_freq, stats=stats, evaluator=evaluator, cbs=cbs)
     _learn(model, total_steps, cbs, bar)
     model.prm_config["trained_steps"] = int(model.num_timesteps)
+    model.prm_config["early_stop"] = early_stop
+    model.prm_config["stopped_early_at"] = None if stopper is None else stopper.stopped_at
     model.prm_stats = stats
     model.prm_eval = evaluator
     if log_path is not None:

@@ -17,10 +17,11 @@ import importlib
 import warnings
 from typing import Any
 
-__all__ = ["PRMRewardShaper", "DeadEndPruner", "PRMRewardShaperVector"]
+__all__ = ["PRMRewardShaper", "RelabelRows", "DeadEndPruner", "PRMRewardShaperVector"]
 
 _MODULES = {
     "PRMRewardShaper": "prm_critic.wrappers.prm_reward_shaper",
+    "RelabelRows": "prm_critic.wrappers.prm_reward_shaper",
     "DeadEndPruner": "prm_critic.wrappers.dead_end_pruner",
     "PRMRewardShaperVector": "prm_critic.wrappers.vector_prm_reward_shaper",
 }

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
@@ -16,7 +16,7 @@ from prm_critic.wrappers._common import (
 require("gymnasium")  # a missing extra fails here with the exact ``pip install`` to run
 import gymnasium as gym  # noqa: E402
 
-__all__ = ["PRMRewardShaper"]
+__all__ = ["PRMRewardShaper", "RelabelRows"]
 
 _NEEDED_INFO = ("prm_x", "prm_next_x", "prm_terminated")
 _NAN = float("nan")
@@ -221,42 +221,90 @@ class PRMRewardShaper(ShaperBase, gym.Wrapper, gym.utils.RecordConstructorArgs):
         out = base + shaping
         return float(out[0]) if single else out
 
-    def _shaping_for_goals(self, ag: np.ndarray, dg: np.ndarray, infos: Sequence[Mapping],
-                           base: np.ndarray) -> np.ndarray:
-        assert self.goal_keys is not None  # compute_reward raises before calling this without goal keys
-        ach_key, des_key = self.goal_keys
-        des_sl = self.layout.slices.get(des_key)
-        ach_sl = self.layout.slices.get(ach_key)
-        n = dg.shape[0]
-        shaping = np.zeros(n, dtype=np.float64)
-        todo: list[int] = []
-        for i, inf in enumerate(infos):
+    @property
+    def relabel_width(self) -> int:
+        """Width of the critic inputs in :class:`RelabelRows` (the layout's flat size)."""
+        return self.layout.obs_dim
+
+    def relabel_rows(self, infos: Sequence[Mapping]) -> "RelabelRows":
+        """What relabelling needs of ``infos`` (this wrapper's step infos), as compact rows: the
+        float32 critic inputs of s and s', whether s' was a true termination, and the shaping term
+        paid at that step. A replay buffer can keep these instead of the info dicts
+        (:class:`~prm_critic.sb3.her.PRMHerReplayBuffer`) and pass them to :meth:`compute_reward_rows`."""
+        for inf in infos:
             if not isinstance(inf, Mapping) or any(k not in inf for k in _NEEDED_INFO):
                 got = sorted(inf) if isinstance(inf, Mapping) else type(inf).__name__
                 raise ValueError(
                     f"info: compute_reward needs this wrapper's {list(_NEEDED_INFO)} in every info dict, got {got}; "
                     "with stable-baselines3's HerReplayBuffer pass replay_buffer_kwargs=dict(copy_info_dict=True)"
                 )
-            xn = np.asarray(inf["prm_next_x"], dtype=np.float32).reshape(-1)
-            same = ((des_sl is None or np.array_equal(xn[des_sl], dg[i]))
-                    and (ach_sl is None or np.array_equal(xn[ach_sl], ag[i])))
-            if same and "prm_shaping" in inf:
-                shaping[i] = float(inf["prm_shaping"])
-            else:
-                todo.append(i)
-        if not todo:
+        if not infos:
+            w = self.layout.obs_dim
+            return RelabelRows(np.zeros((0, w), np.float32), np.zeros((0, w), np.float32), np.zeros(0, bool),
+                               np.zeros(0, np.float64))
+        return RelabelRows(
+            x=np.stack([np.asarray(inf["prm_x"], dtype=np.float32).reshape(-1) for inf in infos]),
+            next_x=np.stack([np.asarray(inf["prm_next_x"], dtype=np.float32).reshape(-1) for inf in infos]),
+            terminated=np.array([bool(inf["prm_terminated"]) for inf in infos], dtype=bool),
+            shaping=np.array([float(inf.get("prm_shaping", _NAN)) for inf in infos], dtype=np.float64),
+        )
+
+    def compute_reward_rows(self, achieved_goal: np.ndarray, desired_goal: np.ndarray, rows: "RelabelRows",
+                            infos: Sequence[Mapping] | None = None) -> np.ndarray:
+        """:meth:`compute_reward` for a batch whose shaping inputs come as :class:`RelabelRows`
+        (from :meth:`relabel_rows`) instead of info dicts: ``base_env.compute_reward(ag, g, infos) + F``,
+        float64 ``(B,)``, the same numbers as :meth:`compute_reward` on the infos the rows came from.
+        ``infos`` go to the base env's ``compute_reward`` only (``None``: ``B`` empty dicts)."""
+        if self.goal_keys is None:
+            raise AttributeError(
+                "compute_reward: the wrapped env is not goal-conditioned (no achieved_goal/desired_goal keys)"
+            )
+        ag = np.asarray(achieved_goal, dtype=np.float32)
+        dg = np.asarray(desired_goal, dtype=np.float32)
+        n = dg.shape[0] if dg.ndim > 1 else 1
+        ag2, dg2 = ag.reshape(n, -1), dg.reshape(n, -1)
+        for name, a in (("x", rows.x), ("next_x", rows.next_x), ("terminated", rows.terminated),
+                        ("shaping", rows.shaping)):
+            if a.shape[0] != n:
+                raise ValueError(f"rows.{name}: expected {n} rows (one per goal), got {a.shape[0]}")
+        if infos is None:
+            infos = [{} for _ in range(n)]
+        base_fn = self.env.get_wrapper_attr("compute_reward")
+        base = np.asarray(base_fn(achieved_goal, desired_goal, infos), dtype=np.float64)
+        base = np.broadcast_to(base.reshape(-1), (n,))
+        return base + self._shaping_rows(ag2, dg2, rows, base)
+
+    def _shaping_for_goals(self, ag: np.ndarray, dg: np.ndarray, infos: Sequence[Mapping],
+                           base: np.ndarray) -> np.ndarray:
+        return self._shaping_rows(ag, dg, self.relabel_rows(infos), base)
+
+    def _shaping_rows(self, ag: np.ndarray, dg: np.ndarray, rows: "RelabelRows", base: np.ndarray) -> np.ndarray:
+        assert self.goal_keys is not None  # compute_reward raises before calling this without goal keys
+        ach_key, des_key = self.goal_keys
+        des_sl = self.layout.slices.get(des_key)
+        ach_sl = self.layout.slices.get(ach_key)
+        n = dg.shape[0]
+        # a goal pair equal to the stored one (as float32) reuses the shaping paid at that step
+        same = ~np.isnan(rows.shaping)
+        if des_sl is not None:
+            same &= (rows.next_x[:, des_sl] == dg).all(axis=1)
+        if ach_sl is not None:
+            same &= (rows.next_x[:, ach_sl] == ag).all(axis=1)
+        shaping = np.where(same, rows.shaping, 0.0)
+        todo = np.flatnonzero(~same)
+        if todo.size == 0:
             return shaping
-        x = np.stack([np.asarray(infos[i]["prm_x"], dtype=np.float32).reshape(-1) for i in todo])
-        xn = np.stack([np.asarray(infos[i]["prm_next_x"], dtype=np.float32).reshape(-1) for i in todo])
+        x = rows.x[todo]  # fancy indexing: copies, the stored rows stay as they are
+        xn = rows.next_x[todo]
         if des_sl is not None:
             x[:, des_sl] = dg[todo]
             xn[:, des_sl] = dg[todo]
         if ach_sl is not None:
             xn[:, ach_sl] = ag[todo]
-        term = np.array([bool(infos[i]["prm_terminated"]) for i in todo])
-        k = len(todo)
+        term = rows.terminated[todo]
+        k = int(todo.size)
         if self.mode == "subgoal":
-            i = todo[0]
+            i = int(todo[0])
             raise ValueError(
                 f"compute_reward: mode='subgoal' cannot relabel goals ({k} of {n} goals differ from the stored "
                 f"ones, first at index {i}: desired goal {dg[i].tolist()}): its bonus is paid once per episode, the "
@@ -271,3 +319,14 @@ class PRMRewardShaper(ShaperBase, gym.Wrapper, gym.utils.RecordConstructorArgs):
         else:  # replace: r' = scale * Phi(s'), expressed as a shaping term on top of the base reward
             shaping[todo] = self.scale * phi_n - base[todo]
         return shaping
+
+
+class RelabelRows(NamedTuple):
+    """One row per transition of what :meth:`PRMRewardShaper.compute_reward_rows` needs: the critic
+    inputs of s and s' (float32 ``(B, D)``), whether s' was a true termination (bool ``(B,)``) and
+    the shaping term paid at that step (float64 ``(B,)``; NaN: not known, always recomputed)."""
+
+    x: np.ndarray
+    next_x: np.ndarray
+    terminated: np.ndarray
+    shaping: np.ndarray

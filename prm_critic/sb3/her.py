@@ -1,0 +1,94 @@
+"""``HerReplayBuffer`` for shaped rewards that keeps what relabelling needs as compact rows.
+
+SB3's ``HerReplayBuffer(copy_info_dict=True)`` stores every step's info dict and deep-copies each
+sampled one before relabelling; with :class:`~prm_critic.wrappers.PRMRewardShaper` every info holds
+two float32 critic inputs and a nested score dict, so the copies cost about a quarter of training
+time, and the shaper then rebuilds arrays from the dicts one sample at a time.
+:class:`PRMHerReplayBuffer` keeps, per stored transition, the shaper's critic inputs of s and s',
+its termination flag and the shaping term it paid (:class:`~prm_critic.wrappers.RelabelRows`, in
+arrays indexed like the replay buffer), and relabels a sampled batch in one vectorised call of
+:meth:`PRMRewardShaper.compute_reward_rows`. The rewards are the same numbers as SB3's path through
+:meth:`PRMRewardShaper.compute_reward` (tested on real samples).
+
+The rest of each info dict (the env's own keys, without the shaper's ``prm_*`` keys) is kept as a
+shallow copy and passed to the base env's ``compute_reward``, shallow-copied again per sample, not
+deep-copied: a base ``compute_reward`` that changes arrays inside ``info`` in place would change the
+stored ones.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from prm_critic._optional import require
+from prm_critic.wrappers.prm_reward_shaper import RelabelRows
+
+require("stable_baselines3")  # a missing extra fails here with the exact ``pip install`` to run
+from stable_baselines3 import HerReplayBuffer  # noqa: E402
+from stable_baselines3.common.type_aliases import DictReplayBufferSamples  # noqa: E402
+
+__all__ = ["PRMHerReplayBuffer", "ROW_ARRAYS"]
+
+#: the per-transition arrays this buffer adds to SB3's, in ``buffer.prm_rows`` (saved with the training state)
+ROW_ARRAYS = ("x", "next_x", "terminated", "shaping")
+
+
+class PRMHerReplayBuffer(HerReplayBuffer):
+    """``HerReplayBuffer`` whose relabelled rewards come from :class:`RelabelRows` (module docstring).
+
+    Takes SB3's arguments; ``copy_info_dict`` is ignored (what relabelling needs is always kept).
+    The wrapped env must have a :class:`~prm_critic.wrappers.PRMRewardShaper` in every env's chain
+    (``train_policy`` builds one); its width (``relabel_width``) sizes the rows at construction.
+    """
+
+    def __init__(self, buffer_size: int, observation_space, action_space, env, device: Any = "auto",
+                 n_envs: int = 1, optimize_memory_usage: bool = False, handle_timeout_termination: bool = True,
+                 n_sampled_goal: int = 4, goal_selection_strategy: Any = "future", copy_info_dict: bool = True):
+        super().__init__(buffer_size, observation_space, action_space, env, device=device, n_envs=n_envs,
+                         optimize_memory_usage=optimize_memory_usage,
+                         handle_timeout_termination=handle_timeout_termination, n_sampled_goal=n_sampled_goal,
+                         goal_selection_strategy=goal_selection_strategy, copy_info_dict=False)
+        if env is None:
+            raise ValueError("env: PRMHerReplayBuffer needs the VecEnv (it relabels through its shaper), got None")
+        width = int(env.get_attr("relabel_width", indices=[0])[0])
+        shape = (self.buffer_size, self.n_envs)
+        self.prm_rows: dict[str, np.ndarray] = {
+            "x": np.zeros((*shape, width), np.float32),
+            "next_x": np.zeros((*shape, width), np.float32),
+            "terminated": np.zeros(shape, bool),
+            "shaping": np.full(shape, np.nan, np.float64),
+        }
+
+    def add(self, obs, next_obs, action, reward, done, infos) -> None:  # type: ignore[override]
+        rows = self.env.env_method("relabel_rows", infos, indices=[0])[0]  # checks the prm_* keys are there
+        for name, arr in zip(ROW_ARRAYS, rows):
+            self.prm_rows[name][self.pos] = arr
+        # the env's own keys, for the base env's compute_reward (shallow: no per-sample deep copy)
+        self.infos[self.pos] = [{k: v for k, v in info.items() if not k.startswith("prm_")} for info in infos]
+        super().add(obs, next_obs, action, reward, done, infos)
+
+    def _get_virtual_samples(self, batch_indices: np.ndarray, env_indices: np.ndarray,
+                             env=None) -> DictReplayBufferSamples:
+        obs = {key: o[batch_indices, env_indices, :] for key, o in self.observations.items()}
+        next_obs = {key: o[batch_indices, env_indices, :] for key, o in self.next_observations.items()}
+        infos = [dict(d) for d in self.infos[batch_indices, env_indices]]
+        new_goals = self._sample_goals(batch_indices, env_indices)
+        obs["desired_goal"] = new_goals
+        next_obs["desired_goal"] = new_goals  # the goal of s' is the relabelled goal too
+        rows = RelabelRows(*(self.prm_rows[name][batch_indices, env_indices] for name in ROW_ARRAYS))
+        assert self.env is not None
+        rewards = self.env.env_method("compute_reward_rows", next_obs["achieved_goal"], obs["desired_goal"], rows,
+                                      infos, indices=[0])[0].astype(np.float32)
+        obs = self._normalize_obs(obs, env)  # type: ignore[assignment]
+        next_obs = self._normalize_obs(next_obs, env)  # type: ignore[assignment]
+        return DictReplayBufferSamples(
+            observations={key: self.to_torch(o) for key, o in obs.items()},
+            actions=self.to_torch(self.actions[batch_indices, env_indices]),
+            next_observations={key: self.to_torch(o) for key, o in next_obs.items()},
+            dones=self.to_torch(
+                self.dones[batch_indices, env_indices] * (1 - self.timeouts[batch_indices, env_indices])
+            ).reshape(-1, 1),
+            rewards=self.to_torch(self._normalize_reward(rewards.reshape(-1, 1), env)),
+        )
