@@ -272,10 +272,6 @@ def test_sb3_checkpoints_without_a_backend_still_load(sb3_files, tmp_path):
                                       r"in \['sac', 'tqc', 'crossq'\]"),
     (dict(backend="jax"), r"backend: expected one of \['sb3', 'sbx'\], got 'jax'"),
     (dict(backend="SBX"), r"backend: expected one of \['sb3', 'sbx'\], got 'SBX'"),
-    (dict(backend="sbx", checkpoint_freq=50), r"checkpoint_freq=50 / resume=False: saving and resuming the whole "
-                                              r"training state .* is implemented for backend='sb3' only, got "
-                                              r"backend='sbx'"),
-    (dict(backend="sbx", resume=True), r"checkpoint_freq=None / resume=True: saving and resuming"),
 ])
 def test_refused_backend_combinations(tmp_path, kwargs, match):
     with pytest.raises(ValueError, match=match):
@@ -286,21 +282,6 @@ def test_a_missing_sbx_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "sbx", None)  # as if sbx were not installed
     with pytest.raises(ImportError, match=r"optional dependency 'sbx' .*pip install \"prm-critic\[sbx\]\""):
         train_policy("FetchPush-v4", algo="crossq", backend="sbx", total_steps=10, progress=False)
-
-
-@needs_sbx
-def test_training_state_is_refused_for_sbx_models(runs, tmp_path):
-    from prm_critic.sb3 import TrainingStateCheckpoint, TrainingStateError, load_training_state, save_training_state
-
-    model = runs("tqc")["model"]
-    for fn, what in ((save_training_state, "saving"), (load_training_state, "loading")):
-        with pytest.raises(TrainingStateError, match=rf"model: {what} the whole training state is implemented for "
-                                                     r"stable-baselines3 \(backend='sb3'\) models only, got the SBX "
-                                                     r"model sbx\.tqc\.tqc\.TQC"):
-            fn(tmp_path / "resume", model)
-    assert not (tmp_path / "resume").exists()
-    with pytest.raises(TrainingStateError, match=r"model: saving the whole training state"):
-        model.learn(10, callback=TrainingStateCheckpoint(tmp_path / "resume", save_freq=5), reset_num_timesteps=False)
 
 
 @needs_sbx

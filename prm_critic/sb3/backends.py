@@ -34,7 +34,7 @@ if TYPE_CHECKING:  # the lazily imported algorithm classes, for type checkers
 
 __all__ = ["BACKENDS", "DEFAULT_BACKEND", "ALGOS", "OFF_POLICY", "check_backend", "check_algo_backend",
            "algo_class", "algo_default", "check_algo_kwargs", "model_backend", "sbx_weights", "load_sbx_weights",
-           "SbxWeightsError"]
+           "SbxWeightsError", "sbx_training_arrays", "load_sbx_training_arrays"]
 
 #: Values of ``backend``.
 BACKENDS = ("sb3", "sbx")
@@ -232,3 +232,45 @@ def load_sbx_weights(model: Any, arrays: Mapping[str, np.ndarray]) -> None:
             leaves, treedef = _flat_leaves(f"{name}/{field}", tree)
             new[field] = jax.tree_util.tree_unflatten(treedef, [jax.numpy.asarray(arrays[k]) for k, _ in leaves])
         setattr(owner, name, state.replace(**new))
+
+
+#: the JAX PRNG keys of an SBX model that training draws from: (owner, attribute)
+_SBX_KEYS = (("model", "key"), ("policy", "key"), ("policy", "noise_key"))
+
+
+def sbx_training_arrays(model: Any) -> dict[str, np.ndarray]:
+    """Everything of the SBX ``model``'s training state that lives in JAX: every leaf of every train
+    state (``step``, ``params``, ``target_params``, ``batch_stats`` and the optimiser state, e.g.
+    Adam's moments and count), keyed ``<state>/<tree path>``, and the PRNG keys training draws
+    from (``rng/model.key``, ``rng/policy.key``, ``rng/policy.noise_key``), as numpy arrays."""
+    out: dict[str, np.ndarray] = {}
+    for name, _, state in _train_states(model):
+        leaves, _ = _flat_leaves(name, state)
+        out.update((key, _as_array(leaf)) for key, leaf in leaves)
+    for owner, attr in _SBX_KEYS:
+        obj = model if owner == "model" else model.policy
+        out[f"rng/{owner}.{attr}"] = _as_array(getattr(obj, attr))
+    return out
+
+
+def load_sbx_training_arrays(model: Any, arrays: Mapping[str, np.ndarray]) -> None:
+    """Put what :func:`sbx_training_arrays` wrote back into the SBX ``model``, in place; the keys,
+    shapes and dtypes must be exactly the model's (:class:`SbxWeightsError` names the first that
+    differs)."""
+    expected = sbx_training_arrays(model)
+    name = type(model).__name__
+    for key in sorted(set(expected) | set(arrays)):
+        if key not in arrays:
+            raise SbxWeightsError(f"key {key!r}: expected {_describe(expected[key])} (the rebuilt {name} has it), "
+                                  "got no such key in the training state")
+        if key not in expected:
+            raise SbxWeightsError(f"key {key!r}: the training state holds it, the rebuilt {name} has no such key")
+        got, want = np.asarray(arrays[key]), expected[key]
+        if got.shape != want.shape or got.dtype != want.dtype:
+            raise SbxWeightsError(f"key {key!r}: expected {_describe(want)} (the rebuilt {name}), got {_describe(got)}")
+    jax = require("jax", "sbx")
+    for sname, owner, state in _train_states(model):
+        leaves, treedef = _flat_leaves(sname, state)
+        setattr(owner, sname, jax.tree_util.tree_unflatten(treedef, [jax.numpy.asarray(arrays[k]) for k, _ in leaves]))
+    for own, attr in _SBX_KEYS:
+        setattr(model if own == "model" else model.policy, attr, jax.numpy.asarray(arrays[f"rng/{own}.{attr}"]))

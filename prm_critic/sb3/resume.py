@@ -2,7 +2,8 @@
 
 A training-state checkpoint is two files, each written atomically, then a pointer written last::
 
-    <dir>/state-<steps>.safetensors  tensors: policy weights (actor, critics, targets), optimiser
+    <dir>/state-<steps>.safetensors  tensors: policy weights (actor, critics, targets; SBX: the JAX
+                                     train states and PRNG keys), optimiser
                                      moments, entropy coefficient, the filled part of the replay
                                      buffer (HER episode bookkeeping and stored infos included),
                                      VecNormalize statistics, the torch RNG
@@ -27,8 +28,10 @@ like the buffer's own arrays. Replay-buffer ``infos`` (HerReplayBuffer with ``co
 number or a numeric array of one shape (the shaper's ``prm_*`` keys, ``is_success``, ...); other
 keys (``terminal_observation``, ``episode``) are not saved.
 
-Training states are stable-baselines3's (torch models): an SBX model (``backend="sbx"``, JAX
-optimiser states) is refused with :class:`TrainingStateError` rather than saved without them.
+SBX models (``backend="sbx"``) are saved the same way; their JAX train states are stored whole
+(parameters, target parameters, batch statistics, the optax optimiser state and step count) with the
+PRNG keys training draws from (:func:`prm_critic.sb3.backends.sbx_training_arrays`), as tensors
+``sbx.<state>/<tree path>``. A state is loaded only into a model of the backend that wrote it.
 """
 
 from __future__ import annotations
@@ -76,12 +79,36 @@ def to_jsonable(value: Any) -> Any:
     return value
 
 
-def _check_sb3_model(model, what: str) -> None:
-    """Refuse an SBX model: its optimiser states are JAX pytrees this format does not hold."""
-    if model_backend(model) == "sbx":
-        raise TrainingStateError(f"model: {what} the whole training state is implemented for stable-baselines3 "
-                                 f"(backend='sb3') models only, got the SBX model {type(model).__module__}."
-                                 f"{type(model).__name__} (backend='sbx'); save its policy with save_policy instead")
+def _sbx_tensors(model, tensors: dict, meta: dict) -> None:
+    """An SBX model's JAX training state (train states with their optimiser states, PRNG keys) as
+    tensors ``sbx.<key>``; uint32 arrays (PRNG keys) are stored as int32 of the same bits."""
+    from prm_critic.sb3.backends import sbx_training_arrays
+
+    uint32 = []
+    for key, a in sbx_training_arrays(model).items():
+        if a.dtype == np.uint32:
+            a = a.view(np.int32)
+            uint32.append(key)
+        tensors[f"sbx.{key}"] = _tensor(a)
+    meta["sbx"] = {"uint32": uint32}
+
+
+def _load_sbx_tensors(model, t: Mapping, meta: Mapping) -> None:
+    from prm_critic.sb3.backends import SbxWeightsError, load_sbx_training_arrays
+
+    if "sbx" not in meta:
+        raise TrainingStateError(f"model: the training state was written by a stable-baselines3 {meta['algo']}, "
+                                 f"got the SBX model {type(model).__module__}.{type(model).__name__}")
+    uint32 = set(meta["sbx"]["uint32"])
+    arrays = {}
+    for k, v in t.items():
+        if k.startswith("sbx."):
+            a = v.numpy()
+            arrays[k[4:]] = a.view(np.uint32) if k[4:] in uint32 else a
+    try:
+        load_sbx_training_arrays(model, arrays)
+    except SbxWeightsError as exc:
+        raise TrainingStateError(f"model: the training state does not fit this model: {exc}") from exc
 
 
 def _optimizers(model) -> dict[str, Any]:
@@ -168,7 +195,6 @@ def save_training_state(directory: str | os.PathLike, model, *, extra: Mapping[s
     """Save ``model``'s whole training state under ``directory`` (module docstring); returns the
     weights path. ``extra``: JSON-able state of the caller (callbacks, configuration). ``keep``:
     how many states to keep (>= 1)."""
-    _check_sb3_model(model, "saving")
     torch = require("torch")
     save_bytes = require("safetensors.torch").save
     if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
@@ -195,6 +221,8 @@ def save_training_state(directory: str | os.PathLike, model, *, extra: Mapping[s
                     scalars.setdefault(str(pid), {})[k] = v
         meta["optimizers"][name] = {"param_groups": to_jsonable(sd["param_groups"]), "tensor_keys": keys,
                                     "scalars": to_jsonable(scalars)}
+    if model_backend(model) == "sbx":
+        _sbx_tensors(model, tensors, meta)
     rb = getattr(model, "replay_buffer", None)
     if rb is not None:
         _buffer_state(rb, tensors, meta)
@@ -253,7 +281,6 @@ def load_training_state(directory: str | os.PathLike, model) -> dict[str, Any]:
     Raises:
         TrainingStateError: no state, an unreadable one, or one that does not fit ``model``.
     """
-    _check_sb3_model(model, "loading")
     torch = require("torch")
     load_file = require("safetensors.torch").load_file
     meta = latest_training_state(directory)
@@ -265,6 +292,11 @@ def load_training_state(directory: str | os.PathLike, model) -> dict[str, Any]:
         t = load_file(meta["_weights"])
     except Exception as exc:
         raise TrainingStateError(f"directory: cannot read {meta['_weights']!r}: {exc}") from exc
+    if model_backend(model) == "sbx":
+        _load_sbx_tensors(model, t, meta)
+    elif "sbx" in meta:
+        raise TrainingStateError(f"model: the training state was written by an SBX {meta['algo']}, got the "
+                                 f"stable-baselines3 model {type(model).__module__}.{type(model).__name__}")
     policy = {k[len("policy."):]: v for k, v in t.items() if k.startswith("policy.")}
     try:
         model.policy.load_state_dict(policy, strict=True)
@@ -341,9 +373,6 @@ class TrainingStateCheckpoint(BaseCallback):
         save_training_state(self.directory, self.model, extra=self.extra_fn() if self.extra_fn else None)
         if self.verbose:
             print(f"[checkpoint] training state at {self.num_timesteps} env steps -> {self.directory}")
-
-    def _init_callback(self) -> None:
-        _check_sb3_model(self.model, "saving")  # refused when training starts, not at the first state
 
     def _on_training_start(self) -> None:
         self._next = (self.num_timesteps // self.save_freq + 1) * self.save_freq

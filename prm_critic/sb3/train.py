@@ -129,7 +129,7 @@ def train_policy(task: "str | TaskSpec", *, algo: str = "sac", critic: Any = Non
         checkpoint_freq: save the whole training state (weights, optimisers, replay buffer,
             VecNormalize statistics, RNGs, callback state; safetensors + JSON, see
             :mod:`prm_critic.sb3.resume`) to ``log_dir/resume`` every ``checkpoint_freq`` env steps
-            and at the end (needs ``log_dir``; ``backend="sb3"`` only).
+            and at the end (needs ``log_dir``).
         resume: continue from the training state in ``log_dir/resume`` when there is one, up to
             ``total_steps`` in all (a larger ``total_steps`` than before extends a finished run).
             The run's configuration must match the checkpoint's (``total_steps`` aside).
@@ -137,8 +137,8 @@ def train_policy(task: "str | TaskSpec", *, algo: str = "sac", critic: Any = Non
         progress_bar: older name of ``progress`` (``None``: not given).
         backend: ``"sb3"`` (stable-baselines3 / sb3-contrib, torch) or ``"sbx"`` (SBX, JAX; ``pip
             install "prm-critic[sbx]"``): SAC, TQC and CrossQ, same env chain, callbacks and
-            evaluation; its policy checkpoint is safetensors + JSON too. ``checkpoint_freq`` and
-            ``resume`` (the whole training state) are ``"sb3"`` only: with ``"sbx"`` they are refused.
+            evaluation; its policy checkpoint is safetensors + JSON too, and so is its training state
+            (``checkpoint_freq`` / ``resume``: the JAX train states, optimiser states and PRNG keys).
         torch_threads: torch intra-op CPU threads while training (restored afterwards); ``None``
             keeps torch's setting. Default 1: SAC's [256, 256] networks train fastest on one thread
             (``benchmarks/rl/training_throughput.py``; torch's default of all cores was several
@@ -343,7 +343,6 @@ def _check_train_args(*, algo, critic, shaping, scale, her, prune, total_steps, 
         progress = validate.check_flag("progress_bar", progress_bar)  # the older name of progress
     validate.check_flag("progress", progress)
     check_algo_backend(algo, backend)
-    _check_backend_support(backend, checkpoint_freq=checkpoint_freq, resume=resume)
     algo_class(algo, backend)  # the algorithm's package is installed
     for name, v in (("total_steps", total_steps), ("n_envs", n_envs), ("eval_episodes", eval_episodes)):
         validate.positive_int(name, v)
@@ -368,16 +367,6 @@ def _check_train_args(*, algo, critic, shaping, scale, her, prune, total_steps, 
         raise ValueError(f"shaping: a critic ({critic_reference(critic)}) was given but shaping=None and prune=None; "
                          f"choose shaping from {list(SHAPING_MODES)}")
     return progress, prune, critic
-
-
-def _check_backend_support(backend: str, *, checkpoint_freq: int | None, resume: bool) -> None:
-    """Refuse what ``backend`` cannot do: saving and resuming the whole training state (optimiser
-    states, replay buffer, RNGs) is implemented for stable-baselines3's torch models only."""
-    if backend == "sbx" and (checkpoint_freq is not None or resume):
-        raise ValueError(f"checkpoint_freq={checkpoint_freq!r} / resume={resume!r}: saving and resuming the whole "
-                         "training state (optimisers, replay buffer, RNGs) is implemented for backend='sb3' only, "
-                         "got backend='sbx'; train without checkpoint_freq and resume (the final policy is still "
-                         "saved to log_dir), or use backend='sb3'")
 
 
 def _restore_and_checkpoint(model, venv, state_dir: Path, *, kw, fitted, seed, resume, checkpoint_freq, stats,
