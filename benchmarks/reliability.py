@@ -46,6 +46,7 @@ ITEMS = {
     16: "Results docs written by their scripts, shared defaults",
     17: "Repository speaks of the project only",
     18: "Training budgets honoured or stated",
+    19: "Label cost records survive a kill after a label shard's write",
 }
 
 

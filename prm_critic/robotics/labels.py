@@ -17,7 +17,8 @@ and never rounded.
   its snapshot, step the recorded action and compare the critic input, reward and flags with the
   recorded ``next_x``, ``reward``, ``terminated``, ``truncated`` (exactly); a mismatch stops labelling
   with a :class:`~prm_critic.robotics.snapshot.ReplayMismatchError` naming the env, episode and step.
-  The rollout cost of each shard goes to ``labels/mc.stats.json``.
+  The rollout cost of each shard is stored in its label file and in ``labels/mc.stats.json`` (rebuilt
+  from the label files on every run, so a kill between the two writes loses nothing).
 * ``mc_bisect``: ``mc`` estimates only where a binary search for the drop of the success estimate
   needs them, every other step interpolated between them (OmegaPRM-style, far fewer rollout steps);
   see :mod:`prm_critic.robotics.bisect_labels`.
@@ -289,12 +290,13 @@ def run_shard_tasks(pool: Pool, fn: Any, shards: "Iterable[tuple[Path, list[Task
             del want[name], got[name]
 
 
-def shards_todo(files: list[Path], lab_dir: Path) -> list[Path]:
-    """The shards of ``files`` without a complete label file in ``lab_dir`` (one label per row)."""
+def shards_todo(files: list[Path], lab_dir: Path, relabel: "set[str] | frozenset[str]" = frozenset()) -> list[Path]:
+    """The shards of ``files`` without a complete label file in ``lab_dir`` (one label per row), and
+    those named in ``relabel`` (label files whose cost record is lost, :func:`~prm_critic.robotics.bisect_labels.sync_stats`)."""
     todo = []
     for f in files:
         target = lab_dir / f.name
-        if target.exists():
+        if target.exists() and f.name not in relabel:
             try:
                 if len(load_shard(target, ("label",))["label"]) == len(load_shard(f, ("t",))["t"]):
                     continue
@@ -358,7 +360,12 @@ def label(out_dir: "str | Path", family: str, *, k: int = 8, stride: int = 1, ga
     pjson = out / "labels" / f"{family}.json"
     check_stored_params(out, family, params)
     ex = make_executor(executor, workers=workers, address=address)
-    todo = shards_todo(files, lab_dir)
+    unknown: set[str] = set()
+    if family == "mc":
+        from prm_critic.robotics.bisect_labels import sync_stats
+
+        unknown = sync_stats(out, family, files)  # a kill after a shard's write leaves its cost in the shard
+    todo = shards_todo(files, lab_dir, relabel=unknown)
 
     if family != "mc":
         _label_arrays(tqdm, out, family, meta, params, todo, progress)
@@ -431,19 +438,20 @@ def _label_mc(tqdm: Any, out: Path, meta: dict[str, Any], params: dict[str, Any]
                 yield f, state_tasks(f, d, np.nonzero(d["t"] % params["stride"] == 0)[0])
 
         def write(f: Path, results: list[tuple[float, int]]) -> None:
-            from prm_critic.robotics.bisect_labels import update_stats
+            from prm_critic.robotics.bisect_labels import cost_arrays, update_stats
 
             d = load_shard(f, ("t", "episode"))
             mask = d["t"] % params["stride"] == 0
             soft = np.full(len(mask), np.nan, dtype=np.float32)
             soft[np.nonzero(mask)[0]] = np.asarray([v for v, _ in results], dtype=np.float32)
             hard = np.where(mask, (soft > 0).astype(np.float32), np.float32(np.nan)).astype(np.float32)
-            atomic_savez(lab_dir / f.name, label=soft, soft=soft, hard=hard, mask=mask, k=np.int64(params["k"]))
             n_est = int(mask.sum())
-            update_stats(out, family, f.name, {
-                "episodes": len(np.unique(d["episode"])), "states": int(len(mask)), "estimated_states": n_est,
-                "rollouts": n_est * params["k"], "rollout_steps": int(sum(n for _, n in results)),
-                "replay_steps": n_est})
+            record = {"episodes": len(np.unique(d["episode"])), "states": int(len(mask)), "estimated_states": n_est,
+                      "rollouts": n_est * params["k"], "rollout_steps": int(sum(n for _, n in results)),
+                      "replay_steps": n_est}
+            atomic_savez(lab_dir / f.name, label=soft, soft=soft, hard=hard, mask=mask, k=np.int64(params["k"]),
+                         **cost_arrays(record))
+            update_stats(out, family, f.name, record)
 
         try:
             run_shard_tasks(pool, label_state_cost_task, shards(), write, on_result=lambda key: bar.update(1))
