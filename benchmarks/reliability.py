@@ -47,6 +47,7 @@ ITEMS = {
     17: "Repository speaks of the project only",
     18: "Training budgets honoured or stated",
     19: "Label cost records survive a kill after a label shard's write",
+    20: "Checkpoint JSON integrity (architecture and metadata hashed with the weights hash)",
 }
 
 
