@@ -48,6 +48,7 @@ ITEMS = {
     18: "Training budgets honoured or stated",
     19: "Label cost records survive a kill after a label shard's write",
     20: "Checkpoint JSON integrity (architecture and metadata hashed with the weights hash)",
+    21: "Label options per family; MC labels of data without snapshots",
 }
 
 

@@ -4,6 +4,7 @@ Real MuJoCo data (PointMaze_UMaze collected by ``collect``), real label files; n
 """
 
 import json
+import re
 import shutil
 
 import numpy as np
@@ -11,7 +12,7 @@ import pytest
 
 pytest.importorskip("gymnasium_robotics")
 
-from faults import correct  # noqa: E402
+from faults import correct, loud  # noqa: E402
 
 import prm_critic.robotics.bisect_labels as bisect_labels  # noqa: E402
 import prm_critic.robotics.labels as labels  # noqa: E402
@@ -96,3 +97,43 @@ def test_label_cost_of_a_shard_written_before_cost_records_is_relabelled(maze_da
         assert np.array_equal(z["label"], arrays["label"], equal_nan=True)
     correct(19, "mc label shard without a cost record and no stats entry",
             "labelled again on resume (same labels), totals whole")
+
+
+@pytest.mark.parametrize("family,argv,match", [
+    ("mc", ["--threshold", "0.3"], r"threshold: family 'mc' takes no threshold \(got 0\.3\); .*'mc_bisect'"),
+    ("mc", ["--resolution", "4"], r"resolution: family 'mc' takes no resolution \(got 4\)"),
+    ("subgoal", ["--k", "4"], r"k: family 'subgoal' takes no k \(got 4\); .*'mc', 'mc_bisect'"),
+    ("outcome", ["--stride", "2"], r"stride: family 'outcome' takes no stride \(got 2\)"),
+    ("mc_bisect", ["--gamma", "0.9"], r"gamma: family 'mc_bisect' takes no gamma \(got 0\.9\); .*'outcome'"),
+])
+def test_label_option_of_another_family_is_refused(maze_data, tmp_path, capsys, family, argv, match):
+    d = tmp_path / "d"
+    shutil.copytree(maze_data, d)
+    assert main(["label", "--data", str(d), "--family", family, *argv, "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert re.search(match, err), err
+    assert not (d / "labels").exists(), "refused before anything is written"
+    with loud(21, f"label --family {family} {' '.join(argv)}", ValueError, match=match):
+        label(d, family, **{argv[0].lstrip("-"): type_of(argv[1])})
+
+
+def type_of(text):
+    return float(text) if "." in text else int(text)
+
+
+@pytest.mark.parametrize("family", ["mc", "mc_bisect"])
+def test_mc_labels_of_imported_data_are_refused_by_name(maze_data, tmp_path, capsys, family):
+    minari = pytest.importorskip("minari")  # noqa: F841
+    pytest.importorskip("h5py")
+    from prm_critic.robotics.minari import export_minari, import_minari
+
+    export_minari(maze_data, "prm/cost-v0", datasets_path=tmp_path / "ds")
+    out = import_minari("prm/cost-v0", tmp_path / "imported", spec=MAZE, datasets_path=tmp_path / "ds",
+                        shard_size=2)
+    match = (rf"data: {re.escape(repr(str(out)))} was imported from the Minari dataset 'prm/cost-v0'; imported "
+             rf"steps carry no simulator snapshots, so family '{family}' .*cannot label them")
+    assert main(["label", "--data", str(out), "--family", family, "--k", "2", "--no-progress"]) == 2
+    assert re.search(match, capsys.readouterr().err)
+    with loud(21, f"label --family {family} on data imported from Minari", ValueError, match=match):
+        label(out, family, k=2, progress=False)
+    assert not (out / "labels" / family).exists()

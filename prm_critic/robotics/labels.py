@@ -39,6 +39,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
+from prm_critic import validate
 from prm_critic._optional import require
 from prm_critic.robotics.collect import (
     ShardError,
@@ -59,7 +60,7 @@ from prm_critic.robotics.layout import CriticInputLayout
 from prm_critic.robotics.snapshot import Snapshot, Snapshotter, SnapshotUnsupportedError
 from prm_critic.robotics.spec import load_spec
 
-__all__ = ["FAMILIES", "label", "label_params", "unflatten_obs", "MCLabeler", "state_tasks", "label_state_task",
+__all__ = ["FAMILIES", "FAMILY_OPTIONS", "OPTION_DEFAULTS", "family_options", "label", "label_params", "unflatten_obs", "MCLabeler", "state_tasks", "label_state_task",
            "mc_setup", "run_shard_tasks", "label_state_cost_task"]
 
 FAMILIES = ("subgoal", "mc", "mc_bisect", "outcome")
@@ -319,15 +320,62 @@ def check_stored_params(out: Path, family: str, params: dict[str, Any]) -> None:
             )
 
 
-def label(out_dir: "str | Path", family: str, *, k: int = 8, stride: int = 1, gamma: float = 0.99,
-          seed: int = 0, rollout_policy: str = "scripted", progress: bool = True,
-          trust_pickle: bool = False, policy_loader: Any = None, executor: "str | Executor" = "local",
-          workers: int | None = None, address: str | None = None, threshold: float = 0.0,
-          resolution: int = 1) -> Path:
+#: the options each family takes (:func:`label`), and their defaults
+FAMILY_OPTIONS: dict[str, tuple[str, ...]] = {
+    "subgoal": (),
+    "outcome": ("gamma",),
+    "mc": ("k", "stride", "seed", "rollout_policy"),
+    "mc_bisect": ("k", "seed", "threshold", "resolution", "rollout_policy"),
+}
+OPTION_DEFAULTS: dict[str, Any] = {"k": 8, "stride": 1, "gamma": 0.99, "seed": 0, "rollout_policy": "scripted",
+                                   "threshold": 0.0, "resolution": 1}
+
+
+def family_options(family: str, given: dict[str, Any]) -> dict[str, Any]:
+    """Every option of :data:`OPTION_DEFAULTS`, its default where ``given`` holds ``None``; an option
+    given (not ``None``) to a family that does not take it is an :class:`~prm_critic.validate.ArgumentError`."""
+    validate.check_choice("family", family, FAMILIES)
+    for name, value in given.items():
+        if value is None or name in FAMILY_OPTIONS[family]:
+            continue
+        if family == "mc_bisect" and name == "stride":
+            raise validate.ArgumentError(
+                f"stride: family 'mc_bisect' chooses the states it estimates by binary search, so it takes no "
+                f"stride (got {value!r}); set its granularity with resolution")
+        takers = [f for f, names in FAMILY_OPTIONS.items() if name in names]
+        raise validate.ArgumentError(f"{name}: family {family!r} takes no {name} (got {value!r}); it is an option "
+                                     f"of {', '.join(map(repr, takers))}")
+    return {name: OPTION_DEFAULTS[name] if given.get(name) is None else given[name] for name in OPTION_DEFAULTS}
+
+
+def check_snapshots(out: Path, meta: dict[str, Any], files: list[Path], family: str) -> None:
+    """Refuse ``mc`` / ``mc_bisect`` on data whose steps carry no simulator snapshots (imported data)."""
+    source = meta.get("source")
+    if isinstance(source, dict) and source.get("minari") is not None:
+        where = f"was imported from the Minari dataset {source['minari']!r}"
+    else:
+        sim = load_shard(files[0], ("sim",))["sim"]
+        if sim.ndim == 2 and sim.shape[1] > 0:
+            return
+        where = f"holds steps without simulator snapshots ({files[0].name}: 'sim' has shape {sim.shape})"
+    raise validate.ArgumentError(
+        f"data: {str(out)!r} {where}; imported steps carry no simulator snapshots, so family {family!r} (which "
+        f"restores the snapshot of every state it estimates) cannot label them; expected data written by "
+        f"`prm-critic collect`, or family 'subgoal' or 'outcome'")
+
+
+def label(out_dir: "str | Path", family: str, *, k: int | None = None, stride: int | None = None,
+          gamma: float | None = None, seed: int | None = None, rollout_policy: str | None = None,
+          progress: bool = True, trust_pickle: bool = False, policy_loader: Any = None,
+          executor: "str | Executor" = "local", workers: int | None = None, address: str | None = None,
+          threshold: float | None = None, resolution: int | None = None) -> Path:
     """Label every trajectory shard of ``out_dir`` with ``family`` (resumable per shard).
 
-    ``threshold`` and ``resolution`` are the ``mc_bisect`` search parameters
-    (:func:`prm_critic.robotics.bisect_labels.bisect_episode`).
+    Options a family does not take are refused when given (``None`` means not given; the defaults are
+    :data:`OPTION_DEFAULTS`): ``k``, ``seed`` and ``rollout_policy`` are ``mc`` and ``mc_bisect``
+    options, ``stride`` is ``mc``'s, ``gamma`` is ``outcome``'s. ``threshold`` and ``resolution`` are
+    the ``mc_bisect`` search parameters (:func:`prm_critic.robotics.bisect_labels.bisect_episode`).
+    ``mc`` and ``mc_bisect`` refuse data without simulator snapshots (imported from Minari).
 
     ``trust_pickle=True`` allows an ``mc`` ``rollout_policy`` that is a stable-baselines3 ``.zip``
     (loading one unpickles objects stored in the file, which runs arbitrary code from it). An ``mc``
@@ -345,6 +393,13 @@ def label(out_dir: "str | Path", family: str, *, k: int = 8, stride: int = 1, ga
     """
     tqdm = require("tqdm.auto").tqdm  # the robotics extra installs it
 
+    opts = family_options(family, {"k": k, "stride": stride, "gamma": gamma, "seed": seed,
+                                   "rollout_policy": rollout_policy, "threshold": threshold,
+                                   "resolution": resolution})
+    k, stride, gamma, seed = opts["k"], opts["stride"], opts["gamma"], opts["seed"]
+    rollout_policy, threshold, resolution = opts["rollout_policy"], opts["threshold"], opts["resolution"]
+    if family in ("mc", "mc_bisect"):
+        check_snapshots(Path(out_dir), read_meta(out_dir), shard_files(Path(out_dir)), family)
     if family == "mc_bisect":
         return _label_bisect(out_dir, k=k, stride=stride, seed=seed, rollout_policy=rollout_policy,
                              progress=progress, trust_pickle=trust_pickle, policy_loader=policy_loader,
