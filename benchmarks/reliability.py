@@ -49,6 +49,7 @@ ITEMS = {
     19: "Label cost records survive a kill after a label shard's write",
     20: "Checkpoint JSON integrity (architecture and metadata hashed with the weights hash)",
     21: "Label options per family; MC labels of data without snapshots",
+    22: "Lazy package names resolve to the documented objects",
 }
 
 

@@ -78,7 +78,7 @@ def test_label_cost_survives_a_kill_right_after_a_shard_write(maze_data, tmp_pat
 
 
 def test_label_cost_of_a_shard_written_before_cost_records_is_relabelled(maze_data, tmp_path):
-    """A label shard without its cost record (written by an older version) whose stats entry was lost
+    """A label shard without its cost record (written by an older version) whose stats entry is missing
     is labelled again (bit-identical labels), so the totals stay whole."""
     d = tmp_path / "old"
     shutil.copytree(maze_data, d)
