@@ -50,6 +50,7 @@ ITEMS = {
     20: "Checkpoint JSON integrity (architecture and metadata hashed with the weights hash)",
     21: "Label options per family; MC labels of data without snapshots",
     22: "Lazy package names resolve to the documented objects",
+    23: "Minari import: make kwargs recorded in the dataset",
 }
 
 
