@@ -46,6 +46,11 @@ ITEMS = {
     16: "Results docs written by their scripts, shared defaults",
     17: "Repository speaks of the project only",
     18: "Training budgets honoured or stated",
+    19: "Label cost records survive a kill after a label shard's write",
+    20: "Checkpoint JSON integrity (architecture and metadata hashed with the weights hash)",
+    21: "Label options per family; MC labels of data without snapshots",
+    22: "Lazy package names resolve to the documented objects",
+    23: "Minari import: make kwargs recorded in the dataset",
 }
 
 

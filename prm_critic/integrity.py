@@ -5,14 +5,20 @@ share it)."""
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
-__all__ = ["CheckpointError", "sha256_bytes", "check_sha256"]
+__all__ = ["CheckpointError", "UnverifiedConfigWarning", "sha256_bytes", "check_sha256", "config_sha256",
+           "check_config_sha256"]
 
 
 class CheckpointError(ValueError):
     """A checkpoint is missing, corrupt, or not in the prm-critic format its loader expects."""
+
+
+class UnverifiedConfigWarning(UserWarning):
+    """A checkpoint from an older version whose JSON (architecture, metadata) no hash covers."""
 
 
 def sha256_bytes(data: bytes) -> str:
@@ -43,4 +49,34 @@ def check_sha256(data: bytes, expected: Any, *, file: Path, doc: Path, field: st
         raise CheckpointError(
             f"checkpoint: {str(file)!r} is corrupt or was modified after saving: its SHA-256 is {actual}, but "
             f"{doc.name} field {field!r} records {expected}"
+        )
+
+
+def config_sha256(doc: Mapping[str, Any], field: str) -> str:
+    """Hex SHA-256 of the JSON document ``doc`` without its own hash ``field`` (keys sorted, compact
+    separators), so the hash does not depend on how the file is indented."""
+    body = {k: v for k, v in doc.items() if k != field}
+    return sha256_bytes(json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode())
+
+
+def check_config_sha256(doc: Mapping[str, Any], *, path: Path, field: str) -> None:
+    """Check the document ``doc`` (read from ``path``) against the hash it records in ``doc[field]``.
+
+    Raises:
+        CheckpointError: no hash, a malformed hash, or a document changed after saving.
+    """
+    expected = doc.get(field)
+    if expected is None:
+        raise CheckpointError(
+            f"checkpoint: {str(path)!r} records no {field!r} although its format_version "
+            f"{doc.get('format_version')!r} always writes one; the file was changed after saving (save the critic "
+            f"again, or restore the file)"
+        )
+    if not isinstance(expected, str) or len(expected) != 64 or any(c not in "0123456789abcdef" for c in expected):
+        raise CheckpointError(f"checkpoint: {str(path)!r} field {field!r} is {expected!r}; expected a 64-digit hex SHA-256")
+    actual = config_sha256(doc, field)
+    if actual != expected:
+        raise CheckpointError(
+            f"checkpoint: {str(path)!r} was changed after saving: its content (architecture, metadata) hashes to "
+            f"{actual}, but its field {field!r} records {expected}; restore the file or save the critic again"
         )

@@ -148,7 +148,7 @@ def test_checkpoint_without_hash_is_refused_unless_allowed(net, x, tmp_path):
     assert np.array_equal(crit.score(x).progress, net.eval()(torch.from_numpy(x)).detach().numpy()[:, 0])
     doc["format_version"] = 99
     j.write_text(json.dumps(doc))
-    with pytest.raises(CheckpointError, match=r"format_version 99; this prm-critic reads 1 to 2"):
+    with pytest.raises(CheckpointError, match=r"format_version 99; this prm-critic reads 1 to 3"):
         load_state_critic(tmp_path / "old", allow_unverified=True)
     with pytest.raises(TypeError, match=r"allow_unverified: expected True or False, got 'yes'$"):
         load_state_critic(tmp_path / "old", allow_unverified="yes")

@@ -12,15 +12,16 @@ def register(sub) -> None:
     p.add_argument("--family", required=True, choices=["subgoal", "mc", "mc_bisect", "outcome"],
                    help="label family (mc_bisect: mc estimates only where a binary search for the drop of the "
                         "success estimate needs them, the other steps interpolated)")
-    p.add_argument("--k", type=int, default=8, help="mc, mc_bisect: continuations per estimated state (default 8)")
-    p.add_argument("--stride", type=int, default=1, help="mc: label every stride-th step (default 1)")
-    p.add_argument("--gamma", type=float, default=0.99, help="outcome: discount (default 0.99)")
-    p.add_argument("--threshold", type=float, default=0.0,
+    # family options default to None (not given): label() refuses one given to a family that does not take it
+    p.add_argument("--k", type=int, default=None, help="mc, mc_bisect: continuations per estimated state (default 8)")
+    p.add_argument("--stride", type=int, default=None, help="mc: label every stride-th step (default 1)")
+    p.add_argument("--gamma", type=float, default=None, help="outcome: discount (default 0.99)")
+    p.add_argument("--threshold", type=float, default=None,
                    help="mc_bisect: a success estimate at or below this counts as dropped (default 0)")
-    p.add_argument("--resolution", type=int, default=1,
+    p.add_argument("--resolution", type=int, default=None,
                    help="mc_bisect: stop bisecting when the drop is located within this many steps (default 1)")
-    p.add_argument("--seed", type=int, default=0, help="mc, mc_bisect: rollout seed (default 0)")
-    p.add_argument("--rollout-policy", default="scripted", help="mc, mc_bisect: scripted | random | PATH/policy.json (train-policy checkpoint) | PATH.zip (needs --trust-pickle)")
+    p.add_argument("--seed", type=int, default=None, help="mc, mc_bisect: rollout seed (default 0)")
+    p.add_argument("--rollout-policy", default=None, help="mc, mc_bisect: scripted | random | PATH/policy.json (train-policy checkpoint) | PATH.zip (needs --trust-pickle)")
     p.add_argument("--trust-pickle", action="store_true",
                    help="allow --rollout-policy to be a stable-baselines3 .zip: loading one unpickles objects stored in the "
                         "file, which runs arbitrary code from it (only for files you trust)")

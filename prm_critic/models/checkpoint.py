@@ -7,12 +7,20 @@ Integrity: the JSON records ``weights_sha256``, the SHA-256 of the ``.safetensor
 :func:`load_state_critic` checks it before reading the weights, so one changed byte in the weights
 file is an error naming the file, never a critic with different scores. A checkpoint written by an
 older version (no hash) is refused unless ``allow_unverified=True``.
+
+The JSON also records ``config_sha256``, the SHA-256 of the JSON itself (everything but that field:
+the ``net`` architecture, the metadata with the critic's input layout, the weights hash), so an
+edited ``net.activation`` or layout is an error too. The normaliser and the heads are tensors of the
+weights file. A checkpoint of ``format_version`` 2 (weights hash only) loads with an
+:class:`~prm_critic.integrity.UnverifiedConfigWarning` (none with ``allow_unverified=True``); saving
+it again seals it.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -25,15 +33,24 @@ from safetensors.torch import save as save_bytes
 
 from prm_critic import __version__, validate
 from prm_critic._io import atomic_write_bytes, checkpoint_paths
-from prm_critic.integrity import CheckpointError, check_sha256, sha256_bytes
+from prm_critic.integrity import (
+    CheckpointError,
+    UnverifiedConfigWarning,
+    check_config_sha256,
+    check_sha256,
+    config_sha256,
+    sha256_bytes,
+)
 from prm_critic.models.state_critic import StateCriticNet, TorchStateCritic
 
 __all__ = ["CheckpointError", "save_state_critic", "load_state_critic", "checkpoint_paths", "atomic_write_bytes",
            "sha256_bytes", "check_sha256"]
 
 FORMAT = "prm-critic/state-critic"
-#: 2: the JSON records ``weights_sha256`` (1: no hash)
-FORMAT_VERSION = 2
+#: 3: the JSON records ``config_sha256`` over itself; 2: ``weights_sha256`` only; 1: no hash
+FORMAT_VERSION = 3
+#: the JSON field holding the hash of the JSON itself
+CONFIG_HASH = "config_sha256"
 
 
 
@@ -46,6 +63,8 @@ def save_state_critic(path: str | os.PathLike, net: StateCriticNet, meta: dict[s
     atomic_write_bytes(w, data)
     doc = {"format": FORMAT, "format_version": FORMAT_VERSION, "prm_critic_version": __version__,
            "weights_sha256": sha256_bytes(data), "net": net.config(), "meta": meta or {}}
+    doc = json.loads(json.dumps(doc))  # the hash covers what a reader will parse (tuples are lists there)
+    doc[CONFIG_HASH] = config_sha256(doc, CONFIG_HASH)
     atomic_write_bytes(j, json.dumps(doc, indent=2, sort_keys=True).encode())
     return w
 
@@ -53,9 +72,11 @@ def save_state_critic(path: str | os.PathLike, net: StateCriticNet, meta: dict[s
 def load_state_critic(path: str | os.PathLike, *, allow_unverified: bool = False) -> TorchStateCritic:
     """Load a checkpoint written by :func:`save_state_critic`.
 
-    The weights file's SHA-256 is checked against ``weights_sha256`` in the JSON before the weights
-    are read. ``allow_unverified=True`` accepts a checkpoint without a hash (written by an older
-    version); a hash that does not match is refused regardless.
+    The JSON is checked against its ``config_sha256`` and the weights file's SHA-256 against
+    ``weights_sha256`` before the net is built. ``allow_unverified=True`` accepts a checkpoint without
+    hashes (written by an older version); a hash that does not match is refused regardless. A
+    ``format_version`` 2 checkpoint (weights hash only) loads with an :class:`UnverifiedConfigWarning`
+    unless ``allow_unverified=True``.
 
     Raises:
         FileNotFoundError: a file of the pair is missing (the message names it).
@@ -79,6 +100,8 @@ def load_state_critic(path: str | os.PathLike, *, allow_unverified: bool = False
             f"checkpoint: {str(j)!r} has format_version {version!r}; this prm-critic reads 1 to {FORMAT_VERSION} "
             "(a newer checkpoint needs a newer prm-critic)"
         )
+    if version >= 3:
+        check_config_sha256(doc, path=j, field=CONFIG_HASH)
     try:
         net = StateCriticNet(**doc["net"])
     except (KeyError, TypeError, ValueError) as exc:
@@ -93,4 +116,11 @@ def load_state_critic(path: str | os.PathLike, *, allow_unverified: bool = False
         net.load_state_dict(tensors, strict=True)
     except RuntimeError as exc:
         raise CheckpointError(f"checkpoint: weights in {str(w)!r} do not match the config in {j.name}: {exc}") from exc
+    if version < 3 and not allow_unverified:
+        warnings.warn(
+            f"checkpoint: {str(j)!r} (format_version {version}) records no {CONFIG_HASH!r}: its 'net' config and "
+            f"'meta' are not checked (an edited activation or layout would change the scores unnoticed); load it "
+            f"and save it again with save_state_critic to seal it",
+            UnverifiedConfigWarning, stacklevel=2,
+        )
     return TorchStateCritic(net, doc.get("meta", {}))

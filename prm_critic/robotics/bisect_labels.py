@@ -34,7 +34,9 @@ recorded action, compare the critic input, reward and flags exactly), as for ``m
 
 Cost: ``labels/mc_bisect.stats.json`` (and ``labels/mc.stats.json`` for dense labels) records per
 shard and in total the labelled and estimated states, the rollouts, the rollout steps (env steps in
-continuations) and the replay-check steps.
+continuations) and the replay-check steps. Each label shard also stores its own cost record (arrays
+``cost`` and ``cost_keys``, written in the same atomic write as its labels), and every run rebuilds the
+stats file from them before labelling (:func:`sync_stats`): a kill between the two writes loses nothing.
 """
 
 from __future__ import annotations
@@ -47,7 +49,8 @@ import numpy as np
 
 from prm_critic.robotics.collect import ShardError, atomic_savez, atomic_write_json, load_shard
 
-__all__ = ["FAMILY", "bisect_params", "bisect_episode", "label_bisect", "read_stats", "update_stats"]
+__all__ = ["FAMILY", "bisect_params", "bisect_episode", "label_bisect", "read_stats", "update_stats", "cost_arrays",
+           "sync_stats"]
 
 FAMILY = "mc_bisect"
 STAT_KEYS = ("episodes", "states", "estimated_states", "rollouts", "rollout_steps", "replay_steps")
@@ -134,6 +137,60 @@ def update_stats(out_dir: "str | Path", family: str, shard: str, record: dict[st
     atomic_write_json(Path(out_dir) / "labels" / f"{family}.stats.json", doc)
 
 
+def cost_arrays(record: dict[str, int]) -> dict[str, np.ndarray]:
+    """A shard's cost record as the arrays its label file stores with its labels (``cost``, ``cost_keys``)."""
+    return {"cost": np.asarray([int(record[k]) for k in STAT_KEYS], dtype=np.int64),
+            "cost_keys": np.asarray(STAT_KEYS)}
+
+
+def _shard_cost(path: Path) -> dict[str, int] | None:
+    """The cost record stored in the label file ``path``; ``None`` for a label file without one."""
+    with np.load(path, allow_pickle=False) as z:
+        if "cost" not in z.files:
+            return None
+        cost, keys = z["cost"], z["cost_keys"] if "cost_keys" in z.files else None
+    if keys is None or keys.tolist() != list(STAT_KEYS) or cost.shape != (len(STAT_KEYS),):
+        raise ShardError(f"label file {str(path)!r}: cost record has keys {None if keys is None else keys.tolist()} "
+                         f"and shape {cost.shape}; expected keys {list(STAT_KEYS)}, one value each; delete the file "
+                         f"to relabel its shard")
+    return {k: int(v) for k, v in zip(STAT_KEYS, cost.tolist())}
+
+
+def sync_stats(out_dir: "str | Path", family: str, files: "list[Path]") -> set[str]:
+    """Rebuild ``labels/<family>.stats.json`` from the cost records in the label files of ``files``.
+
+    A label file without a cost record (written before label files carried one) keeps its entry of the
+    stats file. Returns the names of the label files that have neither: their cost is unknown, so the
+    caller labels those shards again (labels are seeded per state, so they come out identical).
+    """
+    out = Path(out_dir)
+    old = read_stats(out, family).get("shards", {})
+    lab_dir = out / "labels" / family
+    shards: dict[str, dict[str, int]] = {}
+    unknown: set[str] = set()
+    for f in files:
+        target = lab_dir / f.name
+        if not target.exists():
+            continue
+        try:
+            record = _shard_cost(target)
+        except ShardError:
+            raise
+        except Exception:  # an unreadable label file: labelled again by the caller (shards_todo)
+            continue
+        if record is None:
+            record = old.get(f.name)
+        if record is None:
+            unknown.add(f.name)
+        else:
+            shards[f.name] = {k: int(record[k]) for k in STAT_KEYS}
+    if shards or old:
+        doc = {"family": family, "shards": shards,
+               "total": {k: int(sum(r[k] for r in shards.values())) for k in STAT_KEYS}}
+        atomic_write_json(out / "labels" / f"{family}.stats.json", doc)
+    return unknown
+
+
 def _episodes(d: dict[str, np.ndarray]) -> list[np.ndarray]:
     """Row indices of each episode of a shard, ordered by ``t`` (checked to be 0 .. T-1)."""
     out = []
@@ -170,12 +227,12 @@ def label_bisect(out_dir: "str | Path", *, k: int = 8, seed: int = 0, threshold:
     files = shard_files(out)
     lab_dir = out / "labels" / FAMILY
     check_stored_params(out, FAMILY, params)
-    read_stats(out, FAMILY)  # a corrupt stats file is refused before any rollout
+    unknown = sync_stats(out, FAMILY, files)  # a corrupt stats file is refused before any rollout
     labeler = MCLabeler(meta, k=params["k"], seed=params["seed"], rollout_policy=params["rollout_policy"],
                         trust_pickle=trust_pickle, policy_loader=policy_loader, family=FAMILY)
     try:
         atomic_write_json(out / "labels" / f"{FAMILY}.json", params)
-        todo = shards_todo(files, lab_dir)
+        todo = shards_todo(files, lab_dir, relabel=unknown)
         bar = tqdm(total=len(todo), desc=f"label {FAMILY} ({out.name})", unit="shard", disable=not progress)
         for f in todo:
             d = load_shard(f)
@@ -195,12 +252,13 @@ def label_bisect(out_dir: "str | Path", *, k: int = 8, seed: int = 0, threshold:
                 soft[idx], estimated[idx] = lab, est
                 checks += int(est.sum())
             hard = (soft > 0).astype(np.float32)
-            atomic_savez(lab_dir / f.name, label=soft, soft=soft, hard=hard, mask=np.ones(n, dtype=bool),
-                         estimated=estimated, k=np.int64(params["k"]))
             n_est = int(estimated.sum())
-            update_stats(out, FAMILY, f.name, {
-                "episodes": len(episodes), "states": n, "estimated_states": n_est, "rollouts": n_est * params["k"],
-                "rollout_steps": labeler.steps - steps0 - checks, "replay_steps": checks})
+            record = {"episodes": len(episodes), "states": n, "estimated_states": n_est,
+                      "rollouts": n_est * params["k"], "rollout_steps": labeler.steps - steps0 - checks,
+                      "replay_steps": checks}
+            atomic_savez(lab_dir / f.name, label=soft, soft=soft, hard=hard, mask=np.ones(n, dtype=bool),
+                         estimated=estimated, k=np.int64(params["k"]), **cost_arrays(record))
+            update_stats(out, FAMILY, f.name, record)
             bar.update(1)
         bar.close()
     finally:

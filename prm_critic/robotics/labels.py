@@ -17,7 +17,8 @@ and never rounded.
   its snapshot, step the recorded action and compare the critic input, reward and flags with the
   recorded ``next_x``, ``reward``, ``terminated``, ``truncated`` (exactly); a mismatch stops labelling
   with a :class:`~prm_critic.robotics.snapshot.ReplayMismatchError` naming the env, episode and step.
-  The rollout cost of each shard goes to ``labels/mc.stats.json``.
+  The rollout cost of each shard is stored in its label file and in ``labels/mc.stats.json`` (rebuilt
+  from the label files on every run, so a kill between the two writes loses nothing).
 * ``mc_bisect``: ``mc`` estimates only where a binary search for the drop of the success estimate
   needs them, every other step interpolated between them (OmegaPRM-style, far fewer rollout steps);
   see :mod:`prm_critic.robotics.bisect_labels`.
@@ -38,6 +39,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
+from prm_critic import validate
 from prm_critic._optional import require
 from prm_critic.robotics.collect import (
     ShardError,
@@ -58,7 +60,7 @@ from prm_critic.robotics.layout import CriticInputLayout
 from prm_critic.robotics.snapshot import Snapshot, Snapshotter, SnapshotUnsupportedError
 from prm_critic.robotics.spec import load_spec
 
-__all__ = ["FAMILIES", "label", "label_params", "unflatten_obs", "MCLabeler", "state_tasks", "label_state_task",
+__all__ = ["FAMILIES", "FAMILY_OPTIONS", "OPTION_DEFAULTS", "family_options", "label", "label_params", "unflatten_obs", "MCLabeler", "state_tasks", "label_state_task",
            "mc_setup", "run_shard_tasks", "label_state_cost_task"]
 
 FAMILIES = ("subgoal", "mc", "mc_bisect", "outcome")
@@ -289,12 +291,13 @@ def run_shard_tasks(pool: Pool, fn: Any, shards: "Iterable[tuple[Path, list[Task
             del want[name], got[name]
 
 
-def shards_todo(files: list[Path], lab_dir: Path) -> list[Path]:
-    """The shards of ``files`` without a complete label file in ``lab_dir`` (one label per row)."""
+def shards_todo(files: list[Path], lab_dir: Path, relabel: "set[str] | frozenset[str]" = frozenset()) -> list[Path]:
+    """The shards of ``files`` without a complete label file in ``lab_dir`` (one label per row), and
+    those named in ``relabel`` (label files whose cost record is lost, :func:`~prm_critic.robotics.bisect_labels.sync_stats`)."""
     todo = []
     for f in files:
         target = lab_dir / f.name
-        if target.exists():
+        if target.exists() and f.name not in relabel:
             try:
                 if len(load_shard(target, ("label",))["label"]) == len(load_shard(f, ("t",))["t"]):
                     continue
@@ -317,15 +320,62 @@ def check_stored_params(out: Path, family: str, params: dict[str, Any]) -> None:
             )
 
 
-def label(out_dir: "str | Path", family: str, *, k: int = 8, stride: int = 1, gamma: float = 0.99,
-          seed: int = 0, rollout_policy: str = "scripted", progress: bool = True,
-          trust_pickle: bool = False, policy_loader: Any = None, executor: "str | Executor" = "local",
-          workers: int | None = None, address: str | None = None, threshold: float = 0.0,
-          resolution: int = 1) -> Path:
+#: the options each family takes (:func:`label`), and their defaults
+FAMILY_OPTIONS: dict[str, tuple[str, ...]] = {
+    "subgoal": (),
+    "outcome": ("gamma",),
+    "mc": ("k", "stride", "seed", "rollout_policy"),
+    "mc_bisect": ("k", "seed", "threshold", "resolution", "rollout_policy"),
+}
+OPTION_DEFAULTS: dict[str, Any] = {"k": 8, "stride": 1, "gamma": 0.99, "seed": 0, "rollout_policy": "scripted",
+                                   "threshold": 0.0, "resolution": 1}
+
+
+def family_options(family: str, given: dict[str, Any]) -> dict[str, Any]:
+    """Every option of :data:`OPTION_DEFAULTS`, its default where ``given`` holds ``None``; an option
+    given (not ``None``) to a family that does not take it is an :class:`~prm_critic.validate.ArgumentError`."""
+    validate.check_choice("family", family, FAMILIES)
+    for name, value in given.items():
+        if value is None or name in FAMILY_OPTIONS[family]:
+            continue
+        if family == "mc_bisect" and name == "stride":
+            raise validate.ArgumentError(
+                f"stride: family 'mc_bisect' chooses the states it estimates by binary search, so it takes no "
+                f"stride (got {value!r}); set its granularity with resolution")
+        takers = [f for f, names in FAMILY_OPTIONS.items() if name in names]
+        raise validate.ArgumentError(f"{name}: family {family!r} takes no {name} (got {value!r}); it is an option "
+                                     f"of {', '.join(map(repr, takers))}")
+    return {name: OPTION_DEFAULTS[name] if given.get(name) is None else given[name] for name in OPTION_DEFAULTS}
+
+
+def check_snapshots(out: Path, meta: dict[str, Any], files: list[Path], family: str) -> None:
+    """Refuse ``mc`` / ``mc_bisect`` on data whose steps carry no simulator snapshots (imported data)."""
+    source = meta.get("source")
+    if isinstance(source, dict) and source.get("minari") is not None:
+        where = f"was imported from the Minari dataset {source['minari']!r}"
+    else:
+        sim = load_shard(files[0], ("sim",))["sim"]
+        if sim.ndim == 2 and sim.shape[1] > 0:
+            return
+        where = f"holds steps without simulator snapshots ({files[0].name}: 'sim' has shape {sim.shape})"
+    raise validate.ArgumentError(
+        f"data: {str(out)!r} {where}; imported steps carry no simulator snapshots, so family {family!r} (which "
+        f"restores the snapshot of every state it estimates) cannot label them; expected data written by "
+        f"`prm-critic collect`, or family 'subgoal' or 'outcome'")
+
+
+def label(out_dir: "str | Path", family: str, *, k: int | None = None, stride: int | None = None,
+          gamma: float | None = None, seed: int | None = None, rollout_policy: str | None = None,
+          progress: bool = True, trust_pickle: bool = False, policy_loader: Any = None,
+          executor: "str | Executor" = "local", workers: int | None = None, address: str | None = None,
+          threshold: float | None = None, resolution: int | None = None) -> Path:
     """Label every trajectory shard of ``out_dir`` with ``family`` (resumable per shard).
 
-    ``threshold`` and ``resolution`` are the ``mc_bisect`` search parameters
-    (:func:`prm_critic.robotics.bisect_labels.bisect_episode`).
+    Options a family does not take are refused when given (``None`` means not given; the defaults are
+    :data:`OPTION_DEFAULTS`): ``k``, ``seed`` and ``rollout_policy`` are ``mc`` and ``mc_bisect``
+    options, ``stride`` is ``mc``'s, ``gamma`` is ``outcome``'s. ``threshold`` and ``resolution`` are
+    the ``mc_bisect`` search parameters (:func:`prm_critic.robotics.bisect_labels.bisect_episode`).
+    ``mc`` and ``mc_bisect`` refuse data without simulator snapshots (imported from Minari).
 
     ``trust_pickle=True`` allows an ``mc`` ``rollout_policy`` that is a stable-baselines3 ``.zip``
     (loading one unpickles objects stored in the file, which runs arbitrary code from it). An ``mc``
@@ -343,6 +393,13 @@ def label(out_dir: "str | Path", family: str, *, k: int = 8, stride: int = 1, ga
     """
     tqdm = require("tqdm.auto").tqdm  # the robotics extra installs it
 
+    opts = family_options(family, {"k": k, "stride": stride, "gamma": gamma, "seed": seed,
+                                   "rollout_policy": rollout_policy, "threshold": threshold,
+                                   "resolution": resolution})
+    k, stride, gamma, seed = opts["k"], opts["stride"], opts["gamma"], opts["seed"]
+    rollout_policy, threshold, resolution = opts["rollout_policy"], opts["threshold"], opts["resolution"]
+    if family in ("mc", "mc_bisect"):
+        check_snapshots(Path(out_dir), read_meta(out_dir), shard_files(Path(out_dir)), family)
     if family == "mc_bisect":
         return _label_bisect(out_dir, k=k, stride=stride, seed=seed, rollout_policy=rollout_policy,
                              progress=progress, trust_pickle=trust_pickle, policy_loader=policy_loader,
@@ -358,7 +415,12 @@ def label(out_dir: "str | Path", family: str, *, k: int = 8, stride: int = 1, ga
     pjson = out / "labels" / f"{family}.json"
     check_stored_params(out, family, params)
     ex = make_executor(executor, workers=workers, address=address)
-    todo = shards_todo(files, lab_dir)
+    unknown: set[str] = set()
+    if family == "mc":
+        from prm_critic.robotics.bisect_labels import sync_stats
+
+        unknown = sync_stats(out, family, files)  # a kill after a shard's write leaves its cost in the shard
+    todo = shards_todo(files, lab_dir, relabel=unknown)
 
     if family != "mc":
         _label_arrays(tqdm, out, family, meta, params, todo, progress)
@@ -431,19 +493,20 @@ def _label_mc(tqdm: Any, out: Path, meta: dict[str, Any], params: dict[str, Any]
                 yield f, state_tasks(f, d, np.nonzero(d["t"] % params["stride"] == 0)[0])
 
         def write(f: Path, results: list[tuple[float, int]]) -> None:
-            from prm_critic.robotics.bisect_labels import update_stats
+            from prm_critic.robotics.bisect_labels import cost_arrays, update_stats
 
             d = load_shard(f, ("t", "episode"))
             mask = d["t"] % params["stride"] == 0
             soft = np.full(len(mask), np.nan, dtype=np.float32)
             soft[np.nonzero(mask)[0]] = np.asarray([v for v, _ in results], dtype=np.float32)
             hard = np.where(mask, (soft > 0).astype(np.float32), np.float32(np.nan)).astype(np.float32)
-            atomic_savez(lab_dir / f.name, label=soft, soft=soft, hard=hard, mask=mask, k=np.int64(params["k"]))
             n_est = int(mask.sum())
-            update_stats(out, family, f.name, {
-                "episodes": len(np.unique(d["episode"])), "states": int(len(mask)), "estimated_states": n_est,
-                "rollouts": n_est * params["k"], "rollout_steps": int(sum(n for _, n in results)),
-                "replay_steps": n_est})
+            record = {"episodes": len(np.unique(d["episode"])), "states": int(len(mask)), "estimated_states": n_est,
+                      "rollouts": n_est * params["k"], "rollout_steps": int(sum(n for _, n in results)),
+                      "replay_steps": n_est}
+            atomic_savez(lab_dir / f.name, label=soft, soft=soft, hard=hard, mask=mask, k=np.int64(params["k"]),
+                         **cost_arrays(record))
+            update_stats(out, family, f.name, record)
 
         try:
             run_shard_tasks(pool, label_state_cost_task, shards(), write, on_result=lambda key: bar.update(1))

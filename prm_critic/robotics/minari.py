@@ -20,7 +20,10 @@ keys cannot be written faithfully and are refused.
 
 Import checks the dataset against the spec before anything is written: the env id, every
 ``critic_input`` key of the observation space and its size, and the action shape must match the
-spec's env; a mismatch names both sides. Imported steps have no simulator snapshots
+spec's env; a mismatch names both sides. So must the make kwargs recorded in the dataset's env spec
+(a PointMaze dataset recorded with another ``maze_map`` or ``continuing_task``): a kwarg one side
+leaves unset counts with the env's default; a dataset recorded with other kwargs needs a spec whose
+``make_kwargs`` are those. Imported steps have no simulator snapshots
 (``py = {"kind": null}``): they get ``subgoal`` and ``outcome`` labels, not ``mc``.
 
 Datasets live in the folder given by ``datasets_path``, else ``MINARI_DATASETS_PATH``, else Minari's
@@ -320,6 +323,7 @@ def _check_dataset(ds: Any, spec: TaskSpec) -> tuple[CriticInputLayout, dict | N
         env_sizes = _space_sizes(env.observation_space, f"spec {spec.name!r} env")
         act_shape = tuple(env.action_space.shape)
         env_id = spec.env_id
+        env_kwargs = dict(env.spec.kwargs) if env.spec is not None else dict(spec.make_kwargs)
     finally:
         env.close()
     ds_id = getattr(ds.spec, "dataset_id", None) or getattr(ds, "id", "?")
@@ -334,7 +338,51 @@ def _check_dataset(ds: Any, spec: TaskSpec) -> tuple[CriticInputLayout, dict | N
     if tuple(ds.action_space.shape or ()) != act_shape:
         raise MinariLayoutError(f"dataset {ds_id!r}: action shape {ds.action_space.shape} does not match spec "
                                 f"{spec.name!r} env action shape {act_shape}")
+    _check_make_kwargs(ds_id, dict(ds.env_spec.kwargs or {}), env_kwargs, spec)
     return layout, maze, ds_id, ds_env
+
+
+#: make kwargs that change how an env renders, not what it does
+_RENDER_KWARGS = ("render_mode", "width", "height", "camera_id", "camera_name", "default_camera_config")
+
+
+def _make_kwargs_defaults(env_id: str) -> dict[str, Any]:
+    """The kwargs ``gymnasium.make(env_id)`` uses when none are given: the env's constructor defaults
+    updated with the registered kwargs."""
+    import inspect
+
+    import gymnasium as gym
+    from gymnasium.envs.registration import load_env_creator
+
+    reg = gym.spec(env_id)
+    creator = load_env_creator(reg.entry_point) if isinstance(reg.entry_point, str) else reg.entry_point
+    try:
+        params = inspect.signature(creator).parameters.values()
+    except (TypeError, ValueError):  # a creator without an inspectable signature: registered kwargs only
+        params = []  # type: ignore[assignment]
+    defaults = {p.name: p.default for p in params
+                if p.default is not inspect.Parameter.empty and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    return {**defaults, **dict(reg.kwargs or {})}
+
+
+def _check_make_kwargs(ds_id: Any, ds_kwargs: dict[str, Any], env_kwargs: dict[str, Any], spec: TaskSpec) -> None:
+    """Refuse a dataset whose recorded make kwargs differ from those of ``spec``'s env (both named)."""
+    def canon(v: Any) -> str:
+        return json.dumps(v, sort_keys=True, default=repr)
+
+    defaults = _make_kwargs_defaults(spec.env_id)
+    keys = sorted((set(ds_kwargs) | set(env_kwargs)) - set(_RENDER_KWARGS))
+    unset = object()
+    diff = []
+    for k in keys:
+        a, b = ds_kwargs.get(k, defaults.get(k, unset)), env_kwargs.get(k, defaults.get(k, unset))
+        if canon(a) != canon(b):
+            show = lambda v: "unset" if v is unset else repr(v)  # noqa: E731
+            diff.append(f"{k!r}: dataset {show(a)}, spec {spec.name!r} env {show(b)}")
+    if diff:
+        raise MinariLayoutError(
+            f"dataset {ds_id!r}: its env spec's make kwargs differ from spec {spec.name!r} env ({'; '.join(diff)}); "
+            f"expected a dataset recorded with the spec's env, or a spec whose make_kwargs are the dataset's")
 
 
 def _import_episodes(ds: Any, ds_id: Any, out: Path, spec: TaskSpec, layout: CriticInputLayout, key: str | None,
