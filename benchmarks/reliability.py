@@ -46,6 +46,7 @@ ITEMS = {
     16: "Results docs written by their scripts, shared defaults",
     17: "Repository speaks of the project only",
     18: "Training budgets honoured or stated",
+    24: "Local model server: expected GGUF hash",
     25: "Text PRM separators outside the tokenizer's vocabulary",
 }
 
