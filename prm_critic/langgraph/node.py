@@ -19,7 +19,9 @@ On ``"retry"`` the rejected step is removed from the transcript (``on_reject="re
 ``RemoveMessage``; needs the ``add_messages`` reducer on ``messages_key``) or kept but excluded
 from the critic's history (``on_reject="mark"``); an optional feedback message is appended so the
 model tries something else. Every scored step appends a record
-``{step_index, progress, success, score, head, verdict, accepted, text, tool_call_ids, turn}`` to
+``{step_index, progress, success, score, head, verdict, accepted, text, tool_call_ids, turn}`` (plus
+``extra`` with ``non_utf8_replaced`` when the step's text held characters that are not valid
+Unicode, replaced by U+FFFD: :class:`~prm_critic.text.TextStep`) to
 ``state[scores_key]`` (reducer :func:`add_step_records`) and is emitted on
 ``stream_mode="custom"`` as ``{"type": "prm_step_score", "node": name, **record}``.
 
@@ -286,15 +288,18 @@ class StepCriticNode(_Runnable):
             return {self.verdict_key: "continue", self.stop_key: self._stop_reason(state, "continue")}, None
         step = steps[-1]
         history = tuple(s["text"] for s in steps[:-1] if s["complete"])
-        return None, (messages, step, history, self._prompt(state, messages))
+        # the step boundary: text that is not valid Unicode (tool output decoded with surrogateescape)
+        # is replaced here, once, and counted in the TextStep's extra (and the record's)
+        text_step = TextStep(self._prompt(state, messages), history, step["text"])
+        return None, (messages, step, text_step)
 
     def __call__(self, state: Any) -> dict[str, Any]:
         done, ctx = self._prepare(state)
         if done is not None:
             return done
-        messages, step, history, prompt = ctx
-        scores = score_text_steps(self.critic, [TextStep(prompt, history, step["text"])])
-        return self._decide(state, messages, step, history, scores)
+        messages, step, text_step = ctx
+        scores = score_text_steps(self.critic, [text_step])
+        return self._decide(state, messages, step, text_step, scores)
 
     async def acall(self, state: Any) -> dict[str, Any]:
         """The node for async runs (``graph.ainvoke`` / ``astream``): scores with ``critic.ascore``,
@@ -302,9 +307,9 @@ class StepCriticNode(_Runnable):
         done, ctx = self._prepare(state)
         if done is not None:
             return done
-        messages, step, history, prompt = ctx
-        scores = await ascore_text_steps(self.critic, [TextStep(prompt, history, step["text"])])
-        return self._decide(state, messages, step, history, scores)
+        messages, step, text_step = ctx
+        scores = await ascore_text_steps(self.critic, [text_step])
+        return self._decide(state, messages, step, text_step, scores)
 
     # LangGraph runs a Runnable node with invoke (sync runs) or ainvoke (async runs)
     def invoke(self, input: Any, config: Any = None, **kwargs: Any) -> dict[str, Any]:
@@ -313,7 +318,7 @@ class StepCriticNode(_Runnable):
     async def ainvoke(self, input: Any, config: Any = None, **kwargs: Any) -> dict[str, Any]:
         return await self._acall_with_config(self.acall, input, config)
 
-    def _decide(self, state: Any, messages: list, step: dict, history: tuple, scores: Any) -> dict[str, Any]:
+    def _decide(self, state: Any, messages: list, step: dict, text_step: TextStep, scores: Any) -> dict[str, Any]:
         value = float(scores.get(self.head)[0])
         turn = _user_turn(messages, step["ai_index"])
         records = list(_get(state, self.scores_key) or [])
@@ -331,17 +336,19 @@ class StepCriticNode(_Runnable):
             verdict, revisions = "end", revisions + 1
 
         record = {
-            "step_index": len(history),
+            "step_index": len(text_step.history),
             "progress": float(scores.progress[0]),
             "success": float(scores.success[0]),
             "score": value,
             "head": self.head,
             "verdict": verdict,
             "accepted": verdict == "continue",
-            "text": step["text"],
+            "text": text_step.step,
             "tool_call_ids": list(step["tool_call_ids"]),
             "turn": turn,
         }
+        if text_step.extra:
+            record["extra"] = dict(text_step.extra)
         emit_event({"type": "prm_step_score", "node": self.name, **record})
 
         update: dict[str, Any] = {
@@ -366,7 +373,7 @@ class StepCriticNode(_Runnable):
                 new_msgs += [messages_mod.RemoveMessage(id=m.id) for m in doomed]
             if self.feedback is not None:
                 messages_mod = lg("langchain_core.messages")
-                quoted = fence_untrusted(step["text"], max_chars=self.max_untrusted_chars)
+                quoted = fence_untrusted(text_step.step, max_chars=self.max_untrusted_chars)
                 text = self.feedback.format(head=self.head, score=value, threshold=self.threshold, step=quoted)
                 new_msgs.append(messages_mod.HumanMessage(content=text, additional_kwargs={FEEDBACK_KWARG: self.name}))
             if new_msgs:
