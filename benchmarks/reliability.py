@@ -51,6 +51,11 @@ ITEMS = {
     21: "Label options per family; MC labels of data without snapshots",
     22: "Lazy package names resolve to the documented objects",
     23: "Minari import: make kwargs recorded in the dataset",
+    24: "Local model server: expected GGUF hash",
+    25: "Text PRM separators outside the tokenizer's vocabulary",
+    26: "Tool output that is not valid UTF-8, sanitised at the step boundary",
+    27: "Step critic across user turns of a checkpointed thread; stop reason at every limit",
+    28: "Re-saved ONNX exports: unverified loading with a warning, deliberate re-seal",
 }
 
 

@@ -1,5 +1,5 @@
 """``prm-critic export``: export a state-critic checkpoint (or a spec's SubgoalCritic) to one
-self-contained ONNX file."""
+self-contained ONNX file, or re-seal an export changed on purpose (``--reseal FILE``)."""
 
 from __future__ import annotations
 
@@ -21,6 +21,10 @@ def register(sub) -> None:
     src.add_argument("--checkpoint", help="state-critic checkpoint path (.safetensors, .json or their common stem)")
     src.add_argument("--subgoal-spec", metavar="SPEC",
                      help="export the no-training SubgoalCritic of this task spec (name or .toml) instead")
+    src.add_argument("--reseal", metavar="FILE",
+                     help="re-seal an exported .onnx you changed on purpose (e.g. re-saved by onnxsim or onnxslim): "
+                          "write the content hash of its current bytes, so it loads verified again (in place, or "
+                          "to --out)")
     p.add_argument("--out", default=None,
                    help="output .onnx file (default: export/<checkpoint name>.onnx or export/subgoal_<task>.onnx; "
                         ".b1.onnx for --batch 1)")
@@ -83,9 +87,24 @@ def _export(args) -> Path:
     return Path(path)
 
 
+def _reseal(args) -> int:
+    from prm_critic.onnx._meta import HASH_KEY, scan_onnx, seal_onnx
+
+    if args.task is not None:
+        raise ValueError("--task: not used with --reseal (the file keeps its metadata)")
+    src = Path(args.reseal)
+    before = scan_onnx(src.read_bytes()).props.get(HASH_KEY) if src.is_file() else None
+    path = seal_onnx(src, out=args.out)
+    after = scan_onnx(path.read_bytes()).props.get(HASH_KEY)
+    print(f"resealed {path}: content hash {before} -> {after} (it now loads verified; re-seal only files you trust)")
+    return 0
+
+
 def run(args) -> int:
     from prm_critic.onnx.export import read_onnx_metadata
 
+    if args.reseal is not None:
+        return _reseal(args)
     with report_phases(not args.quiet):
         path = _export(args)
     meta = read_onnx_metadata(path)

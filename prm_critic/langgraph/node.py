@@ -19,9 +19,16 @@ On ``"retry"`` the rejected step is removed from the transcript (``on_reject="re
 ``RemoveMessage``; needs the ``add_messages`` reducer on ``messages_key``) or kept but excluded
 from the critic's history (``on_reject="mark"``); an optional feedback message is appended so the
 model tries something else. Every scored step appends a record
-``{step_index, progress, success, score, head, verdict, accepted, text, tool_call_ids}`` to
+``{step_index, progress, success, score, head, verdict, accepted, text, tool_call_ids, turn}`` (plus
+``extra`` with ``non_utf8_replaced`` when the step's text held characters that are not valid
+Unicode, replaced by U+FFFD: :class:`~prm_critic.text.TextStep`) to
 ``state[scores_key]`` (reducer :func:`add_step_records`) and is emitted on
 ``stream_mode="custom"`` as ``{"type": "prm_step_score", "node": name, **record}``.
+
+Turns. ``revisions`` counts rejections in a row within one user turn: ``turn`` (in each record) is
+the number of user messages before the step (the node's own feedback messages, tagged
+``additional_kwargs["prm_critic_feedback"]``, do not count). On a checkpointed thread a new user
+message starts a new turn with zero revisions used, whatever the previous turn ended with.
 
 Step budget. LangGraph counts every super-step against ``recursion_limit`` and exposes what is
 left as ``RemainingSteps`` (``r``: ``recursion_limit - 1`` in the first node, one less in each
@@ -89,6 +96,8 @@ DEFAULT_MIN_REMAINING_STEPS = 4
 #: super-steps a tool call needs (tools -> critic), plus one
 AGENT_MIN_REMAINING_STEPS = 3
 STOP_REASONS = ("", "max_revisions", "dead_end", "recursion_limit")
+#: ``additional_kwargs`` key marking the node's feedback messages (not a user turn)
+FEEDBACK_KWARG = "prm_critic_feedback"
 
 DEFAULT_FEEDBACK = (
     "A step critic rejected your last step ({head} score {score:.2f} < threshold {threshold:.2f}). "
@@ -112,15 +121,28 @@ class CriticState(TypedDict, total=False):
 
     ``class State(MessagesState, CriticState): ...`` -- ``step_scores`` collects the records,
     ``critic_revisions`` counts rejections in a row, ``critic_verdict`` is the last verdict and
-    ``critic_stop_reason`` says why the critic ended the run (see the module doc) and
+    ``critic_stop_reason`` says why the critic ended the run (see the module doc; ``""`` from the
+    start, so it is there even when the run ended before the critic ran) and
     ``remaining_steps`` (managed by LangGraph) lets the routers stop before ``recursion_limit``.
     """
 
     step_scores: Annotated[list[dict], add_step_records]
-    critic_revisions: int
+    critic_revisions: Annotated[int, _latest]
     critic_verdict: str
-    critic_stop_reason: str
+    critic_stop_reason: Annotated[str, _latest]
     remaining_steps: _managed.RemainingSteps
+
+
+def _latest(left: Any, right: Any) -> Any:
+    """Reducer keeping the latest value; unlike a plain key, the channel starts at its type's empty
+    value (``""``, ``0``), so the key is in the state even when the node never ran."""
+    return right
+
+
+def _user_turn(messages: list, upto: int) -> int:
+    """User messages among ``messages[:upto]``, the node's feedback messages left out."""
+    return sum(1 for m in messages[:upto] if getattr(m, "type", None) == "human"
+               and not (getattr(m, "additional_kwargs", None) or {}).get(FEEDBACK_KWARG))
 
 
 def _get(state: Any, key: str, default: Any = None) -> Any:
@@ -266,15 +288,18 @@ class StepCriticNode(_Runnable):
             return {self.verdict_key: "continue", self.stop_key: self._stop_reason(state, "continue")}, None
         step = steps[-1]
         history = tuple(s["text"] for s in steps[:-1] if s["complete"])
-        return None, (messages, step, history, self._prompt(state, messages))
+        # the step boundary: text that is not valid Unicode (tool output decoded with surrogateescape)
+        # is replaced here, once, and counted in the TextStep's extra (and the record's)
+        text_step = TextStep(self._prompt(state, messages), history, step["text"])
+        return None, (messages, step, text_step)
 
     def __call__(self, state: Any) -> dict[str, Any]:
         done, ctx = self._prepare(state)
         if done is not None:
             return done
-        messages, step, history, prompt = ctx
-        scores = score_text_steps(self.critic, [TextStep(prompt, history, step["text"])])
-        return self._decide(state, messages, step, history, scores)
+        messages, step, text_step = ctx
+        scores = score_text_steps(self.critic, [text_step])
+        return self._decide(state, messages, step, text_step, scores)
 
     async def acall(self, state: Any) -> dict[str, Any]:
         """The node for async runs (``graph.ainvoke`` / ``astream``): scores with ``critic.ascore``,
@@ -282,9 +307,9 @@ class StepCriticNode(_Runnable):
         done, ctx = self._prepare(state)
         if done is not None:
             return done
-        messages, step, history, prompt = ctx
-        scores = await ascore_text_steps(self.critic, [TextStep(prompt, history, step["text"])])
-        return self._decide(state, messages, step, history, scores)
+        messages, step, text_step = ctx
+        scores = await ascore_text_steps(self.critic, [text_step])
+        return self._decide(state, messages, step, text_step, scores)
 
     # LangGraph runs a Runnable node with invoke (sync runs) or ainvoke (async runs)
     def invoke(self, input: Any, config: Any = None, **kwargs: Any) -> dict[str, Any]:
@@ -293,9 +318,13 @@ class StepCriticNode(_Runnable):
     async def ainvoke(self, input: Any, config: Any = None, **kwargs: Any) -> dict[str, Any]:
         return await self._acall_with_config(self.acall, input, config)
 
-    def _decide(self, state: Any, messages: list, step: dict, history: tuple, scores: Any) -> dict[str, Any]:
+    def _decide(self, state: Any, messages: list, step: dict, text_step: TextStep, scores: Any) -> dict[str, Any]:
         value = float(scores.get(self.head)[0])
+        turn = _user_turn(messages, step["ai_index"])
+        records = list(_get(state, self.scores_key) or [])
         revisions = int(_get(state, self.revisions_key) or 0)
+        if not records or records[-1].get("turn", turn) != turn:
+            revisions = 0  # a new user turn (or a new thread): no rejection in a row yet
 
         if value >= self.threshold:
             verdict, revisions = "continue", 0
@@ -307,16 +336,19 @@ class StepCriticNode(_Runnable):
             verdict, revisions = "end", revisions + 1
 
         record = {
-            "step_index": len(history),
+            "step_index": len(text_step.history),
             "progress": float(scores.progress[0]),
             "success": float(scores.success[0]),
             "score": value,
             "head": self.head,
             "verdict": verdict,
             "accepted": verdict == "continue",
-            "text": step["text"],
+            "text": text_step.step,
             "tool_call_ids": list(step["tool_call_ids"]),
+            "turn": turn,
         }
+        if text_step.extra:
+            record["extra"] = dict(text_step.extra)
         emit_event({"type": "prm_step_score", "node": self.name, **record})
 
         update: dict[str, Any] = {
@@ -341,9 +373,9 @@ class StepCriticNode(_Runnable):
                 new_msgs += [messages_mod.RemoveMessage(id=m.id) for m in doomed]
             if self.feedback is not None:
                 messages_mod = lg("langchain_core.messages")
-                quoted = fence_untrusted(step["text"], max_chars=self.max_untrusted_chars)
+                quoted = fence_untrusted(text_step.step, max_chars=self.max_untrusted_chars)
                 text = self.feedback.format(head=self.head, score=value, threshold=self.threshold, step=quoted)
-                new_msgs.append(messages_mod.HumanMessage(content=text))
+                new_msgs.append(messages_mod.HumanMessage(content=text, additional_kwargs={FEEDBACK_KWARG: self.name}))
             if new_msgs:
                 update[self.messages_key] = new_msgs
         return update

@@ -41,6 +41,7 @@ __all__ = [
     "ModelFileError",
     "smollm2_path",
     "verify_model_file",
+    "model_file_sha256",
     "resolve_model",
     "SMOLLM2",
     "PackagedModel",
@@ -100,6 +101,39 @@ def _sha256_file(path: Path) -> str:
     return h.hexdigest()
 
 
+def model_file_sha256(path: str | os.PathLike) -> str:
+    """The SHA-256 (hex) of a model file, computed once per process for an unchanged file (same path,
+    size and modification time)."""
+    p = Path(path)
+    st = p.stat()
+    key = (str(p.resolve()), st.st_size, st.st_mtime_ns)
+    digest = _VERIFIED.get(key)
+    if digest is None:
+        digest = _VERIFIED[key] = _sha256_file(p)
+    return digest
+
+
+def check_sha256(name: str, value: Any) -> str:
+    """``value`` as a lower-case SHA-256 hex digest (64 hex characters), else an ArgumentError."""
+    if not isinstance(value, str) or re.fullmatch(r"[0-9a-fA-F]{64}", value.strip()) is None:
+        raise validate.ArgumentError(f"{name}: expected a SHA-256 hex digest (64 hex characters), "
+                                     f"got {type(value).__name__} {value!r}")
+    return value.strip().lower()
+
+
+def check_model_sha256(path: str | os.PathLike, sha256: str) -> str:
+    """Check that the file at ``path`` has SHA-256 ``sha256``; return the digest.
+
+    Raises:
+        ModelFileError: the digests differ (the message names the file and both digests).
+    """
+    digest = model_file_sha256(path)
+    if digest != sha256:
+        raise ModelFileError(f"model: {str(path)!r} has SHA-256 {digest}, expected {sha256} (sha256=): a damaged "
+                             "or different file; refusing to serve it")
+    return digest
+
+
 def verify_model_file(path: str | os.PathLike, *, size: int, sha256: str) -> Path:
     """Check that ``path`` is the expected file: its size, then its SHA-256; return it as a Path.
 
@@ -116,12 +150,10 @@ def verify_model_file(path: str | os.PathLike, *, size: int, sha256: str) -> Pat
     if st.st_size != size:
         raise ModelFileError(f"model: {str(p)!r} has {st.st_size} bytes, expected {size} (a damaged or different "
                              "file; reinstall it)")
-    key = (str(p.resolve()), st.st_size, st.st_mtime_ns)
-    digest = _VERIFIED.get(key) or _sha256_file(p)
+    digest = model_file_sha256(p)
     if digest != sha256:
         raise ModelFileError(f"model: {str(p)!r} has SHA-256 {digest}, expected {sha256} (a damaged or different "
                              "file; reinstall it)")
-    _VERIFIED[key] = digest
     return p
 
 
@@ -183,6 +215,10 @@ class LocalLLMServer:
     Args:
         model_path: a GGUF file, or ``"smollm2"`` for the packaged SmolLM2-135M-Instruct
             (:func:`smollm2_path`, size and SHA-256 checked).
+        sha256: the expected SHA-256 (hex) of the GGUF file: a file with another hash (a damaged
+            or different file, which llama.cpp may load and answer garbage with) is refused with
+            :class:`ModelFileError`, at construction and again at :meth:`start`. ``None``: not
+            checked (except the packaged model's pinned hash); :attr:`file_sha256` gives the hash.
         n_threads: CPU threads for generation and for prompt processing (default 1).
         ctx_size: context length in tokens, shared by the ``n_parallel`` slots (default 2048).
         port: TCP port; ``None`` picks a free one.
@@ -193,6 +229,8 @@ class LocalLLMServer:
         startup_timeout: seconds to wait for the server to answer ``/health`` after loading.
         verbose: show llama.cpp's log on stderr.
 
+    ``sha256`` is the expected hash (or ``None``); ``file_sha256`` the file's hash (computed once).
+
     Attributes (while running): ``base_url`` (``http://127.0.0.1:PORT/v1``, for OpenAI clients),
     ``url`` (without ``/v1``), ``port``, ``model`` (the alias). :meth:`chat` calls the
     chat-completions handler in-process (no HTTP), with an OpenAI request dict.
@@ -200,11 +238,14 @@ class LocalLLMServer:
 
     def __init__(self, model_path: str | os.PathLike, *, n_threads: int = 1, ctx_size: int = 2048,
                  port: int | None = None, host: str = LOOPBACK, n_parallel: int = 1, model_alias: str | None = None,
-                 startup_timeout: float = 60.0, verbose: bool = False):
+                 startup_timeout: float = 60.0, verbose: bool = False, sha256: str | None = None):
         if host != LOOPBACK:
             raise validate.ArgumentError(f"host: expected {LOOPBACK!r} (the server has no authentication and only "
                                          f"listens on loopback), got {host!r}")
+        self.sha256 = None if sha256 is None else check_sha256("sha256", sha256)
         self.model_path = resolve_model(model_path)
+        if self.sha256 is not None:
+            check_model_sha256(self.model_path, self.sha256)
         self.n_threads = validate.positive_int("n_threads", n_threads)
         self.ctx_size = validate.check_int("ctx_size", ctx_size, minimum=64)
         self.port_requested = validate.check_int("port", port, minimum=1, allow_none=True)
@@ -221,6 +262,11 @@ class LocalLLMServer:
     def __repr__(self) -> str:
         state = f"running at {self.url}" if self.running else "stopped"
         return f"LocalLLMServer({self.model_path.name!r}, n_threads={self.n_threads}, {state})"
+
+    @property
+    def file_sha256(self) -> str:
+        """The SHA-256 (hex) of the model file (computed once per process for an unchanged file)."""
+        return model_file_sha256(self.model_path)
 
     @property
     def running(self) -> bool:
@@ -256,6 +302,8 @@ class LocalLLMServer:
         """Load the model and start serving; returns once ``/health`` answers."""
         if self.running:
             raise LLMServerError(f"server: already running at {self.url}")
+        if self.sha256 is not None:  # the file may have changed since construction (cached when it did not)
+            check_model_sha256(self.model_path, self.sha256)
         port = self.port_requested
         if port is not None:
             _check_port_free(port)

@@ -3,6 +3,7 @@
 * :func:`export_state_critic` (torch -> ONNX, opset 18, metadata, parity-checked against torch);
 * :class:`OnnxCritic` (a :class:`~prm_critic.critic.BaseCritic` on onnxruntime, CPU/CUDA/TensorRT);
 * :func:`read_onnx_metadata`;
+* :func:`seal_onnx`: re-seal an export you changed on purpose (e.g. re-saved by onnxsim);
 * :func:`export_text_prm` / :class:`OnnxTextCritic`: the text PRM (MiniLM) on onnxruntime.
 
 ``onnx``/``onnxruntime`` come with ``pip install "prm-critic[onnx]"`` (GPU: ``prm-critic[gpu]``).
@@ -11,7 +12,7 @@ The runtime does not import torch; the exporter does (imported on first use).
 
 from __future__ import annotations
 
-from prm_critic.onnx._meta import FORMAT, INPUT_NAME, OUTPUT_NAME, OnnxExportError
+from prm_critic.onnx._meta import FORMAT, INPUT_NAME, OUTPUT_NAME, OnnxExportError, seal_onnx
 from prm_critic.onnx.runtime import PROVIDERS, OnnxCritic, OnnxModelError, installed_runtimes
 
 __all__ = [
@@ -24,6 +25,7 @@ __all__ = [
     "OnnxModelError",
     "OnnxExportError",
     "installed_runtimes",
+    "seal_onnx",
     "PROVIDERS",
     "FORMAT",
     "INPUT_NAME",

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
+import warnings
+from pathlib import Path
 from typing import Any, Mapping
 
-__all__ = ["FORMAT", "FORMAT_VERSION", "INPUT_NAME", "OUTPUT_NAME", "DEFAULT_OPSET", "RTOL", "ATOL",
+__all__ = ["FORMAT", "TEXT_FORMAT", "FORMAT_VERSION", "INPUT_NAME", "OUTPUT_NAME", "DEFAULT_OPSET", "RTOL", "ATOL",
            "LABEL_SEMANTICS", "JSON_KEYS", "INT_KEYS", "OnnxExportError", "decode_metadata",
-           "HASH_KEY", "scan_onnx", "seal", "check_model_bytes"]
+           "HASH_KEY", "scan_onnx", "seal", "check_model_bytes", "seal_onnx"]
 
 FORMAT = "prm-critic/state-critic-onnx"
+TEXT_FORMAT = "prm-critic/text-prm-onnx"
 FORMAT_VERSION = 1
 INPUT_NAME = "obs"
 OUTPUT_NAME = "scores"
@@ -206,16 +210,8 @@ def seal(data: bytes) -> bytes:
     return bytes(data[: span[0]]) + _digest(data, span).encode() + bytes(data[span[1]:])
 
 
-def check_model_bytes(data: bytes, where: str, *, fmt: str, error: type[Exception], allow_unverified: bool = False) -> dict[str, str]:
-    """Check a serialized exported critic before any inference session is built; its raw metadata.
-
-    In order: a well-formed model, no tensor stored as external data, the prm-critic ``fmt``, and the
-    content hash (``HASH_KEY``; see :func:`seal`). ``allow_unverified=True`` accepts a file without
-    a hash (exported by an older prm-critic); a hash that does not match is always an error.
-
-    Raises:
-        ``error``: naming ``where``, what was found and what was expected.
-    """
+def _scan_checked(data: bytes, where: str, fmts: tuple[str, ...], error: type[Exception]) -> OnnxScan:
+    """Well-formed, self-contained, one of the prm-critic ``fmts``: the scan, else ``error``."""
     try:
         scan = scan_onnx(data)
     except ValueError as exc:
@@ -226,13 +222,32 @@ def check_model_bytes(data: bytes, where: str, *, fmt: str, error: type[Exceptio
             "file (prm-critic exports never use external data, and it refuses to read files named inside a model)"
         )
     got_fmt = scan.props.get("prm_critic.format")
-    if got_fmt != fmt:
+    if got_fmt not in fmts:
+        expected = repr(fmts[0]) if len(fmts) == 1 else f"one of {list(fmts)}"
         raise error(
             f"path: {where!r} is an ONNX model but not an exported prm-critic critic "
-            f"(metadata 'prm_critic.format' is {got_fmt!r}, expected {fmt!r})"
+            f"(metadata 'prm_critic.format' is {got_fmt!r}, expected {expected})"
         )
     if HASH_KEY in scan.duplicates:
         raise error(f"path: {where!r} has metadata {HASH_KEY!r} more than once; the file was altered, re-export it")
+    return scan
+
+
+def check_model_bytes(data: bytes, where: str, *, fmt: str, error: type[Exception], allow_unverified: bool = False,
+                      stacklevel: int = 4) -> dict[str, str]:
+    """Check a serialized exported critic before any inference session is built; its raw metadata.
+
+    In order: a well-formed model, no tensor stored as external data, the prm-critic ``fmt``, and the
+    content hash (``HASH_KEY``; see :func:`seal`). ``allow_unverified=True`` accepts a file without
+    a hash (exported by an older prm-critic) and a well-formed file whose hash does not match (e.g.
+    re-saved by a graph optimiser such as onnxsim or onnxslim) with a ``RuntimeWarning`` naming both
+    hashes (``stacklevel``: where the warning points, counted from this function); :func:`seal_onnx`
+    re-seals such a file on purpose.
+
+    Raises:
+        ``error``: naming ``where``, what was found and what was expected.
+    """
+    scan = _scan_checked(data, where, (fmt,), error)
     stored = scan.props.get(HASH_KEY)
     if stored is None:
         if not allow_unverified:
@@ -244,8 +259,49 @@ def check_model_bytes(data: bytes, where: str, *, fmt: str, error: type[Exceptio
         return scan.props
     actual = _digest(data, scan.spans[HASH_KEY])
     if stored != actual:
+        if allow_unverified:
+            warnings.warn(
+                f"path: {where!r} was modified after export (content hash {actual}, metadata {HASH_KEY!r} records "
+                f"{stored}); loading it unverified (allow_unverified=True). If the change is yours (e.g. onnxsim or "
+                "onnxslim), re-seal it with `prm-critic export --reseal FILE` (seal_onnx)",
+                RuntimeWarning, stacklevel=stacklevel)
+            return scan.props
         raise error(
             f"path: {where!r} is corrupt or was modified after export: its content hash is {actual}, but its "
-            f"metadata {HASH_KEY!r} records {stored!r}; re-export it"
+            f"metadata {HASH_KEY!r} records {stored!r}; re-export it, or, if you changed it on purpose (e.g. onnxsim "
+            "or onnxslim), re-seal it with `prm-critic export --reseal FILE` (seal_onnx) or load it with "
+            "allow_unverified=True"
         )
     return scan.props
+
+
+def seal_onnx(path: str | os.PathLike, *, out: str | os.PathLike | None = None) -> Path:
+    """Re-seal an exported critic on purpose: write the content hash of its current bytes.
+
+    For an export you changed yourself and trust -- e.g. re-saved by a graph optimiser such as
+    onnxsim or onnxslim, which keeps the metadata but rewrites the file -- so that it loads verified
+    again. Only the 64 hex characters of metadata ``prm_critic.sha256`` change; the file must be a
+    well-formed, self-contained prm-critic export (state critic or text PRM) that holds that entry.
+    ``out``: where to write (default: ``path`` itself, replaced atomically). Returns the written path.
+
+    Raises:
+        FileNotFoundError: ``path`` does not exist.
+        OnnxExportError: the file is not a well-formed prm-critic export, keeps external data, or
+            has no (or a malformed) ``prm_critic.sha256`` entry (re-export it instead).
+    """
+    from prm_critic._io import atomic_write_bytes
+
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"path: {str(p)!r} does not exist (expected an exported .onnx critic to re-seal)")
+    data = p.read_bytes()
+    scan = _scan_checked(data, str(p), (FORMAT, TEXT_FORMAT), OnnxExportError)
+    span = scan.spans.get(HASH_KEY)
+    if span is None or span[1] - span[0] != _HASH_LEN:
+        raise OnnxExportError(
+            f"path: {str(p)!r} has no {_HASH_LEN}-character content-hash entry (metadata {HASH_KEY!r} is "
+            f"{scan.props.get(HASH_KEY)!r}); expected a file exported by this prm-critic version: re-export it")
+    sealed = seal(bytes(data[: span[0]]) + _PLACEHOLDER.encode() + bytes(data[span[1]:]))
+    target = p if out is None else Path(out)
+    atomic_write_bytes(target, sealed)
+    return target

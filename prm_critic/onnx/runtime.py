@@ -209,8 +209,10 @@ class OnnxCritic(StateCritic):
         cuda_graph: CUDA provider only: capture the graph once and replay it (``enable_cuda_graph``);
             needs a batch-1 model and ``io_binding=True``.
         device_id: GPU index for the CUDA / TensorRT providers.
-        allow_unverified: accept a file without a content hash (exported by an older prm-critic);
-            a hash that does not match is refused regardless.
+        allow_unverified: accept a file without a content hash (exported by an older prm-critic), or
+            a well-formed file whose hash does not match (e.g. re-saved by onnxsim or onnxslim), with a
+            ``RuntimeWarning`` naming both hashes; :func:`~prm_critic.onnx.seal_onnx` (``prm-critic
+            export --reseal FILE``) re-seals such a file on purpose.
 
     Attributes:
         provider: the execution provider that runs the graph (``get_providers()[0]``).
@@ -220,7 +222,8 @@ class OnnxCritic(StateCritic):
 
     Raises:
         FileNotFoundError: ``path`` does not exist.
-        OnnxModelError: the file is corrupt or was modified after export (content hash), keeps
+        OnnxModelError: the file is corrupt or was modified after export (content hash; unless
+            ``allow_unverified``), keeps
             tensors in external data files, has no content hash (unless ``allow_unverified``), or is
             not a prm-critic critic (all checked before a session is built); a strict GPU request
             not met (the message carries onnxruntime's reason); ``env`` does not match the critic.

@@ -27,13 +27,13 @@ import numpy as np
 from prm_critic import __version__, validate
 from prm_critic._optional import require
 from prm_critic.critic import StepScores
-from prm_critic.onnx._meta import ATOL, DEFAULT_OPSET, HASH_KEY, RTOL, OnnxExportError, check_model_bytes, seal
+from prm_critic.onnx._meta import (ATOL, DEFAULT_OPSET, HASH_KEY, RTOL, TEXT_FORMAT, OnnxExportError, check_model_bytes,
+                                   seal)
 from prm_critic.text.critic import TextCritic
 from prm_critic.text.steps import TextStep
 
 __all__ = ["export_text_prm", "OnnxTextCritic", "TEXT_FORMAT", "TEXT_INPUTS"]
 
-TEXT_FORMAT = "prm-critic/text-prm-onnx"
 TEXT_INPUTS = ("input_ids", "attention_mask", "segment_ids")
 TEXT_OUTPUT = "scores"
 
@@ -199,12 +199,14 @@ class OnnxTextCritic(TextCritic):
         provider: ``"cpu"``, ``"cuda"`` or ``"auto"``.
         intra_op_threads: onnxruntime intra-op threads (``0`` = all cores; a transformer benefits).
         max_batch_tokens: rows are grouped so a forward pass holds at most this many padded tokens.
-        allow_unverified: accept a file without a content hash (exported by an older prm-critic).
+        allow_unverified: accept a file without a content hash (exported by an older prm-critic), or
+            a well-formed file whose hash does not match (e.g. re-saved by onnxsim), with a
+            ``RuntimeWarning``; :func:`~prm_critic.onnx.seal_onnx` re-seals such a file on purpose.
 
     Raises:
         FileNotFoundError: ``path`` does not exist.
         OnnxModelError: the file is corrupt, was modified after export (its content hash does not
-            match), keeps tensors in external data files, has no content hash (unless
+            match, unless ``allow_unverified``), keeps tensors in external data files, has no content hash (unless
             ``allow_unverified``), or is not an exported text PRM. All checked before a session is built.
     """
 
@@ -231,7 +233,8 @@ class OnnxTextCritic(TextCritic):
 
         # every check runs on the bytes, before a session is built
         data = p.read_bytes()
-        raw = check_model_bytes(data, str(p), fmt=TEXT_FORMAT, error=OnnxModelError, allow_unverified=allow_unverified)
+        raw = check_model_bytes(data, str(p), fmt=TEXT_FORMAT, error=OnnxModelError, allow_unverified=allow_unverified,
+                                stacklevel=3)
         try:
             self.session = ort.InferenceSession(data, so, providers=providers)
         except Exception as exc:

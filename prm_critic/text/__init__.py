@@ -19,7 +19,7 @@ from prm_critic.text.contract import (
 )
 from prm_critic.text.critic import TextCritic
 from prm_critic.text.fencing import DEFAULT_MAX_UNTRUSTED_CHARS, fence_untrusted
-from prm_critic.text.steps import TextStep, format_tool_call, format_tool_step, message_text
+from prm_critic.text.steps import TextStep, clean_text, format_tool_call, format_tool_step, message_text
 from prm_critic.text.trl_format import (
     StepwiseExample,
     from_columns,
@@ -58,6 +58,7 @@ __all__ = [
     "TextCritic",
     "format_tool_call",
     "format_tool_step",
+    "clean_text",
     "message_text",
     "fence_untrusted",
     "DEFAULT_MAX_UNTRUSTED_CHARS",

@@ -166,7 +166,8 @@ class StepContract:
         """Resolve the contract's special tokens against ``tokenizer``.
 
         Raises ValueError if the separator encodes to no tokens (e.g. ``"\\n"`` under a BERT
-        tokenizer, which drops whitespace) or the tokenizer lacks a token the contract needs.
+        tokenizer, which drops whitespace) or to the unknown token (a character outside the
+        vocabulary), or the tokenizer lacks a token the contract needs.
         """
         if self.separator is None:
             sep_tok = getattr(tokenizer, "sep_token", None)
@@ -179,6 +180,14 @@ class StepContract:
                 raise ValueError(
                     f"separator: {self.separator!r} encodes to no tokens with this tokenizer (it drops it); "
                     "choose a separator that survives tokenization, e.g. its sep_token")
+        unk = getattr(tokenizer, "unk_token_id", None)
+        if unk is not None and int(unk) in sep_ids:
+            shown = self.separator if self.separator is not None else getattr(tokenizer, "sep_token", None)
+            raise ValueError(
+                f"separator: {shown!r} is not in the tokenizer's vocabulary: it encodes to "
+                f"{tokenizer.convert_ids_to_tokens(list(sep_ids))} (ids {list(sep_ids)}, unknown token id {int(unk)}), "
+                "so scores would be read at unknown-token positions; expected a separator made of known tokens, "
+                "e.g. the tokenizer's sep_token")
         if self.open == "cls":
             cls_id = getattr(tokenizer, "cls_token_id", None)
             if cls_id is None:

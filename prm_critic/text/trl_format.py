@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from prm_critic._io import atomic_write_bytes
+from prm_critic.text.steps import NON_UTF8_KEY, clean_text
 
 __all__ = [
     "StepwiseExample",
@@ -84,6 +85,10 @@ class StepwiseExample:
         completions: the ``T >= 1`` step texts, in order.
         labels: ``T`` floats in [0, 1]: per-step success ("promise") targets.
         progress: optional ``T`` floats in [0, 1]: per-step progress targets.
+        extra: notes, not written to files: ``"non_utf8_replaced"`` counts the characters of
+            ``prompt`` and ``completions`` that were not valid Unicode (e.g. tool output decoded
+            with ``surrogateescape``) and were replaced by U+FFFD
+            (:func:`prm_critic.text.clean_text`); absent when there were none.
 
     Raises:
         TypeError / ValueError naming the field on a wrong type, an empty step list, a label outside
@@ -94,6 +99,7 @@ class StepwiseExample:
     completions: list[str]
     labels: list[float]
     progress: list[float] | None = field(default=None)
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def __post_init__(self):
         if not isinstance(self.prompt, str):
@@ -107,6 +113,13 @@ class StepwiseExample:
         for i, c in enumerate(comps):
             if not isinstance(c, str):
                 raise TypeError(f"completions[{i}]: expected str, got {type(c).__name__}")
+        self.prompt, replaced = clean_text(self.prompt)
+        for i, c in enumerate(comps):
+            comps[i], n = clean_text(c)
+            replaced += n
+        self.extra = dict(self.extra or {})
+        if replaced:
+            self.extra[NON_UTF8_KEY] = int(self.extra.get(NON_UTF8_KEY, 0)) + replaced
         self.completions = comps
         self.labels = _as_labels(self.labels, "labels", len(comps))
         if self.progress is not None:
