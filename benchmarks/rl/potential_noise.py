@@ -8,16 +8,24 @@ on the early policy's states adds noise of about ``scale * |dPhi|`` per step to 
     python benchmarks/rl/potential_noise.py --task FetchPush-v4 --critic benchmarks/rl/critics/push_mc.json \
         --data critic_data/push
 
-``--data`` is the ``prm-critic collect`` folder the critic was trained on (the recipe in
-``docs/rl_benchmark.md``).
+``--data`` is a ``prm-critic collect`` folder of scripted episodes of the task (the recipe in
+``docs/rl_benchmark.md``). ``--head`` picks the critic's head used as the potential; ``--random-weights
+SEED`` measures the uninformed control of ``run.py --random-weights SEED`` instead. Each measurement
+is stored under its run label's critic part (``critic-<stem>-<head>[_randw<SEED>]``) in
+``benchmarks/results/rl_potential_noise.json``, which ``benchmarks/rl/report.py`` shows beside the
+learned-critic rows.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import sys
 from pathlib import Path
 
 import numpy as np
+
+RAW = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "rl_potential_noise.json"
 
 
 def _load_scripted(data: Path, task: str, layout: dict) -> tuple[np.ndarray, np.ndarray]:
@@ -50,6 +58,10 @@ def main(argv=None) -> int:
     p.add_argument("--episodes", type=int, default=30, help="random-action episodes (default 30)")
     p.add_argument("--max-steps", type=int, default=1000, help="cap on each random-action episode (default 1000)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--head", default="success", choices=["success", "progress"], help="the potential's head")
+    p.add_argument("--random-weights", type=int, default=None, metavar="SEED",
+                   help="measure the critic with its weights drawn anew under SEED (run.py's control)")
+    p.add_argument("--raw", type=Path, default=RAW, help="raw data file the measurement is stored in")
     a = p.parse_args(argv)
     if not a.critic.is_file():
         raise SystemExit(f"--critic: expected a critic checkpoint file, got {str(a.critic)!r} (no such file)")
@@ -65,6 +77,11 @@ def main(argv=None) -> int:
     spec = load_spec(a.task)
     env = make_train_env(spec)
     learned = resolve_critic(str(a.critic), spec)
+    if a.random_weights is not None:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from run import random_weights  # noqa: E402 - run.py's control, the same function
+
+        learned = random_weights(learned, a.random_weights)
     subgoal = resolve_critic("subgoal", spec, env)
     # the shaper refuses a critic of another task or layout than the env's; built here for that check only
     PRMRewardShaper(env, learned, gamma=0.99, head="success")
@@ -83,14 +100,26 @@ def main(argv=None) -> int:
     x_random = np.asarray(xs, dtype=np.float32).reshape(len(xs), -1)
     print(f"{a.task}: {a.episodes} random-action episodes ({len(x_random)} states), "
           f"{len(x_scripted)} scripted states from {a.data}")
-    for name, phi in (("learned success head", lambda x: learned.score(x).success),
+    label = f"critic-{a.critic.stem}-{a.head}" + (f"_randw{a.random_weights}" if a.random_weights is not None else "")
+    rows = {}
+    for name, phi in ((label, lambda x: getattr(learned.score(x), a.head)),
                       ("spec subgoal progress", lambda x: subgoal.score(x).progress)):
         pr, ps = phi(x_random), phi(x_scripted)
-        ds = np.abs(phi(x_scripted_next) - ps).mean()
+        ds = float(np.abs(phi(x_scripted_next) - ps).mean())
         steps = [np.abs(np.diff(pr[b:e])) for b, e in zip(bounds[:-1], bounds[1:]) if e - b > 1]
-        print(f"  {name:22s} random: Phi mean {pr.mean():.3f} sd {pr.std():.3f}, mean |dPhi| per step "
-              f"{np.concatenate(steps).mean():.4f} | scripted: Phi mean {ps.mean():.3f} sd {ps.std():.3f}, "
-              f"mean |dPhi| per step {ds:.4f}")
+        dr = float(np.concatenate(steps).mean())
+        rows[name] = {"random_mean": float(pr.mean()), "random_sd": float(pr.std()), "random_dphi": dr,
+                      "scripted_mean": float(ps.mean()), "scripted_sd": float(ps.std()), "scripted_dphi": ds}
+        print(f"  {name:34s} random: Phi mean {pr.mean():.3f} sd {pr.std():.3f}, mean |dPhi| per step "
+              f"{dr:.4f} | scripted: Phi mean {ps.mean():.3f} sd {ps.std():.3f}, mean |dPhi| per step {ds:.4f}")
+    from prm_critic._io import atomic_write_bytes
+
+    raw = json.loads(a.raw.read_text()) if a.raw.is_file() else {}
+    raw.setdefault(a.task, {})[label] = {
+        **rows[label], "spec": rows["spec subgoal progress"], "episodes": a.episodes, "seed": a.seed,
+        "n_random_states": int(len(x_random)), "n_scripted_states": int(len(x_scripted)), "data": a.data.name,
+        "command": "python benchmarks/rl/potential_noise.py " + " ".join(sys.argv[1:] if argv is None else argv)}
+    atomic_write_bytes(a.raw, (json.dumps(raw, indent=1, sort_keys=True) + "\n").encode())
     return 0
 
 

@@ -277,6 +277,83 @@ def goals(summary) -> list[str]:
     return out
 
 
+NOISE = ROOT / "benchmarks" / "results" / "rl_potential_noise.json"
+#: learned-potential goal: mean success at the budget >= the spec's - 0.05 and >= HER's + 0.20, on 5 seeds
+GOAL_VS_SPEC, GOAL_VS_HER, GOAL_SEEDS = 0.05, 0.20, 5
+
+
+def bootstrap_mean(values: list[float], *, n: int = 2000, seed: int = 0) -> tuple[float, float] | None:
+    """95 % bootstrap interval of the mean of ``values`` (``None`` for fewer than 2)."""
+    if len(values) < 2:
+        return None
+    rng = np.random.default_rng(seed)
+    v = np.asarray(values, dtype=float)
+    means = v[rng.integers(0, len(v), size=(n, len(v)))].mean(axis=1)
+    return float(np.quantile(means, 0.025)), float(np.quantile(means, 0.975))
+
+
+def learned_potentials(data, noise: dict) -> list[str]:
+    """Per task: every learned-critic config (``_critic-`` in its label) beside the spec potential, HER
+    and its random-weights control, with success at the budget (mean, 95 % bootstrap interval over
+    seeds), the potential's noise (mean |dPhi| per step on random-action and scripted states, from
+    ``potential_noise.py``) and the goal's verdict."""
+    out = []
+    for task in sorted(data):
+        labels = [lb for lb in sorted(data[task], key=_sort_key) if "_critic-" in lb]
+        if not labels:
+            continue
+        budget = TASKS[task]["steps"]
+
+        def at_budget(label):
+            runs = [r for r in headline_runs(data[task].get(label, [])) if r["done"]]
+            vals = [success_by_step(r).get(budget) for r in runs]
+            return [v for v in vals if v is not None]
+
+        def fmt(vals):
+            if not vals:
+                return "-"
+            ci = bootstrap_mean(vals)
+            return f"{np.mean(vals):.2f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "") + f" (n={len(vals)})"
+
+        her = at_budget("her")
+        tn = noise.get(task, {})
+        out += [f"### {task}: learned potentials", "",
+                f"Success at {budget / 1000:g}k (mean over finished seeds, 95 % bootstrap interval, n seeds) and "
+                "the potential's noise: mean |Phi(s') - Phi(s)| per step on random-action episodes (what an untrained "
+                "policy visits) and on scripted episodes (`benchmarks/rl/potential_noise.py`).", "",
+                "| config | success | mean \|dPhi\| random-action | mean \|dPhi\| scripted |", "|---|---|---|---|"]
+        spec_noise = next((v["spec"] for v in tn.values()), None)
+        out.append(f"| her | {fmt(her)} | - | - |")
+        for base in sorted({lb.split("_critic-")[0] for lb in labels}, key=_sort_key):
+            out.append(f"| {base} (spec potential) | {fmt(at_budget(base))} | "
+                       + (f"{spec_noise['random_dphi']:.3f} | {spec_noise['scripted_dphi']:.3f} |" if spec_noise
+                          else "- | - |"))
+        verdicts = []
+        for label in labels:
+            vals = at_budget(label)
+            spec = at_budget(label.split("_critic-")[0])
+            key = label[label.index("critic-"):]
+            nz = tn.get(key)
+            out.append(f"| {label} | {fmt(vals)} | " + (f"{nz['random_dphi']:.3f} | {nz['scripted_dphi']:.3f} |"
+                                                         if nz else "unmeasured | unmeasured |"))
+            if "_randw" in label or not vals:
+                continue
+            if len(vals) < GOAL_SEEDS or len(spec) < GOAL_SEEDS or len(her) < GOAL_SEEDS:
+                verdicts.append(f"- {label}: undetermined ({len(vals)} of {GOAL_SEEDS} seeds; spec {len(spec)}, "
+                                f"HER {len(her)} at {budget / 1000:g}k)")
+                continue
+            m, ms, mh = np.mean(vals), np.mean(spec), np.mean(her)
+            ok = m >= ms - GOAL_VS_SPEC and m >= mh + GOAL_VS_HER
+            verdicts.append(f"- {label}: **{'met' if ok else 'not met'}** ({m:.2f} vs spec {ms:.2f} - "
+                            f"{GOAL_VS_SPEC:g} and HER {mh:.2f} + {GOAL_VS_HER:g})")
+        out += ["", f"Goal: a learned potential's mean success at {budget / 1000:g}k at least the spec potential's (same "
+                "config and scale: the label before `_critic-`) "
+                f"minus {GOAL_VS_SPEC:g} and at least HER's plus {GOAL_VS_HER:g}, on {GOAL_SEEDS} seeds each; "
+                "`_randw<SEED>` rows are the uninformed control (the same critic with its weights drawn anew).", "",
+                *(verdicts or ["- no learned potential has a finished run"]), ""]
+    return out
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out-md", type=Path, default=ROOT / "docs" / "rl_benchmark.md")
@@ -297,6 +374,8 @@ def main(argv=None) -> int:
         intro,
         f"![unshaped success vs env steps]({rel_png.as_posix()})", "",
         table(data), "",
+        "## Learned potentials", "",
+        *learned_potentials(data, json.loads(NOISE.read_text()) if NOISE.is_file() else {}),
         "## Reproduce", "", "```bash", COMMANDS, "```", "",
     ])
     from prm_critic.models.checkpoint import atomic_write_bytes

@@ -23,6 +23,11 @@ of the training state, so a refresh run cannot resume: killed, it is refused wit
 remove. The critic's weights SHA-256 is in ``done.json``, and a run resumed with other weights
 under the same path is refused.
 
+``--random-weights SEED`` (with ``--critic``) is the uninformed control of a learned potential: the
+same critic with its MLP weights drawn anew (torch's default initialisation under ``SEED``), its
+input normalisation, head, scale and gamma unchanged (:func:`random_weights`); label suffix
+``_randw<SEED>``.
+
 ``--prune`` adds the DeadEndPruner (threshold/patience per task below). A run whose ``done.json``
 exists (for this step budget or a larger one) is skipped; a run in progress in another process is skipped
 (per-run lock, released when its process ends, however it ends; ``run.py`` then exits with status 75),
@@ -88,7 +93,8 @@ TASKS = {
 
 
 def config_label(config: str, scale: float, prune: bool, spec: "str | Path | None" = None,
-                 critic: "str | Path | None" = None, head: str = "success", refresh: bool = False) -> str:
+                 critic: "str | Path | None" = None, head: str = "success", refresh: bool = False,
+                 random_weights: int | None = None) -> str:
     label = config
     if config.startswith("prm"):
         label += f"_s{scale:g}"
@@ -100,7 +106,34 @@ def config_label(config: str, scale: float, prune: bool, spec: "str | Path | Non
         label += f"_critic-{Path(critic).stem}-{head}"
     if refresh:
         label += "_refresh"
+    if random_weights is not None:
+        label += f"_randw{random_weights}"
     return label
+
+
+def random_weights(critic, seed: int):
+    """The uninformed control of a learned torch state critic: a copy whose Linear layers are
+    re-initialised (torch's default initialisation, seeded with ``seed``) and whose input
+    normalisation (mean, std, clip) and metadata are the critic's own."""
+    import copy
+
+    import torch
+
+    from prm_critic.models.state_critic import TorchStateCritic
+
+    if not isinstance(critic, TorchStateCritic):
+        raise ValueError(f"--random-weights: needs a torch critic checkpoint (.json / .safetensors), got "
+                         f"{type(critic).__name__}")
+    net = copy.deepcopy(critic.net)
+    gen_state = torch.random.get_rng_state()
+    torch.manual_seed(seed)
+    try:
+        for m in net.modules():
+            if isinstance(m, torch.nn.Linear):
+                m.reset_parameters()
+    finally:
+        torch.random.set_rng_state(gen_state)
+    return TorchStateCritic(net, {**critic.meta, "random_weights_seed": int(seed)})
 
 
 def run_dir(task: str, label: str, seed: int, root: Path = RESULTS) -> Path:
@@ -145,7 +178,8 @@ def run_one(task: str, config: str, seed: int, steps: int | None = None, *, scal
             prune: bool = False, algo: str = "sac", root: Path = RESULTS, progress_bar: bool = False,
             spec: "str | Path | None" = None, eval_freq: int | None = None, eval_episodes: int | None = None,
             learning_starts: int | None = None, critic: "str | Path | None" = None, head: str = "success",
-            refresh: bool = False, early_stop: float = 0.8, early_stop_min_steps: int | None = None) -> Path:
+            refresh: bool = False, early_stop: float = 0.8, early_stop_min_steps: int | None = None,
+            random_weights_seed: int | None = None) -> Path:
     """One run; ``eval_freq``, ``eval_episodes`` and ``learning_starts`` override the task's settings
     (``None``: the task's own, as in the benchmark's results). ``early_stop`` (``0``: off) and
     ``early_stop_min_steps`` (``None``: the task's headline budget) as in the module docstring."""
@@ -171,6 +205,10 @@ def run_one(task: str, config: str, seed: int, steps: int | None = None, *, scal
         raise ValueError(f"--early-stop: expected a success rate in [0, 1] (0: off), got {early_stop!r}")
     if early_stop_min_steps is not None and (not isinstance(early_stop_min_steps, int) or early_stop_min_steps < 0):
         raise ValueError(f"--early-stop-min-steps: expected an integer >= 0, got {early_stop_min_steps!r}")
+    if random_weights_seed is not None and (critic is None or str(critic).endswith(".onnx") or refresh):
+        raise ValueError("--random-weights: the control of a learned torch critic, expected --critic PATH.json "
+                         f"without --refresh, got --critic {None if critic is None else str(critic)!r}"
+                         f"{' --refresh' if refresh else ''}")
     if head not in ("success", "progress"):
         raise ValueError(f"--head: expected 'success' or 'progress', got {head!r}")
     if refresh and (critic is None or str(critic).endswith(".onnx")):
@@ -191,7 +229,7 @@ def run_one(task: str, config: str, seed: int, steps: int | None = None, *, scal
             raise ValueError(f"--spec: expected a spec TOML file, got {str(spec)!r} (no such file)")
         if load_spec(spec).env_id != task:
             raise ValueError(f"--spec: {str(spec)!r} is a spec for {load_spec(spec).env_id!r}, expected one for {task!r}")
-    label = config_label(config, scale, prune, spec, critic, head, refresh)
+    label = config_label(config, scale, prune, spec, critic, head, refresh, random_weights_seed)
     out = run_dir(task, label, seed, root)
     marker = out / "done.json"
     state_ptr = out / "resume" / "latest.json"
@@ -238,6 +276,8 @@ def run_one(task: str, config: str, seed: int, steps: int | None = None, *, scal
         from prm_critic.sb3.envs import resolve_critic
 
         critic_arg = resolve_critic(str(critic), task_spec)  # checked against the task by the shaper
+        if random_weights_seed is not None:
+            critic_arg = random_weights(critic_arg, random_weights_seed)
         if refresh:
             from prm_critic.sb3.refresh import CriticRefreshCallback
 
@@ -261,7 +301,7 @@ def run_one(task: str, config: str, seed: int, steps: int | None = None, *, scal
         "scale": scale if shaped else None, "prune": cfg["prune"] if prune else None,
         "spec": str(spec) if spec is not None else "built-in", "subgoals": task_spec.to_dict()["subgoals"],
         "critic": str(critic) if critic is not None else None, "head": head if critic is not None else "progress",
-        "critic_sha256": model.prm_config.get("critic_sha256"),
+        "critic_sha256": model.prm_config.get("critic_sha256"), "random_weights": random_weights_seed,
         "refresh": [dict(r) for r in callbacks[0].history] if refresh else None,
         "algo_kwargs": json.loads(json.dumps(cfg["algo_kwargs"])), "normalize_obs": cfg["normalize_obs"],
         "wall_s": round(rows[-1]["train_wall_s"] + rows[-1]["eval_wall_s"], 1) if rows else round(wall, 1),
@@ -300,6 +340,9 @@ def main(argv=None) -> int:
                    help="--critic: the head used as the potential (default success)")
     p.add_argument("--refresh", action="store_true",
                    help="--critic: fine-tune it on the policy's own episodes every evaluation period")
+    p.add_argument("--random-weights", type=int, default=None, metavar="SEED",
+                   help="--critic: the uninformed control, the critic's weights drawn anew under SEED "
+                        "(normalisation, head, scale and gamma kept)")
     p.add_argument("--early-stop", type=float, default=0.8,
                    help="stop after two consecutive evaluations at or above this success (0: off; default 0.8)")
     p.add_argument("--early-stop-min-steps", type=int, default=None,
@@ -309,7 +352,8 @@ def main(argv=None) -> int:
         run_one(a.task, a.config, a.seed, a.steps, scale=a.scale, prune=a.prune, algo=a.algo, root=a.root,
                 progress_bar=a.progress, spec=a.spec, eval_freq=a.eval_freq, eval_episodes=a.eval_episodes,
                 learning_starts=a.learning_starts, critic=a.critic, head=a.head, refresh=a.refresh,
-                early_stop=a.early_stop, early_stop_min_steps=a.early_stop_min_steps)
+                early_stop=a.early_stop, early_stop_min_steps=a.early_stop_min_steps,
+                random_weights_seed=a.random_weights)
     except RunInProgress as exc:
         print(exc, flush=True)
         return EXIT_HELD

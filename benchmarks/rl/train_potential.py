@@ -1,0 +1,119 @@
+"""Train a state critic for use as a shaping potential on the steps of several collect folders at once.
+
+A critic trained on the scripted episodes alone (``prm-critic train-critic``) fits the states a
+scripted controller visits; an untrained SAC policy visits others (the arm wanders, the block sits
+still), and there the learned potential can jump from step to step
+(``benchmarks/rl/potential_noise.py``). This script trains one critic on the union of the steps of
+several ``prm-critic collect`` folders of the same task and layout (e.g. scripted episodes plus
+random-action episodes), labelled with the same family, so that the states the learner visits
+early are covered:
+
+    prm-critic collect --task FetchPush-v4 --out critic_data/push --episodes 300 --seed 0
+    prm-critic collect --task FetchPush-v4 --out critic_data/push_random --episodes 100 --seed 1000 --policy random
+    prm-critic label --data critic_data/push --family subgoal
+    prm-critic label --data critic_data/push_random --family subgoal
+    python benchmarks/rl/train_potential.py --data critic_data/push critic_data/push_random --label subgoal \\
+        --out benchmarks/rl/critics/push_cov
+
+Episodes of every folder are held out alike (``--holdout`` of each folder's episodes, seeded by
+``--split-seed``); the checkpoint (safetensors + JSON, the library's format) records the folders, their
+policies and the held-out metrics per folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+
+def load_union(folders: list[Path], label: str):
+    """One ``StepTable`` of every folder's steps (episode ids made distinct), and per row the index of its folder;
+    refused unless every folder holds the same task and critic-input layout."""
+    from prm_critic.robotics.dataset import StepTable, load_steps
+
+    tables = [load_steps(f, label) for f in folders]
+    first = tables[0]
+    for f, t in zip(folders[1:], tables[1:]):
+        if t.spec.name != first.spec.name:
+            raise SystemExit(f"--data: {str(f)!r} holds {t.spec.name!r} steps, {str(folders[0])!r} holds "
+                             f"{first.spec.name!r}; expected one task")
+        if t.layout.to_dict() != first.layout.to_dict():
+            raise SystemExit(f"--data: {str(f)!r} has another critic-input layout than {str(folders[0])!r}")
+    offset, eps, source = 0, [], []
+    for i, t in enumerate(tables):
+        eps.append(t.episode + offset)
+        offset += int(t.episode.max()) + 1
+        source.append(np.full(len(t), i, dtype=np.int64))
+
+    def cat(name):
+        return np.concatenate([getattr(t, name) for t in tables])
+
+    union = StepTable(x=cat("x"), next_x=cat("next_x"), episode=np.concatenate(eps), t=cat("t"), ep_len=cat("ep_len"),
+                      ep_success=cat("ep_success"), progress=cat("progress"), success=cat("success"),
+                      mask=cat("mask"), spec=first.spec, layout=first.layout, meta=first.meta, family=label)
+    return union, np.concatenate(source), tables
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--data", type=Path, nargs="+", required=True, help="collect folders (same task and layout)")
+    p.add_argument("--label", default="subgoal", choices=["subgoal", "mc", "outcome"], help="label family")
+    p.add_argument("--out", type=Path, required=True, help="checkpoint stem")
+    p.add_argument("--epochs", type=int, default=30)
+    p.add_argument("--hidden", default="256,256")
+    p.add_argument("--pairwise-weight", type=float, default=0.0)
+    p.add_argument("--weight-decay", type=float, default=0.0)
+    p.add_argument("--holdout", type=float, default=0.2)
+    p.add_argument("--split-seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="initialisation and batch order")
+    a = p.parse_args(argv)
+    for f in a.data:
+        if not (f / "meta.json").is_file():
+            raise SystemExit(f"--data: expected a `prm-critic collect` folder, got {str(f)!r} (no meta.json)")
+
+    from prm_critic.models.checkpoint import save_state_critic
+    from prm_critic.models.evaluate import evaluate_state_critic
+    from prm_critic.models.state_critic import TorchStateCritic
+    from prm_critic.models.train import TrainConfig, train_state_critic
+    from prm_critic.robotics.dataset import split_episodes
+    from prm_critic._io import atomic_write_bytes
+
+    table, source, tables = load_union(a.data, a.label)
+    train, test = split_episodes(table, holdout=a.holdout, seed=a.split_seed)
+    config = TrainConfig(hidden=tuple(int(h) for h in a.hidden.split(",")), epochs=a.epochs,
+                         pairwise_weight=a.pairwise_weight, weight_decay=a.weight_decay, seed=a.seed)
+    net, history = train_state_critic(train.x, train.progress, train.success, episode=train.episode, t=train.t,
+                                      ep_success=train.ep_success, mask=train.mask, config=config)
+    critic = TorchStateCritic(net)
+    test_source = source[np.isin(table.episode, test.episodes)]
+    per_folder = {}
+    for i, f in enumerate(a.data):
+        sel = test_source == i
+        sc = critic.score(test.x[sel])
+        row = {"n_test_steps": int(sel.sum()), "progress_mae": float(np.mean(np.abs(sc.progress - test.progress[sel])))}
+        if test.ep_success[sel].any() and not test.ep_success[sel].all():
+            m = evaluate_state_critic(critic, test.x[sel], episode=test.episode[sel], t=test.t[sel],
+                                      ep_success=test.ep_success[sel])
+            row["success_auroc"] = m.get("success_auroc")
+        per_folder[f.name] = row
+    metrics = {"per_folder": per_folder, "n_train_steps": int(len(train)), "n_test_steps": int(len(test))}
+    meta = {"task": table.spec.name, "spec": table.spec.to_dict(), "layout": table.layout.to_dict(),
+            "label_family": a.label, "maze": table.meta.get("maze"), "train_config": config.to_dict(),
+            "metrics": metrics,
+            "data": {"folders": [f.name for f in a.data], "policies": [t.meta.get("policy") for t in tables],
+                     "seeds": [t.meta.get("seed") for t in tables], "holdout": a.holdout, "split_seed": a.split_seed}}
+    save_state_critic(a.out, net, meta)
+    atomic_write_bytes(a.out.with_name(a.out.name + ".metrics.json"),
+                       json.dumps({"metrics": metrics, "history": history, "command": "python benchmarks/rl/"
+                                   "train_potential.py " + " ".join(sys.argv[1:] if argv is None else argv)},
+                                  indent=2, default=float).encode())
+    print(json.dumps(metrics, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
