@@ -132,3 +132,38 @@ def test_bootstrap_interval_over_seeds():
     for thr in (0.05, 0.3, 0.5, 0.8, 0.95):
         ci = bootstrap_steps_to(spread, thr)
         assert ci[0] <= ci[1] and all(v in (0, 10_000, 20_000, 30_000, float("inf")) for v in ci)
+
+
+def _runs(values, budget):
+    return [{"seed": i, "done": {"steps": budget}, "rows": [{"env_steps": 0, "success_rate": 0.0},
+                                                           {"env_steps": budget, "success_rate": v}]}
+            for i, v in enumerate(values)]
+
+
+def test_learned_potential_goal_verdicts():
+    rep = _report()
+    budget = rep.TASKS["FetchPush-v4"]["steps"]
+    base = {"her": _runs([0.1] * 5, budget), "prm_her_s10": _runs([0.7] * 5, budget)}
+    noise = {"FetchPush-v4": {"critic-c-progress": {"random_dphi": 0.02, "scripted_dphi": 0.03,
+                                                    "spec": {"random_dphi": 0.021, "scripted_dphi": 0.029}}}}
+
+    def verdicts(values):
+        data = {"FetchPush-v4": {**base, "prm_her_s10_critic-c-progress": _runs(values, budget),
+                                 "prm_her_s10_critic-c-progress_randw0": _runs([0.05] * 3, budget)}}
+        return [line for line in rep.learned_potentials(data, noise) if line.startswith("- ")]
+
+    assert verdicts([0.68] * 5) == ["- prm_her_s10_critic-c-progress: **met** (0.68 vs spec 0.70 - 0.05 and HER "
+                                    "0.10 + 0.2)"]
+    assert "**not met**" in verdicts([0.6] * 5)[0]  # below the spec's minus 0.05
+    assert "undetermined (3 of 5 seeds" in verdicts([0.9] * 3)[0]
+    table = "\n".join(rep.learned_potentials({"FetchPush-v4": {**base, "prm_her_s10_critic-c-progress":
+                                                               _runs([0.68] * 5, budget)}}, noise))
+    assert "| prm_her_s10_critic-c-progress | 0.68 [0.68, 0.68] (n=5) | 0.020 | 0.030 |" in table
+    assert "| prm_her_s10 (spec potential) | 0.70 [0.70, 0.70] (n=5) | 0.021 | 0.029 |" in table
+
+
+def test_bootstrap_mean_interval():
+    rep = _report()
+    assert rep.bootstrap_mean([0.5]) is None
+    lo, hi = rep.bootstrap_mean([0.0, 1.0, 0.0, 1.0])
+    assert 0.0 <= lo < 0.5 < hi <= 1.0

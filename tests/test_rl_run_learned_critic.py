@@ -91,3 +91,32 @@ def test_wrong_combinations_are_named_before_training(run_mod, tmp_path, kw, mat
     with pytest.raises(ValueError, match=match):
         run_mod.run_one(TASK, config, 0, 200, root=tmp_path, **kw)
     assert not any(tmp_path.iterdir())  # nothing was created
+
+
+def test_random_weights_control_keeps_normalisation_and_draws_new_weights(run_mod, critic_path):
+    from prm_critic.sb3.envs import resolve_critic
+
+    critic = resolve_critic(critic_path, TASK)
+    # seeds other than 0: the tiny fixture critic is itself an untrained net initialised under seed 0
+    a, b, c = (run_mod.random_weights(critic, s) for s in (5, 5, 6))
+    sd, sa, sb, sc = (x.net.state_dict() for x in (critic, a, b, c))
+    for k in ("obs_mean", "obs_std", "obs_clip"):
+        assert torch.equal(sd[k], sa[k])  # the critic's own input normalisation
+    weights = [k for k in sd if k.endswith("weight")]
+    assert all(not torch.equal(sd[k], sa[k]) for k in weights)  # every layer drawn anew
+    assert all(torch.equal(sa[k], sb[k]) for k in sa)  # the same seed, the same control
+    assert any(not torch.equal(sa[k], sc[k]) for k in weights)  # another seed, another control
+    assert all(torch.equal(sd[k], critic.net.state_dict()[k]) for k in sd)  # the critic itself untouched
+    assert a.meta["random_weights_seed"] == 5 and a.meta["task"] == critic.meta["task"]
+
+
+def test_random_weights_run_is_labelled_and_recorded(run_mod, tmp_path, critic_path):
+    out = _run(run_mod, tmp_path / "runs", critic=critic_path, head="success", random_weights_seed=3)
+    assert out.parent.name == "prm_her_s10_critic-reach_critic-success_randw3"
+    done = json.loads((out / "done.json").read_text())
+    assert done["random_weights"] == 3 and done["stopped_early_at"] is None and done["early_stop"]["threshold"] == 0.8
+    with pytest.raises(ValueError, match="--random-weights: the control of a learned torch critic"):
+        run_mod.run_one(TASK, "prm_her", 0, 200, root=tmp_path / "x", random_weights_seed=1)
+    with pytest.raises(ValueError, match="--random-weights"):
+        run_mod.run_one(TASK, "prm_her", 0, 200, root=tmp_path / "x", critic=critic_path, refresh=True,
+                        random_weights_seed=1)

@@ -42,12 +42,29 @@ def _load_scripted(data: Path, task: str, layout: dict) -> tuple[np.ndarray, np.
     if meta.get("layout") != layout:
         raise SystemExit(f"--data: {str(data)!r} has another critic-input layout than the critic's "
                          "(it was not the critic's training data)")
-    xs, nxs = [], []
+    xs, nxs, eps = [], [], []
     for f in shards:
         with np.load(f) as z:
             xs.append(z["x"])
             nxs.append(z["next_x"])
-    return np.concatenate(xs), np.concatenate(nxs)
+            eps.append(z["episode"])
+    return np.concatenate(xs), np.concatenate(nxs), np.concatenate(eps)
+
+
+def her_relabel(x: np.ndarray, next_x: np.ndarray, episode: np.ndarray, layout, rng) -> tuple[np.ndarray, np.ndarray]:
+    """HER's "future" relabelling of every transition: the desired goal of s and s' becomes the achieved
+    goal of s' at a random later step of the same episode (the states the learner's replay buffer
+    queries the potential on). Steps must be in episode order, as a collect folder stores them."""
+    des, ach = layout.slices["desired_goal"], layout.slices["achieved_goal"]
+    x, next_x = x.copy(), next_x.copy()
+    starts = np.flatnonzero(np.r_[True, episode[1:] != episode[:-1]])
+    ends = np.r_[starts[1:], len(episode)]
+    for b, e in zip(starts, ends):
+        future = rng.integers(np.arange(b, e), e)  # inclusive of the step itself, as SB3's HER
+        g = next_x[future, ach]
+        x[b:e, des] = g
+        next_x[b:e, des] = g
+    return x, next_x
 
 
 def main(argv=None) -> int:
@@ -86,8 +103,9 @@ def main(argv=None) -> int:
     # the shaper refuses a critic of another task or layout than the env's; built here for that check only
     PRMRewardShaper(env, learned, gamma=0.99, head="success")
     layout = getattr(learned, "layout", None) or CriticInputLayout.from_dict(learned.meta["layout"])
-    x_scripted, x_scripted_next = _load_scripted(a.data, a.task, learned.meta["layout"])
+    x_scripted, x_scripted_next, ep_scripted = _load_scripted(a.data, a.task, learned.meta["layout"])
     rng = np.random.default_rng(a.seed)
+    x_her, x_her_next = her_relabel(x_scripted, x_scripted_next, ep_scripted, layout, np.random.default_rng(a.seed))
     xs, bounds = [], [0]
     for ep in range(a.episodes):
         obs, _ = env.reset(seed=a.seed + ep)
@@ -102,16 +120,26 @@ def main(argv=None) -> int:
           f"{len(x_scripted)} scripted states from {a.data}")
     label = f"critic-{a.critic.stem}-{a.head}" + (f"_randw{a.random_weights}" if a.random_weights is not None else "")
     rows = {}
+    dphi_her = {}
     for name, phi in ((label, lambda x: getattr(learned.score(x), a.head)),
                       ("spec subgoal progress", lambda x: subgoal.score(x).progress)):
         pr, ps = phi(x_random), phi(x_scripted)
         ds = float(np.abs(phi(x_scripted_next) - ps).mean())
         steps = [np.abs(np.diff(pr[b:e])) for b, e in zip(bounds[:-1], bounds[1:]) if e - b > 1]
         dr = float(np.concatenate(steps).mean())
+        dphi_her[name] = phi(x_her_next) - phi(x_her)
         rows[name] = {"random_mean": float(pr.mean()), "random_sd": float(pr.std()), "random_dphi": dr,
-                      "scripted_mean": float(ps.mean()), "scripted_sd": float(ps.std()), "scripted_dphi": ds}
+                      "scripted_mean": float(ps.mean()), "scripted_sd": float(ps.std()), "scripted_dphi": ds,
+                      "her_dphi": float(np.abs(dphi_her[name]).mean())}
         print(f"  {name:34s} random: Phi mean {pr.mean():.3f} sd {pr.std():.3f}, mean |dPhi| per step "
-              f"{dr:.4f} | scripted: Phi mean {ps.mean():.3f} sd {ps.std():.3f}, mean |dPhi| per step {ds:.4f}")
+              f"{dr:.4f} | scripted: Phi mean {ps.mean():.3f} sd {ps.std():.3f}, mean |dPhi| per step {ds:.4f}"
+              f" | HER-relabelled scripted: mean |dPhi| {rows[name]['her_dphi']:.4f}")
+    # how the learned shaping term follows the spec's on the transitions HER relabels
+    d_l, d_s = dphi_her[label], dphi_her["spec subgoal progress"]
+    rows[label]["her_dphi_corr_spec"] = float(np.corrcoef(d_l, d_s)[0, 1]) if d_l.std() > 0 and d_s.std() > 0 else None
+    rows[label]["her_dphi_err_spec"] = float(np.abs(d_l - d_s).mean())
+    print(f"  on HER-relabelled transitions: corr(dPhi learned, dPhi spec) {rows[label]['her_dphi_corr_spec']}, "
+          f"mean |dPhi learned - dPhi spec| {rows[label]['her_dphi_err_spec']:.4f}")
     from prm_critic._io import atomic_write_bytes
 
     raw = json.loads(a.raw.read_text()) if a.raw.is_file() else {}

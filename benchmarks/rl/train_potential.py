@@ -15,6 +15,12 @@ early are covered:
     python benchmarks/rl/train_potential.py --data critic_data/push critic_data/push_random --label subgoal \\
         --out benchmarks/rl/critics/push_cov
 
+``--relabel K`` (``subgoal`` labels only) adds, for every step, K copies with HER's "future" goal
+relabelling (the desired goal of s and s' replaced by the achieved goal at a random later step of the
+same episode), labelled with the spec's progress of the relabelled state: with HER, four of every five
+transitions the learner trains on are queried at such relabelled goals, which scripted episodes never
+show the critic.
+
 Episodes of every folder are held out alike (``--holdout`` of each folder's episodes, seeded by
 ``--split-seed``); the checkpoint (safetensors + JSON, the library's format) records the folders, their
 policies and the held-out metrics per folder.
@@ -28,6 +34,8 @@ import sys
 from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
 def load_union(folders: list[Path], label: str):
@@ -58,6 +66,32 @@ def load_union(folders: list[Path], label: str):
     return union, np.concatenate(source), tables
 
 
+def relabelled_copies(table, k: int, seed: int):
+    """``table`` with ``k`` HER-relabelled copies of every step appended (module docstring), labelled with
+    the spec's progress of the relabelled state (the ``subgoal`` family's label)."""
+    from potential_noise import her_relabel
+
+    from prm_critic.robotics.dataset import StepTable
+    from prm_critic.robotics.labels import subgoal_evaluator
+
+    evaluator = subgoal_evaluator(table.meta)
+    order = np.lexsort((table.t, table.episode))  # her_relabel needs each episode's steps in order
+    base = table.select(order)
+    rng = np.random.default_rng(seed)
+    parts = [base]
+    span = int(base.episode.max()) + 1
+    for i in range(k):
+        x, nx = her_relabel(base.x, base.next_x, base.episode, base.layout, rng)
+        prog = evaluator.progress(x).astype(np.float32)
+        # each copy is an episode of its own (ids past the originals'): training checks one t per episode
+        parts.append(StepTable(x=x, next_x=nx, episode=base.episode + (i + 1) * span, t=base.t, ep_len=base.ep_len,
+                               ep_success=base.ep_success, progress=prog, success=prog, mask=np.ones(len(x), bool),
+                               spec=base.spec, layout=base.layout, meta=base.meta, family=base.family))
+    return StepTable(**{f: np.concatenate([getattr(p, f) for p in parts]) for f in
+                        ("x", "next_x", "episode", "t", "ep_len", "ep_success", "progress", "success", "mask")},
+                     spec=base.spec, layout=base.layout, meta=base.meta, family=base.family)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--data", type=Path, nargs="+", required=True, help="collect folders (same task and layout)")
@@ -70,7 +104,12 @@ def main(argv=None) -> int:
     p.add_argument("--holdout", type=float, default=0.2)
     p.add_argument("--split-seed", type=int, default=0)
     p.add_argument("--seed", type=int, default=0, help="initialisation and batch order")
+    p.add_argument("--relabel", type=int, default=0, metavar="K",
+                   help="add K HER-relabelled copies of every step (subgoal labels only; default 0)")
     a = p.parse_args(argv)
+    if a.relabel < 0 or (a.relabel and a.label != "subgoal"):
+        raise SystemExit(f"--relabel: expected an integer >= 0, with --label subgoal (relabelled states have no MC "
+                         f"labels), got --relabel {a.relabel} --label {a.label}")
     for f in a.data:
         if not (f / "meta.json").is_file():
             raise SystemExit(f"--data: expected a `prm-critic collect` folder, got {str(f)!r} (no meta.json)")
@@ -84,6 +123,8 @@ def main(argv=None) -> int:
 
     table, source, tables = load_union(a.data, a.label)
     train, test = split_episodes(table, holdout=a.holdout, seed=a.split_seed)
+    if a.relabel:
+        train = relabelled_copies(train, a.relabel, a.seed)
     config = TrainConfig(hidden=tuple(int(h) for h in a.hidden.split(",")), epochs=a.epochs,
                          pairwise_weight=a.pairwise_weight, weight_decay=a.weight_decay, seed=a.seed)
     net, history = train_state_critic(train.x, train.progress, train.success, episode=train.episode, t=train.t,
@@ -100,7 +141,8 @@ def main(argv=None) -> int:
                                       ep_success=test.ep_success[sel])
             row["success_auroc"] = m.get("success_auroc")
         per_folder[f.name] = row
-    metrics = {"per_folder": per_folder, "n_train_steps": int(len(train)), "n_test_steps": int(len(test))}
+    metrics = {"per_folder": per_folder, "n_train_steps": int(len(train)), "n_test_steps": int(len(test)),
+               "relabel": a.relabel}
     meta = {"task": table.spec.name, "spec": table.spec.to_dict(), "layout": table.layout.to_dict(),
             "label_family": a.label, "maze": table.meta.get("maze"), "train_config": config.to_dict(),
             "metrics": metrics,
