@@ -50,6 +50,8 @@ class _LibraryDefaultsFormatter(argparse.HelpFormatter):
 
 
 def register(sub) -> None:
+    from prm_critic.robotics.families import label_families
+
     p = sub.add_parser(
         "train-critic",
         help="train a state critic (MLP) on collected + labelled steps, evaluate on held-out episodes",
@@ -59,7 +61,7 @@ def register(sub) -> None:
         formatter_class=_LibraryDefaultsFormatter,
     )
     p.add_argument("--data", required=True, help="data folder written by `prm-critic collect` (and `label`)")
-    p.add_argument("--label", required=True, choices=["subgoal", "mc", "mc_bisect", "outcome"], help="success label family")
+    p.add_argument("--label", required=True, choices=label_families(), help="success label family")
     p.add_argument("--out", required=True, help="checkpoint path (stem, or .safetensors / .json)")
     p.add_argument("--epochs", type=int, help="training epochs")
     p.add_argument("--pairwise-weight", type=float,

@@ -46,7 +46,7 @@ def train_critic_from_data(data, label: str, out, *, config, holdout: float = 0.
 
     Args:
         data: data folder written by :func:`prm_critic.robotics.collect` (and ``label``).
-        label: success label family: ``"subgoal"``, ``"mc"`` or ``"outcome"``.
+        label: success label family, a registered one (:func:`prm_critic.robotics.families.label_families`).
         out: checkpoint path (stem, or ``.safetensors`` / ``.json``).
         config: a :class:`~prm_critic.models.train.TrainConfig`.
         holdout: fraction of episodes held out for evaluation.
