@@ -160,7 +160,7 @@ def main() -> None:
                 m = json.loads(mpath.read_text())["metrics"]
             else:
                 cfg = TrainConfig(epochs=args.epochs, seed=args.seed, pairwise_weight=args.pairwise_weight)
-                m = train_critic_from_data(data, fam, ckpt, config=cfg, holdout=args.holdout, seed=args.seed)["metrics"]
+                m = train_critic_from_data(data, fam, ckpt, config=cfg, holdout=args.holdout, split_seed=args.seed)["metrics"]
             rows.append({"task": task, "family": fam, "auroc": m["auroc_success"], "auroc_early": m["auroc_success_early"],
                          "spearman": m["spearman_progress_time"], "episodes": args.episodes, "success_rate": ep_rate,
                          "label_s": times[fam]})

@@ -121,7 +121,7 @@ def main(argv=None) -> int:
             for seed in range(args.seeds):
                 cfg = TrainConfig(epochs=args.epochs, pairwise_weight=w, seed=seed)
                 r = train_critic_from_data(data, fam, work / "critics" / f"{fam}_w{w}_s{seed}", config=cfg,
-                                           holdout=args.holdout, seed=seed, progress_bar=False)
+                                           holdout=args.holdout, split_seed=seed, progress_bar=False)
                 res.append(r["metrics"])
             if not results0:
                 results0.append(res[0])

@@ -145,7 +145,7 @@ def measure(a) -> dict:
     ckpt = out / "critic_outcome"
     if not ckpt.with_suffix(".json").exists():
         train_critic_from_data(scripted, "outcome", ckpt, config=TrainConfig(epochs=a.epochs, seed=a.seed),
-                               holdout=0.25, seed=a.seed)
+                               holdout=0.25, split_seed=a.seed)
     # the policy is copied beside the data, so that a later retrain of the run does not change this benchmark
     pol_dir = out / "policy"
     pol_dir.mkdir(parents=True, exist_ok=True)

@@ -159,7 +159,7 @@ def main() -> None:
                     m = json.loads(mpath.read_text())["metrics"]
                 else:
                     cfg = TrainConfig(epochs=args.epochs, seed=s, pairwise_weight=args.pairwise_weight)
-                    m = train_critic_from_data(data, fam, ckpt, config=cfg, holdout=args.holdout, seed=args.split_seed,
+                    m = train_critic_from_data(data, fam, ckpt, config=cfg, holdout=args.holdout, split_seed=args.split_seed,
                                                progress_bar=False)["metrics"]
                 aurocs.append(m["auroc_success"])
                 early.append(m["auroc_success_early"])

@@ -26,8 +26,8 @@ from prm_critic.cli import main
 d = {str(tmp_path / 'd')!r}
 assert main(["collect", "--task", "PointMaze_UMaze-v3", "--out", d, "--episodes", "2", "--shard-size", "1",
              "--max-episode-steps", "12", "--no-progress"]) == 0
-for fam in ("mc", "subgoal", "outcome"):
-    assert main(["label", "--data", d, "--family", fam, "--k", "1", "--stride", "4", "--no-progress"]) == 0
+for fam, opts in (("mc", ["--k", "1", "--stride", "4"]), ("subgoal", []), ("outcome", [])):
+    assert main(["label", "--data", d, "--family", fam, *opts, "--no-progress"]) == 0
 print(sorted(m for m in sys.modules if m == "ray" or m.startswith("ray.")))
 """)
     assert proc.returncode == 0, proc.stderr[-2000:]

@@ -165,8 +165,8 @@ def test_train_critic_cli_uses_the_library_defaults(monkeypatch, tmp_path):
     seen = {}
 
     def capture(data, label, out, *, config, holdout=inspect.signature(cmd.train_critic_from_data).parameters["holdout"].default,
-                seed=0, progress_bar=True):
-        seen.update(config=config, holdout=holdout, seed=seed)
+                split_seed=None, progress_bar=True):
+        seen.update(config=config, holdout=holdout, split_seed=split_seed)
         raise KeyError("stop after the configuration")  # the CLI turns it into exit code 2
 
     monkeypatch.setattr(cmd, "train_critic_from_data", capture)
@@ -176,7 +176,7 @@ def test_train_critic_cli_uses_the_library_defaults(monkeypatch, tmp_path):
     assert seen["config"].to_dict() == lib.to_dict(), {
         k: (v, lib.to_dict()[k]) for k, v in seen["config"].to_dict().items() if v != lib.to_dict()[k]}
     assert seen["holdout"] == inspect.signature(cmd.train_critic_from_data).parameters["holdout"].default
-    assert seen["seed"] == lib.seed
+    assert seen["split_seed"] == lib.seed  # the split seed defaults to the training seed
     correct(16, "train-critic with default options", "trains with TrainConfig() (pairwise weight "
             f"{lib.pairwise_weight}) and the library's holdout")
 
@@ -189,8 +189,8 @@ def test_train_critic_cli_options_reach_the_config(monkeypatch, tmp_path):
 
     seen = {}
 
-    def capture(data, label, out, *, config, seed=0, progress_bar=True, **kw):
-        seen.update(config=config, seed=seed, **kw)
+    def capture(data, label, out, *, config, split_seed=None, progress_bar=True, **kw):
+        seen.update(config=config, split_seed=split_seed, **kw)
         raise KeyError("stop")
 
     monkeypatch.setattr(cmd, "train_critic_from_data", capture)
@@ -198,7 +198,7 @@ def test_train_critic_cli_options_reach_the_config(monkeypatch, tmp_path):
           "--pairwise-weight", "0", "--hidden", "8,4", "--holdout", "0.3", "--seed", "5"])
     cfg = seen["config"]
     assert (cfg.epochs, cfg.pairwise_weight, cfg.hidden, cfg.seed) == (3, 0.0, (8, 4), 5)
-    assert seen["holdout"] == 0.3 and seen["seed"] == 5
+    assert seen["holdout"] == 0.3 and seen["split_seed"] == 5
 
 
 @pytest.mark.parametrize("command, module, function", [

@@ -201,3 +201,22 @@ def test_beam_never_ends_empty_before_the_depth_cap_unless_the_budget_ran_out(th
     assert all(e["all_pruned"] == e["all_pruned_kept_best"] for e in events)
     if mode == "relative":
         assert out["all_pruned_kept_best"] == 0
+
+
+def test_beam_config_is_checked_normalised_and_frozen():
+    """The graph's nodes share one checked BeamConfig: ints normalised, the threshold a float, no later edits."""
+    import dataclasses
+
+    import numpy as np
+
+    from prm_critic.langgraph.beam import BeamConfig
+
+    cfg = BeamConfig(beam_width=np.int64(2), dead_end_threshold=1, budget=np.int32(5))
+    assert (type(cfg.beam_width), type(cfg.budget), type(cfg.dead_end_threshold)) == (int, int, float)
+    assert (cfg.beam_width, cfg.budget, cfg.dead_end_threshold) == (2, 5, 1.0)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cfg.beam_width = 4  # type: ignore[misc]
+    with pytest.raises(ValueError, match=r"on_all_pruned: expected one of \['keep_best', 'stop'\], got 'keep'"):
+        BeamConfig(on_all_pruned="keep")
+    with pytest.raises(ValueError, match=r"budget: expected an int or None >= 1"):
+        BeamConfig(budget=0.5)

@@ -453,3 +453,53 @@ def test_cli_train_critic_bad_input_is_one_line(pointmaze_data, tmp_path, capsys
     assert rc == 2 and "epochs: expected an int >= 1, got 0" in capsys.readouterr().err
     rc = main(["train-critic", "--data", str(tmp_path / "nowhere"), "--label", "outcome", "--out", str(tmp_path / "c")])
     assert rc == 2 and capsys.readouterr().err.count("\n") == 1
+
+
+def test_split_seed_and_training_seed_are_independent(pointmaze_data, tmp_path, capsys):
+    """The held-out split follows --split-seed only, the weights follow --seed; without --split-seed
+    the split seed is the training seed (as before the option existed)."""
+    import warnings
+
+    from prm_critic.cli import main
+    from prm_critic.models.pipeline import train_critic_from_data
+    from prm_critic.models.train import TrainConfig
+    from prm_critic.validate import ArgumentError
+
+    def run(name, *extra):
+        out = tmp_path / name
+        rc = main(["train-critic", "--data", str(pointmaze_data), "--label", "outcome", "--out", str(out),
+                   "--epochs", "1", "--hidden", "8", "--holdout", "0.25", "--no-progress", *extra])
+        assert rc == 0
+        crit = load_state_critic(out)
+        doc = json.loads((tmp_path / f"{name}.metrics.json").read_text())
+        weights = np.concatenate([p.detach().numpy().ravel() for p in crit.net.parameters()])
+        return crit.meta, doc, weights
+
+    default, default_doc, _ = run("default", "--seed", "3")
+    assert default["data"]["split_seed"] == 3 and default["train_config"]["seed"] == 3
+    assert default_doc["split_seed"] == 3 and default_doc["train_config"]["seed"] == 3
+    assert "split seed 3, training seed 3" in capsys.readouterr().out
+    a, a_doc, wa = run("a", "--seed", "3", "--split-seed", "5")
+    b, _, wb = run("b", "--seed", "4", "--split-seed", "5")
+    assert a["data"]["split_seed"] == b["data"]["split_seed"] == a_doc["split_seed"] == 5
+    assert (a["train_config"]["seed"], b["train_config"]["seed"]) == (3, 4)
+    # same split seed, other training seed: the same held-out episodes, other weights
+    assert a["data"]["test_episodes"] == b["data"]["test_episodes"]
+    assert not np.array_equal(wa, wb)
+    # same training seed, other split seed: other held-out episodes
+    assert a["data"]["test_episodes"] != default["data"]["test_episodes"]
+
+    # library: split_seed is checked; the old name still works, with a warning, but not together with it
+    cfg = TrainConfig(epochs=1, hidden=(8,), seed=3)
+    for bad in (-1, True, 1.5):
+        with pytest.raises(ArgumentError, match=r"split_seed: expected an int >= 0"):
+            train_critic_from_data(pointmaze_data, "outcome", tmp_path / "bad", config=cfg, split_seed=bad)
+    with pytest.raises(ArgumentError, match=r"seed: the deprecated name of split_seed, given together with it"):
+        train_critic_from_data(pointmaze_data, "outcome", tmp_path / "bad", config=cfg, seed=5, split_seed=5)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        old = train_critic_from_data(pointmaze_data, "outcome", tmp_path / "old", config=cfg, holdout=0.25, seed=5,
+                                     progress_bar=False)
+    assert any(issubclass(w.category, DeprecationWarning) and "split_seed" in str(w.message) for w in caught)
+    assert old["meta"]["data"]["test_episodes"] == a["data"]["test_episodes"]
+    assert not list(tmp_path.glob("bad*"))

@@ -116,7 +116,7 @@ def run(args) -> int:
     ckpt = out / "critic_mc"
     print(f"[3/4] training a state critic on the MC labels -> {ckpt}.safetensors / .json")
     res = train_critic_from_data(data, "mc", ckpt, config=TrainConfig(epochs=args.epochs, seed=args.seed),
-                                 seed=args.seed, progress_bar=progress)
+                                 split_seed=args.seed, progress_bar=progress)
     m = res["metrics"]
 
     def f(key):

@@ -50,6 +50,8 @@ class _LibraryDefaultsFormatter(argparse.HelpFormatter):
 
 
 def register(sub) -> None:
+    from prm_critic.robotics.families import label_families
+
     p = sub.add_parser(
         "train-critic",
         help="train a state critic (MLP) on collected + labelled steps, evaluate on held-out episodes",
@@ -59,7 +61,7 @@ def register(sub) -> None:
         formatter_class=_LibraryDefaultsFormatter,
     )
     p.add_argument("--data", required=True, help="data folder written by `prm-critic collect` (and `label`)")
-    p.add_argument("--label", required=True, choices=["subgoal", "mc", "mc_bisect", "outcome"], help="success label family")
+    p.add_argument("--label", required=True, choices=label_families(), help="success label family")
     p.add_argument("--out", required=True, help="checkpoint path (stem, or .safetensors / .json)")
     p.add_argument("--epochs", type=int, help="training epochs")
     p.add_argument("--pairwise-weight", type=float,
@@ -67,7 +69,10 @@ def register(sub) -> None:
                    "most of the rank-correlation gain for little label error, see docs/results/state_critic_pairwise.md)")
     p.add_argument("--pairwise-margin", type=float, help="logit margin of the ranking loss")
     p.add_argument("--holdout", type=float, help="fraction of episodes held out for evaluation")
-    p.add_argument("--seed", type=int, help="seed of the split, init and batches")
+    p.add_argument("--seed", type=int, help="training seed: weight init, batch order, pair sampling, early-stopping split")
+    p.add_argument("--split-seed", type=int, default=None,
+                   help="seed of the held-out episode split, independent of --seed (default: the value of --seed, "
+                        "so a run without it splits as before)")
     p.add_argument("--hidden", type=str, help="hidden sizes, comma-separated")
     p.add_argument("--activation", help="relu, tanh, silu or elu")
     p.add_argument("--lr", type=float, help="learning rate")
@@ -99,16 +104,17 @@ def run(args) -> int:
         given["hidden"] = _hidden(given["hidden"])
     holdout = given.pop("holdout", None)
     config = TrainConfig(**given)
-    seed = config.seed
+    split_seed = config.seed if args.split_seed is None else args.split_seed
     extra = {} if holdout is None else {"holdout": holdout}
-    res = train_critic_from_data(args.data, args.label, args.out, config=config, seed=seed,
+    res = train_critic_from_data(args.data, args.label, args.out, config=config, split_seed=split_seed,
                                  progress_bar=not args.no_progress, **extra)
     m = res["metrics"]
 
     def f(v):
         return "n/a" if v is None else f"{v:.3f}"
 
-    print(f"held-out ({m['n_episodes']} episodes, {m['n_success_episodes']} successful, {m['n_steps']} steps): "
+    print(f"held-out ({m['n_episodes']} episodes, {m['n_success_episodes']} successful, {m['n_steps']} steps; "
+          f"split seed {split_seed}, training seed {config.seed}): "
           f"AUROC success {f(m['auroc_success'])} (first 25%: {f(m['auroc_success_early'])}), "
           f"Spearman(progress, t) {f(m['spearman_progress_time'])}, Brier {f(m['brier_success'])}, "
           f"progress MAE {f(m['progress_mae'])}")

@@ -48,6 +48,7 @@ so with a checkpointer they must be serializable (plain data).
 from __future__ import annotations
 
 import operator
+from dataclasses import dataclass
 from typing import Annotated, Any, Callable, Sequence
 
 from typing_extensions import TypedDict
@@ -151,36 +152,48 @@ def build_beam_search_graph(
         an uncompiled ``StateGraph``; compile it with your checkpointer, invoke with
         ``{"prompt": ..., "root": env_state}`` and a ``recursion_limit`` above ``2 * max_depth + 2``.
     """
-    expand, critic, beam_width, branch_factor, max_depth, dead_end_threshold, budget, head = _check_beam_args(
-        expand, critic, beam_width, branch_factor, max_depth, dead_end_threshold, budget, is_terminal, aggregate, head
-    )
-    dead_end_mode = check_choice("dead_end_mode", dead_end_mode, DEAD_END_MODES)
-    on_all_pruned = check_choice("on_all_pruned", on_all_pruned, ON_ALL_PRUNED)
-    prune = _make_prune_node(critic, beam_width=beam_width, max_depth=max_depth,
-                             dead_end_threshold=dead_end_threshold, budget=budget,
-                             is_terminal=is_terminal, aggregate=aggregate, head=head,
-                             dead_end_mode=dead_end_mode, on_all_pruned=on_all_pruned)
-    fan_out = _make_fan_out(branch_factor=branch_factor, budget=budget)
-    return _wire_beam_graph(_beam_init, _make_expand_node(expand), prune, fan_out)
-
-
-def _check_beam_args(expand, critic, beam_width, branch_factor, max_depth, dead_end_threshold, budget,
-                     is_terminal, aggregate, head):
-    """Check :func:`build_beam_search_graph`'s arguments; return the normalised ones."""
     if not callable(expand):
         raise TypeError(f"expand: expected a callable expand(env_state, history, k), got {type(expand).__name__} {expand!r}")
     critic = check_critic(critic)
-    beam_width = check_int("beam_width", beam_width, minimum=1)
-    branch_factor = check_int("branch_factor", branch_factor, minimum=1)
-    max_depth = check_int("max_depth", max_depth, minimum=1)
-    dead_end_threshold = check_prob("dead_end_threshold", dead_end_threshold)
-    budget = check_int("budget", budget, minimum=1, allow_none=True)
-    if is_terminal is not None and not callable(is_terminal):
-        raise TypeError(f"is_terminal: expected a callable is_terminal(env_state) -> bool or None, got {is_terminal!r}")
-    if aggregate not in AGGREGATES:
-        raise ValueError(f"aggregate: expected one of {sorted(AGGREGATES)}, got {aggregate!r}")
-    head = check_head(head)
-    return expand, critic, beam_width, branch_factor, max_depth, dead_end_threshold, budget, head
+    cfg = BeamConfig(beam_width=beam_width, branch_factor=branch_factor, max_depth=max_depth,
+                     dead_end_threshold=dead_end_threshold, budget=budget, is_terminal=is_terminal,
+                     aggregate=aggregate, head=head, dead_end_mode=dead_end_mode, on_all_pruned=on_all_pruned)
+    return _wire_beam_graph(_beam_init, _make_expand_node(expand), _make_prune_node(critic, cfg), _make_fan_out(cfg))
+
+
+@dataclass(frozen=True)
+class BeamConfig:
+    """The checked search parameters of :func:`build_beam_search_graph` (its arguments of the same
+    names), passed whole to the graph's nodes. Checked in field order; ints and the threshold are
+    normalised."""
+
+    beam_width: int = 3
+    branch_factor: int = 3
+    max_depth: int = 8
+    dead_end_threshold: float = 0.2
+    budget: int | None = None
+    is_terminal: Callable[[Any], bool] | None = None
+    aggregate: str = "min"
+    head: str = "success"
+    dead_end_mode: str = "absolute"
+    on_all_pruned: str = "keep_best"
+
+    def __post_init__(self) -> None:
+        fix = {"beam_width": check_int("beam_width", self.beam_width, minimum=1),
+               "branch_factor": check_int("branch_factor", self.branch_factor, minimum=1),
+               "max_depth": check_int("max_depth", self.max_depth, minimum=1),
+               "dead_end_threshold": check_prob("dead_end_threshold", self.dead_end_threshold),
+               "budget": check_int("budget", self.budget, minimum=1, allow_none=True)}
+        if self.is_terminal is not None and not callable(self.is_terminal):
+            raise TypeError(f"is_terminal: expected a callable is_terminal(env_state) -> bool or None, "
+                            f"got {self.is_terminal!r}")
+        if self.aggregate not in AGGREGATES:
+            raise ValueError(f"aggregate: expected one of {sorted(AGGREGATES)}, got {self.aggregate!r}")
+        fix["head"] = check_head(self.head)
+        fix["dead_end_mode"] = check_choice("dead_end_mode", self.dead_end_mode, DEAD_END_MODES)
+        fix["on_all_pruned"] = check_choice("on_all_pruned", self.on_all_pruned, ON_ALL_PRUNED)
+        for name, value in fix.items():
+            object.__setattr__(self, name, value)
 
 
 def _beam_init(state: BeamState) -> dict:
@@ -230,25 +243,25 @@ def _make_expand_node(expand):
     return expand_node
 
 
-def _beam_stop_reason(state, *, solved, beam, proposed, depth, used, budget, max_depth) -> str:
+def _beam_stop_reason(state, cfg: BeamConfig, *, solved, beam, proposed, depth, used) -> str:
     """The first stop reason that applies after a prune (``""``: keep searching)."""
     if solved:
         return "solved"
-    if budget is not None and used >= budget:
+    if cfg.budget is not None and used >= cfg.budget:
         return "budget"
     if not beam:
         return "dead_ends" if proposed else "no_proposals"
-    if depth >= max_depth:
+    if depth >= cfg.max_depth:
         return "max_depth"
     if _too_few(state):
         return "recursion_limit"
     return ""
 
 
-def _make_prune_node(critic, *, beam_width, max_depth, dead_end_threshold, budget, is_terminal, aggregate, head,
-                     dead_end_mode="absolute", on_all_pruned="keep_best"):
-    """The ``prune`` node: score the new candidates in one batch and keep the best ``beam_width``."""
+def _make_prune_node(critic, cfg: BeamConfig):
+    """The ``prune`` node: score the new candidates in one batch and keep the best ``cfg.beam_width``."""
     Overwrite = _types.Overwrite
+    is_terminal, dead_end_threshold = cfg.is_terminal, cfg.dead_end_threshold
 
     def prune(state: BeamState) -> dict:
         cands = list(state.get("candidates") or [])
@@ -256,35 +269,34 @@ def _make_prune_node(critic, *, beam_width, max_depth, dead_end_threshold, budge
         depth = int(state.get("depth", 0)) + 1
         if cands:
             steps = [TextStep(prompt, tuple(c["steps"][:-1]), c["steps"][-1]) for c in cands]
-            new = score_text_steps(critic, steps).get(head)
+            new = score_text_steps(critic, steps).get(cfg.head)
         else:
             new = []
         scored = []
         for c, s in zip(cands, new):
             ss = c["step_scores"] + [float(s)]
-            scored.append({**c, "step_scores": ss, "score": float(_aggregate(ss, aggregate)),
+            scored.append({**c, "step_scores": ss, "score": float(_aggregate(ss, cfg.aggregate)),
                            "terminal": bool(is_terminal(c["state"])) if is_terminal is not None else False})
         solved = [c for c in scored if c["terminal"]]
         open_ = [c for c in scored if not c["terminal"]]
         cut = dead_end_threshold
-        if dead_end_mode == "relative" and open_:
+        if cfg.dead_end_mode == "relative" and open_:
             cut = dead_end_threshold * max(c["step_scores"][-1] for c in open_)
         alive = [c for c in open_ if c["step_scores"][-1] >= cut]
         all_pruned = bool(open_) and not alive
-        kept_best = all_pruned and not solved and on_all_pruned == "keep_best"
+        kept_best = all_pruned and not solved and cfg.on_all_pruned == "keep_best"
         if kept_best:  # never give up silently: keep the best dead end, and say so
             alive = [max(open_, key=lambda c: c["score"])]  # max: the first of equals (proposal order)
         n_dead = len(open_) - len(alive)
         alive.sort(key=lambda c: -c["score"])  # stable: ties keep proposal order
-        beam = alive[:beam_width]
+        beam = alive[:cfg.beam_width]
         best_prev = state.get("best")
         pool = solved or beam
         best = max(pool, key=lambda c: c["score"]) if pool else best_prev
         if best_prev is not None and best is not None and not solved and best_prev["score"] > best["score"]:
             best = best_prev
         used = int(state.get("policy_calls", 0))
-        reason = _beam_stop_reason(state, solved=solved, beam=beam, proposed=bool(scored), depth=depth, used=used,
-                                   budget=budget, max_depth=max_depth)
+        reason = _beam_stop_reason(state, cfg, solved=solved, beam=beam, proposed=bool(scored), depth=depth, used=used)
         out = {
             "beam": Overwrite(beam),
             "candidates": Overwrite([]),
@@ -306,9 +318,10 @@ def _make_prune_node(critic, *, beam_width, max_depth, dead_end_threshold, budge
     return prune
 
 
-def _make_fan_out(*, branch_factor, budget):
+def _make_fan_out(cfg: BeamConfig):
     """The router after ``init``/``prune``: one ``Send`` per beam item within the budget, or ``END``."""
     Send = _types.Send
+    branch_factor, budget = cfg.branch_factor, cfg.budget
 
     def fan_out(state: BeamState):
         if state.get("stop_reason"):

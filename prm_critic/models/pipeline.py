@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import json
 import math
+import warnings
 from pathlib import Path
 
 import numpy as np
 
+from prm_critic import validate
 from prm_critic._io import atomic_write_bytes
 from prm_critic.models.checkpoint import checkpoint_paths, save_state_critic
 from prm_critic.models.evaluate import evaluate_state_critic, mean_episode_spearman, plot_episode_scores
@@ -39,19 +41,36 @@ def _json_safe(v):
     return v
 
 
-def train_critic_from_data(data, label: str, out, *, config, holdout: float = 0.2, seed: int = 0,
-                           progress_bar: bool = True) -> dict:
+def _split_seed(split_seed: int | None, seed: int | None) -> int:
+    """The split seed from ``split_seed`` or its deprecated name ``seed`` (default 0)."""
+    if seed is not None:
+        if split_seed is not None:
+            raise validate.ArgumentError(f"seed: the deprecated name of split_seed, given together with it "
+                                         f"(seed={seed!r}, split_seed={split_seed!r}); pass split_seed only")
+        warnings.warn("train_critic_from_data(seed=...) is deprecated; pass split_seed= (the seed of the held-out "
+                      "episode split; config.seed seeds training)", DeprecationWarning, stacklevel=3)
+        split_seed = seed
+    return validate.check_int("split_seed", 0 if split_seed is None else split_seed, minimum=0)
+
+
+def train_critic_from_data(data, label: str, out, *, config, holdout: float = 0.2, split_seed: int | None = None,
+                           progress_bar: bool = True, seed: int | None = None) -> dict:
     """Train a state critic on a collected, labelled data folder, evaluate it on held-out episodes
     and write the checkpoint, its metrics and a plot (what ``prm-critic train-critic`` runs).
 
     Args:
         data: data folder written by :func:`prm_critic.robotics.collect` (and ``label``).
-        label: success label family: ``"subgoal"``, ``"mc"`` or ``"outcome"``.
+        label: success label family, a registered one (:func:`prm_critic.robotics.families.label_families`).
         out: checkpoint path (stem, or ``.safetensors`` / ``.json``).
         config: a :class:`~prm_critic.models.train.TrainConfig`.
         holdout: fraction of episodes held out for evaluation.
-        seed: seed of the episode split (and of the plot's episode choice).
+        split_seed: seed of the held-out episode split (and of the plot's episode choice), an int >= 0,
+            default 0. It is independent of ``config.seed`` (weight init, batch order, pair sampling and
+            the early-stopping split of the training episodes): vary one with the other fixed to tell
+            the split's effect from the initialisation's. ``prm-critic train-critic --split-seed``
+            defaults to its ``--seed``.
         progress_bar: show a tqdm bar over epochs.
+        seed: deprecated name of ``split_seed``.
 
     Returns:
         ``{"checkpoint", "metrics_path", "plot_path", "metrics", "meta"}``: the ``.safetensors``
@@ -60,13 +79,14 @@ def train_critic_from_data(data, label: str, out, *, config, holdout: float = 0.
     """
     from prm_critic.robotics.dataset import load_steps, split_episodes
 
+    split_seed = _split_seed(split_seed, seed)
     table = load_steps(data, label)
     if not np.all(np.isfinite(table.progress)):
         raise ValueError(f"data: spec {table.spec.name!r} has no subgoals, so there is no progress label to train on; "
                          "add [[subgoals]] to the spec")
     if not table.mask.any():
         raise ValueError(f"label: the {label!r} labels of {str(data)!r} mark no step as labelled (mask all False)")
-    train, test = split_episodes(table, holdout=holdout, seed=seed)
+    train, test = split_episodes(table, holdout=holdout, seed=split_seed)
     w_path, j_path = checkpoint_paths(out)
     stem = w_path.with_suffix("")
     net, history = train_state_critic(
@@ -93,15 +113,15 @@ def train_critic_from_data(data, label: str, out, *, config, holdout: float = 0.
         "train_config": config.to_dict(),
         "metrics": metrics,
         "data": {"path": Path(data).name, "policy": table.meta.get("policy"), "seed": table.meta.get("seed"),
-                 "holdout": holdout, "split_seed": seed, "test_episodes": [int(e) for e in test.episodes]},
+                 "holdout": holdout, "split_seed": split_seed, "test_episodes": [int(e) for e in test.episodes]},
     }
     save_state_critic(stem, net, meta)
     metrics_path = stem.with_name(stem.name + ".metrics.json")
     doc = {"metrics": metrics, "history": _json_safe(history), "label_family": label, "task": table.spec.name,
-           "train_config": config.to_dict()}
+           "train_config": config.to_dict(), "holdout": holdout, "split_seed": split_seed}
     atomic_write_bytes(metrics_path, json.dumps(doc, indent=2, sort_keys=True).encode())
     plot_path = stem.with_name(stem.name + ".scores.png")
     plot_episode_scores(critic, test.x, test.episode, test.t, test.ep_success, plot_path, n=6,
-                        progress_label=test.progress, seed=seed,
+                        progress_label=test.progress, seed=split_seed,
                         title=f"{table.spec.name}: held-out episodes ({label} labels)")
     return {"checkpoint": w_path, "metrics_path": metrics_path, "plot_path": plot_path, "metrics": metrics, "meta": meta}

@@ -460,8 +460,9 @@ def _train(x, progress, success, *, episode, t, ep_success, mask, config: TrainC
         sp = Path(state_path)
         _resume(sp, net, opt, loop)
 
-    stopped = _run_epochs(net, opt, losses, tr, va, pairs if use_pairs else None, config, loop, sp,
-                          progress_bar=progress_bar, on_epoch_end=on_epoch_end)
+    run = _Run(net=net, opt=opt, losses=losses, tr=tr, va=va, pairs=pairs if use_pairs else None, config=config,
+               state_path=sp, progress_bar=progress_bar, on_epoch_end=on_epoch_end)
+    stopped = _run_epochs(run, loop)
     if loop.best_state is not None:
         net.load_state_dict(loop.best_state)
     history = loop.history
@@ -485,6 +486,22 @@ class _Loop:
     best_state: dict | None = None
     bad_epochs: int = 0
     start_epoch: int = 0
+
+
+@dataclass(frozen=True)
+class _Run:
+    """What one training run fixes before its first epoch, passed whole to :func:`_run_epochs`."""
+
+    net: StateCriticNet
+    opt: Any
+    losses: Callable[..., Any]  # _make_losses
+    tr: np.ndarray  # training rows
+    va: np.ndarray  # validation rows (early stopping), possibly empty
+    pairs: _PairIndex | None  # None: no ranking loss
+    config: TrainConfig
+    state_path: Path | None  # where the resumable training state is saved
+    progress_bar: bool
+    on_epoch_end: Callable[[int, dict], None] | None
 
 
 def _init_net(arrs, tr: np.ndarray, config: TrainConfig, device) -> StateCriticNet:
@@ -592,29 +609,29 @@ def _validate(net: StateCriticNet, losses, va: np.ndarray, epoch: int, loop: _Lo
     return val
 
 
-def _run_epochs(net: StateCriticNet, opt, losses, tr, va, pairs, config: TrainConfig, loop: _Loop, sp,
-                *, progress_bar, on_epoch_end) -> bool:
-    """Train from ``loop.start_epoch`` to ``config.epochs``; returns whether early stopping fired."""
+def _run_epochs(run: _Run, loop: _Loop) -> bool:
+    """Train from ``loop.start_epoch`` to ``run.config.epochs``; returns whether early stopping fired."""
+    config, net = run.config, run.net
     bar = None
-    if progress_bar:
+    if run.progress_bar:
         tqdm = require("tqdm.auto", "torch").tqdm
 
         bar = tqdm(total=config.epochs, initial=loop.start_epoch, desc="train critic", unit="epoch")
     stopped = False
     try:
         for epoch in range(loop.start_epoch, config.epochs):
-            sums = _train_epoch(net, opt, losses, tr, pairs, config, loop.rng)
+            sums = _train_epoch(net, run.opt, run.losses, run.tr, run.pairs, config, loop.rng)
             history = loop.history
             history["bce_progress"].append(float(sums[0]))
             history["bce_success"].append(float(sums[1]))
             history["pairwise"].append(float(sums[2]))
             history["loss"].append(float(sums[0] + sums[1] + config.pairwise_weight * sums[2]))
-            val = _validate(net, losses, va, epoch, loop)
+            val = _validate(net, run.losses, run.va, epoch, loop)
             history["val_loss"].append(val)
             if config.patience is not None and loop.bad_epochs >= config.patience:
                 stopped = True
-            if sp is not None:
-                _save_state(sp, net, opt, loop.best_state, {
+            if run.state_path is not None:
+                _save_state(run.state_path, net, run.opt, loop.best_state, {
                     "fingerprint": loop.fingerprint, "epoch": epoch + 1, "history": history,
                     "rng": loop.rng.bit_generator.state,
                     "best_val": None if loop.best_val == math.inf else loop.best_val,
@@ -625,8 +642,8 @@ def _run_epochs(net: StateCriticNet, opt, losses, tr, va, pairs, config: TrainCo
                     post["val"] = f"{val:.4f}"
                 bar.set_postfix(post)
                 bar.update(1)
-            if on_epoch_end is not None:
-                on_epoch_end(epoch + 1, history)
+            if run.on_epoch_end is not None:
+                run.on_epoch_end(epoch + 1, history)
             if stopped:
                 break
     finally:

@@ -17,7 +17,8 @@ the state, so a controller can start from any snapshot), then add per-episode no
 so that some episodes are nearly clean and others mostly noise. Everything random comes from the
 ``numpy.random.Generator`` passed to ``reset``: collection is reproducible.
 
-Registry keys: ``fetch_reach``, ``fetch_push``, ``fetch_pick_and_place``, ``pointmaze``, ``random``.
+Registry (:data:`CONTROLLERS`, add one with :func:`register_controller`): ``fetch_reach``, ``fetch_push``,
+``fetch_pick_and_place``, ``pointmaze``, ``random``.
 :class:`SB3Controller` wraps any stable-baselines3 model (``model.predict(obs, deterministic=False)``).
 :func:`load_sb3_model` loads a stable-baselines3 ``.zip``; that unpickles objects stored in the file,
 which can run arbitrary code, so it needs ``trust_pickle=True`` (CLI: ``--trust-pickle``). A
@@ -40,7 +41,7 @@ from prm_critic.robotics.spec import TaskSpec, load_spec
 __all__ = [
     "Controller", "RandomController", "FetchReachController", "FetchPushController",
     "FetchPickAndPlaceController", "PointMazeController", "SB3Controller",
-    "CONTROLLERS", "make_controller", "load_sb3_model", "UntrustedPickleError", "check_pickle_trust",
+    "CONTROLLERS", "register_controller", "unregister_controller", "make_controller", "load_sb3_model", "UntrustedPickleError", "check_pickle_trust",
 ]
 
 
@@ -321,14 +322,42 @@ class SB3Controller:
         return np.asarray(action, dtype=np.float32)
 
 
-#: name -> controller class
-CONTROLLERS: dict[str, Callable[..., Any]] = {
-    "random": RandomController,
-    "fetch_reach": FetchReachController,
-    "fetch_push": FetchPushController,
-    "fetch_pick_and_place": FetchPickAndPlaceController,
-    "pointmaze": PointMazeController,
-}
+#: name -> controller class (or factory ``cls(env, **params)``); add one with :func:`register_controller`
+CONTROLLERS: dict[str, Callable[..., Any]] = {}
+
+
+def register_controller(name: str, cls: Callable[..., Any], *, replace: bool = False) -> Callable[..., Any]:
+    """Register the controller ``cls`` as ``name`` (the spec's ``controller = { name = ... }``).
+
+    ``cls(env, **params)`` builds one (``params``: the spec's controller table without ``name``); it needs
+    ``reset(obs, rng)`` and ``act(obs)`` (subclass :class:`Controller` for noise handling). Returns ``cls``.
+
+    Raises:
+        ArgumentError: ``name`` is not a non-empty string, ``cls`` is not callable, or ``name`` is
+            already registered and ``replace`` is not ``True``.
+    """
+    if not isinstance(name, str) or not name.strip():
+        raise validate.ArgumentError(f"name: expected a non-empty controller name string, got {name!r}")
+    if not callable(cls):
+        raise validate.ArgumentError(f"cls: expected a controller class or factory cls(env, **params) for "
+                                     f"controller {name!r}, got {cls!r}")
+    validate.check_flag("replace", replace)
+    if name in CONTROLLERS and not replace:
+        raise validate.ArgumentError(f"name: a controller named {name!r} is already registered "
+                                     f"({CONTROLLERS[name]!r}); pass replace=True to replace it")
+    CONTROLLERS[name] = cls
+    return cls
+
+
+def unregister_controller(name: str) -> Callable[..., Any]:
+    """Remove and return the controller registered as ``name`` (an unknown name is refused, with a near miss)."""
+    return CONTROLLERS.pop(validate.check_choice("controller", name, sorted(CONTROLLERS)))
+
+
+for _name, _cls in (("random", RandomController), ("fetch_reach", FetchReachController),
+                    ("fetch_push", FetchPushController), ("fetch_pick_and_place", FetchPickAndPlaceController),
+                    ("pointmaze", PointMazeController)):
+    register_controller(_name, _cls)
 
 
 def make_controller(spec: "str | TaskSpec", env, name: str | None = None, **params: Any):
@@ -346,8 +375,7 @@ def make_controller(spec: "str | TaskSpec", env, name: str | None = None, **para
     spec_name = table.pop("name")
     if name is None:
         name = spec_name
-    if name not in CONTROLLERS:
-        raise ValueError(f"controller: unknown controller {name!r}; expected one of {sorted(CONTROLLERS)}")
+    validate.check_choice("controller", name, sorted(CONTROLLERS))
     kwargs = {**(table if name == spec_name else {}), **params}
     cls = CONTROLLERS[name]
     try:

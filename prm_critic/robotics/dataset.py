@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from prm_critic import validate
 from prm_critic.robotics.collect import ShardError, load_shard, read_meta
 from prm_critic.robotics.layout import CriticInputLayout
 from prm_critic.robotics.spec import TaskSpec, load_spec
@@ -130,17 +131,18 @@ def _check_width(d: dict[str, np.ndarray], f: Path, meta_path: Path, obs_dim: in
 
 
 def load_steps(out_dir: "str | Path", family: str = "mc") -> StepTable:
-    """All steps of ``out_dir`` with the ``family`` labels (``subgoal``, ``mc`` or ``outcome``).
+    """All steps of ``out_dir`` with the ``family`` labels (a registered label family:
+    :func:`prm_critic.robotics.families.label_families`).
 
     Raises:
         FileNotFoundError: no data, or the family was not labelled yet (names the command to run).
         ShardError: a shard file is corrupt (names the file), label and data shards disagree, or
             ``meta.json`` disagrees with itself or with the data (spec, layout names, sizes, width).
     """
-    from prm_critic.robotics.labels import FAMILIES, subgoal_evaluator
+    from prm_critic.robotics.families import label_families
+    from prm_critic.robotics.labels import subgoal_evaluator
 
-    if family not in FAMILIES:
-        raise ValueError(f"family: expected one of {list(FAMILIES)}, got {family!r}")
+    validate.check_choice("family", family, label_families())
     out = Path(out_dir)
     meta = read_meta(out)
     spec, layout = _check_meta(meta, out / "meta.json")

@@ -28,6 +28,9 @@ and never rounded.
 task per labelled state (:func:`state_tasks`, run by :func:`label_state_task` on a worker's
 :class:`MCLabeler` built by :func:`mc_setup`); :func:`run_shard_tasks` writes a shard's labels once
 all its states are back. Other state-level label modes can reuse these pieces.
+
+The families are a registry (:mod:`prm_critic.robotics.families`): :func:`label` runs the registered
+family's ``run``; :func:`~prm_critic.robotics.families.register_label_family` adds one.
 """
 
 from __future__ import annotations
@@ -48,22 +51,39 @@ from prm_critic.robotics.collect import (
     check_policy_loader,
     load_shard,
     make_policy,
-    policy_id,
     read_meta,
     ship_policy,
     step_success,
     unship_policy,
 )
 from prm_critic.executor import Executor, Pool, Task, make_executor
+from prm_critic.robotics.families import (
+    OPTION_DEFAULTS,
+    LabelJob,
+    families_taking,
+    get_label_family,
+    label_families,
+)
 from prm_critic.robotics.make import make_env
 from prm_critic.robotics.layout import CriticInputLayout
 from prm_critic.robotics.snapshot import Snapshot, Snapshotter, SnapshotUnsupportedError
 from prm_critic.robotics.spec import load_spec
 
-__all__ = ["FAMILIES", "FAMILY_OPTIONS", "OPTION_DEFAULTS", "family_options", "label", "label_params", "unflatten_obs", "MCLabeler", "state_tasks", "label_state_task",
-           "mc_setup", "run_shard_tasks", "label_state_cost_task"]
+# FAMILIES and FAMILY_OPTIONS are read from the registry by the module's __getattr__
+__all__ = ["FAMILIES", "FAMILY_OPTIONS", "OPTION_DEFAULTS", "family_options", "label", "label_params",  # noqa: F822
+           "unflatten_obs", "MCLabeler", "state_tasks", "label_state_task", "mc_setup", "run_shard_tasks",
+           "label_state_cost_task", "run_array_family", "run_mc", "run_bisect"]
 
-FAMILIES = ("subgoal", "mc", "mc_bisect", "outcome")
+
+
+def __getattr__(name: str) -> Any:
+    # FAMILIES and FAMILY_OPTIONS read the registry (prm_critic.robotics.families), so they include families
+    # registered after this module was imported
+    if name == "FAMILIES":
+        return label_families()
+    if name == "FAMILY_OPTIONS":
+        return {f: get_label_family(f).options for f in label_families()}
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def shard_files(out_dir: Path) -> list[Path]:
@@ -98,30 +118,9 @@ def label_params(family: str, *, k: int = 8, stride: int = 1, gamma: float = 0.9
                  resolution: int = 1) -> dict[str, Any]:
     """Validated parameter record of a label family (what ``labels/<family>.json`` stores;
     ``trust_pickle`` is checked, not stored). ``threshold`` and ``resolution``: ``mc_bisect`` only."""
-    if family not in FAMILIES:
-        raise ValueError(f"family: expected one of {list(FAMILIES)}, got {family!r}")
-    if family == "mc_bisect":
-        from prm_critic.robotics.bisect_labels import bisect_params
-
-        if isinstance(stride, bool) or stride != 1:
-            raise ValueError(f"stride: family 'mc_bisect' chooses the states it estimates by binary search, so it "
-                             f"takes no stride (got {stride!r}); set its granularity with resolution")
-        return bisect_params(k=k, seed=seed, threshold=threshold, resolution=resolution,
-                             rollout_policy=rollout_policy, trust_pickle=trust_pickle)
-    if family == "subgoal":
-        return {"family": family}
-    if family == "outcome":
-        if isinstance(gamma, bool) or not isinstance(gamma, (int, float)) or not 0.0 < float(gamma) <= 1.0:
-            raise ValueError(f"gamma: expected a number in (0, 1], got {gamma!r}")
-        return {"family": family, "gamma": float(gamma)}
-    for name, v in (("k", k), ("stride", stride)):
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or int(v) < 1:
-            raise ValueError(f"{name}: expected an integer >= 1, got {v!r}")
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or int(seed) < 0:
-        raise ValueError(f"seed: expected an integer >= 0, got {seed!r}")
-    policy_id(rollout_policy, name="rollout_policy", trust_pickle=trust_pickle)
-    return {"family": family, "k": int(k), "stride": int(stride), "seed": int(seed),
-            "rollout_policy": str(rollout_policy)}
+    options = {"k": k, "stride": stride, "gamma": gamma, "seed": seed, "rollout_policy": rollout_policy,
+               "threshold": threshold, "resolution": resolution}
+    return get_label_family(family).params(options, trust_pickle)
 
 
 class MCLabeler:
@@ -320,29 +319,18 @@ def check_stored_params(out: Path, family: str, params: dict[str, Any]) -> None:
             )
 
 
-#: the options each family takes (:func:`label`), and their defaults
-FAMILY_OPTIONS: dict[str, tuple[str, ...]] = {
-    "subgoal": (),
-    "outcome": ("gamma",),
-    "mc": ("k", "stride", "seed", "rollout_policy"),
-    "mc_bisect": ("k", "seed", "threshold", "resolution", "rollout_policy"),
-}
-OPTION_DEFAULTS: dict[str, Any] = {"k": 8, "stride": 1, "gamma": 0.99, "seed": 0, "rollout_policy": "scripted",
-                                   "threshold": 0.0, "resolution": 1}
-
-
 def family_options(family: str, given: dict[str, Any]) -> dict[str, Any]:
     """Every option of :data:`OPTION_DEFAULTS`, its default where ``given`` holds ``None``; an option
     given (not ``None``) to a family that does not take it is an :class:`~prm_critic.validate.ArgumentError`."""
-    validate.check_choice("family", family, FAMILIES)
+    takes = get_label_family(family).options
     for name, value in given.items():
-        if value is None or name in FAMILY_OPTIONS[family]:
+        if value is None or name in takes:
             continue
         if family == "mc_bisect" and name == "stride":
             raise validate.ArgumentError(
                 f"stride: family 'mc_bisect' chooses the states it estimates by binary search, so it takes no "
                 f"stride (got {value!r}); set its granularity with resolution")
-        takers = [f for f, names in FAMILY_OPTIONS.items() if name in names]
+        takers = families_taking(name)
         raise validate.ArgumentError(f"{name}: family {family!r} takes no {name} (got {value!r}); it is an option "
                                      f"of {', '.join(map(repr, takers))}")
     return {name: OPTION_DEFAULTS[name] if given.get(name) is None else given[name] for name in OPTION_DEFAULTS}
@@ -369,7 +357,9 @@ def label(out_dir: "str | Path", family: str, *, k: int | None = None, stride: i
           progress: bool = True, trust_pickle: bool = False, policy_loader: Any = None,
           executor: "str | Executor" = "local", workers: int | None = None, address: str | None = None,
           threshold: float | None = None, resolution: int | None = None) -> Path:
-    """Label every trajectory shard of ``out_dir`` with ``family`` (resumable per shard).
+    """Label every trajectory shard of ``out_dir`` with ``family`` (resumable per shard): a family of the
+    registry (:func:`prm_critic.robotics.families.register_label_family`), run with a
+    :class:`~prm_critic.robotics.families.LabelJob`; an unknown name is refused with a near miss.
 
     Options a family does not take are refused when given (``None`` means not given; the defaults are
     :data:`OPTION_DEFAULTS`): ``k``, ``seed`` and ``rollout_policy`` are ``mc`` and ``mc_bisect``
@@ -391,63 +381,69 @@ def label(out_dir: "str | Path", family: str, *, k: int | None = None, stride: i
     Returns:
         the folder ``out_dir/labels/<family>``.
     """
-    tqdm = require("tqdm.auto").tqdm  # the robotics extra installs it
+    require("tqdm.auto")  # the robotics extra installs it
 
     opts = family_options(family, {"k": k, "stride": stride, "gamma": gamma, "seed": seed,
                                    "rollout_policy": rollout_policy, "threshold": threshold,
                                    "resolution": resolution})
-    k, stride, gamma, seed = opts["k"], opts["stride"], opts["gamma"], opts["seed"]
-    rollout_policy, threshold, resolution = opts["rollout_policy"], opts["threshold"], opts["resolution"]
-    if family in ("mc", "mc_bisect"):
+    fam = get_label_family(family)
+    if fam.snapshots:
         check_snapshots(Path(out_dir), read_meta(out_dir), shard_files(Path(out_dir)), family)
-    if family == "mc_bisect":
-        return _label_bisect(out_dir, k=k, stride=stride, seed=seed, rollout_policy=rollout_policy,
-                             progress=progress, trust_pickle=trust_pickle, policy_loader=policy_loader,
-                             executor=executor, threshold=threshold, resolution=resolution)
-    out = Path(out_dir)
+    return fam.run(LabelJob(out_dir=Path(out_dir), family=family, options=opts, progress=progress,
+                            trust_pickle=trust_pickle, policy_loader=policy_loader, executor=executor,
+                            workers=workers, address=address))
+
+
+def _prepare(job: LabelJob) -> tuple[dict[str, Any], dict[str, Any], list[Path], Path]:
+    """The data's meta, the checked parameter record (refused if it differs from the stored one), the
+    shard files and the label folder of ``job``."""
+    out = job.out_dir
     meta = read_meta(out)
-    params = label_params(family, k=k, stride=stride, gamma=gamma, seed=seed, rollout_policy=rollout_policy,
-                          trust_pickle=trust_pickle)
-    if family == "mc":
-        check_policy_loader(params["rollout_policy"], policy_loader, name="rollout_policy")
-    files = shard_files(out)
-    lab_dir = out / "labels" / family
-    pjson = out / "labels" / f"{family}.json"
-    check_stored_params(out, family, params)
-    ex = make_executor(executor, workers=workers, address=address)
-    unknown: set[str] = set()
-    if family == "mc":
-        from prm_critic.robotics.bisect_labels import sync_stats
+    params = label_params(job.family, trust_pickle=job.trust_pickle, **job.options)
+    return meta, params, shard_files(out), out / "labels" / job.family
 
-        unknown = sync_stats(out, family, files)  # a kill after a shard's write leaves its cost in the shard
-    todo = shards_todo(files, lab_dir, relabel=unknown)
 
-    if family != "mc":
-        _label_arrays(tqdm, out, family, meta, params, todo, progress)
-        return lab_dir
-
-    if not todo:
-        atomic_write_json(pjson, params)
-        return lab_dir
-    _label_mc(tqdm, out, meta, params, todo, ex, progress, trust_pickle, policy_loader)
+def run_array_family(job: LabelJob) -> Path:
+    """``subgoal`` and ``outcome`` (registered in :mod:`prm_critic.robotics.families`): numpy over each
+    shard's arrays, in this process."""
+    meta, params, files, lab_dir = _prepare(job)
+    check_stored_params(job.out_dir, job.family, params)
+    make_executor(job.executor, workers=job.workers, address=job.address)  # checked, though not used
+    todo = shards_todo(files, lab_dir)
+    _label_arrays(require("tqdm.auto").tqdm, job.out_dir, job.family, meta, params, todo, job.progress)
     return lab_dir
 
 
-def _label_bisect(out_dir: "str | Path", *, k: int, stride: int, seed: int, rollout_policy: str, progress: bool,
-                  trust_pickle: bool, policy_loader: Any, executor: "str | Executor", threshold: float,
-                  resolution: int) -> Path:
-    """:func:`label` with ``family="mc_bisect"``: its binary searches run in this process."""
+def run_mc(job: LabelJob) -> Path:
+    """``mc`` (registered in :mod:`prm_critic.robotics.families`): one executor task per labelled state."""
+    from prm_critic.robotics.bisect_labels import sync_stats
+
+    meta, params, files, lab_dir = _prepare(job)
+    check_policy_loader(params["rollout_policy"], job.policy_loader, name="rollout_policy")
+    check_stored_params(job.out_dir, job.family, params)
+    ex = make_executor(job.executor, workers=job.workers, address=job.address)
+    unknown = sync_stats(job.out_dir, job.family, files)  # a kill after a shard's write leaves its cost in the shard
+    todo = shards_todo(files, lab_dir, relabel=unknown)
+    if not todo:
+        atomic_write_json(job.out_dir / "labels" / f"{job.family}.json", params)
+        return lab_dir
+    _label_mc(require("tqdm.auto").tqdm, job.out_dir, meta, params, todo, ex, job.progress, job.trust_pickle,
+              job.policy_loader)
+    return lab_dir
+
+
+def run_bisect(job: LabelJob) -> Path:
+    """``mc_bisect`` (registered in :mod:`prm_critic.robotics.families`): its binary searches run in this process."""
     from prm_critic.robotics.bisect_labels import label_bisect
 
-    if executor != "local":
+    if job.executor != "local":
         raise ValueError(f"executor: family 'mc_bisect' runs its binary searches in this process (executor "
-                         f"'local'), got {executor!r}; use family 'mc' to label on Ray workers")
-
-    label_params("mc_bisect", k=k, stride=stride, seed=seed, rollout_policy=rollout_policy, trust_pickle=trust_pickle,
-                 threshold=threshold, resolution=resolution)
-    return label_bisect(out_dir, k=k, seed=seed, threshold=threshold, resolution=resolution,
-                        rollout_policy=rollout_policy, progress=progress, trust_pickle=trust_pickle,
-                        policy_loader=policy_loader)
+                         f"'local'), got {job.executor!r}; use family 'mc' to label on Ray workers")
+    o = job.options
+    label_params(job.family, trust_pickle=job.trust_pickle, **o)
+    return label_bisect(job.out_dir, k=o["k"], seed=o["seed"], threshold=o["threshold"], resolution=o["resolution"],
+                        rollout_policy=o["rollout_policy"], progress=job.progress, trust_pickle=job.trust_pickle,
+                        policy_loader=job.policy_loader)
 
 
 def _label_arrays(tqdm: Any, out: Path, family: str, meta: dict[str, Any], params: dict[str, Any],

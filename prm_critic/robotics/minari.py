@@ -174,7 +174,7 @@ def _checked_export(src: Path, dataset_id: Any, labels: Sequence[str]
     """:func:`export_minari`'s checks of its id, collected data and label families: the data's meta,
     spec, layout, shard files and the families as a list."""
     from prm_critic.robotics.dataset import _check_meta
-    from prm_critic.robotics.labels import FAMILIES
+    from prm_critic.robotics.families import label_families
 
     if not isinstance(dataset_id, str) or not dataset_id.strip():
         raise ValueError(f"dataset_id: expected a Minari id such as 'prm/pointmaze-umaze-v0', got {dataset_id!r}")
@@ -185,8 +185,8 @@ def _checked_export(src: Path, dataset_id: Any, labels: Sequence[str]
         raise FileNotFoundError(f"collected_dir: no shard files in {str(src / 'shards')!r} (run `prm-critic collect` first)")
     labels = list(labels)
     for fam in labels:
-        if fam not in FAMILIES:
-            raise ValueError(f"labels: expected families from {list(FAMILIES)}, got {fam!r}")
+        if fam not in label_families():
+            raise ValueError(f"labels: expected families from {list(label_families())}, got {fam!r}")
         missing = [f.name for f in files if not (src / "labels" / fam / f.name).is_file()]
         if missing:
             raise FileNotFoundError(f"labels: family {fam!r} has no label shards {missing} in "

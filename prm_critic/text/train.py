@@ -28,7 +28,7 @@ import os
 import random
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -172,7 +172,8 @@ def train_text_prm(examples: Sequence[StepwiseExample], *, config: TextTrainConf
         _load_optimizer(opt, ckpt, resume, device)
         rng.setstate(_rng_from_json(resume["python_rng"]))
         torch.set_rng_state(_load_tensors(ckpt / resume["state"])["torch_rng"])
-    _fit(model, opt, data, feats, rng, history, start_epoch, fingerprint, config, ckpt, device, tqdm)
+    _fit(_TextRun(model=model, opt=opt, data=data, feats=feats, config=config, ckpt=ckpt, fingerprint=fingerprint,
+                  device=device, tqdm=tqdm), rng, history, start_epoch)
     net.eval()
     model.meta = {**model.meta, "training": {"config": asdict(config), "examples": len(data), "steps": n_steps,
                                              "epoch_loss": [round(v, 6) for v in history]}}
@@ -251,16 +252,30 @@ def _optimizer(model, data: list[tuple[list[Encoded], np.ndarray]], config: Text
     return feats, opt
 
 
-def _fit(model, opt, data: list[tuple[list[Encoded], np.ndarray]], feats: list, rng: random.Random,
-         history: list[float], start_epoch: int, fingerprint: str, config: TextTrainConfig, ckpt: Path | None,
-         device, tqdm) -> None:
+@dataclass(frozen=True)
+class _TextRun:
+    """What one :func:`train_text_prm` run fixes before its first epoch, passed whole to :func:`_fit`."""
+
+    model: Any  # MiniLMStepPRM
+    opt: Any
+    data: list[tuple[list[Encoded], np.ndarray]]  # windows and targets per example
+    feats: list  # cached encoder features per example (freeze_encoder), else []
+    config: TextTrainConfig
+    ckpt: Path | None  # checkpoint_dir
+    fingerprint: str  # of the examples and config, written with each checkpoint
+    device: Any
+    tqdm: Any
+
+
+def _fit(run: _TextRun, rng: random.Random, history: list[float], start_epoch: int) -> None:
     """Epochs ``start_epoch .. config.epochs - 1``: each epoch's mean loss is appended to ``history``
-    and, with ``ckpt``, a checkpoint is written after it."""
+    and, with ``run.ckpt``, a checkpoint is written after it."""
     torch = require("torch")
+    model, opt, data, feats, config, device = run.model, run.opt, run.data, run.feats, run.config, run.device
     net = model.net
     bce = torch.nn.BCEWithLogitsLoss()
     n_batches = math.ceil(len(data) / config.batch_size)
-    bar = tqdm(total=config.epochs * n_batches, initial=start_epoch * n_batches, desc="train text PRM",
+    bar = run.tqdm(total=config.epochs * n_batches, initial=start_epoch * n_batches, desc="train text PRM",
                unit="batch", disable=not config.show_progress)
     if config.freeze_encoder:
         for p in net.encoder.parameters():
@@ -291,9 +306,9 @@ def _fit(model, opt, data: list[tuple[list[Encoded], np.ndarray]], feats: list, 
                 bar.update(1)
                 bar.set_postfix(loss=f"{tot / cnt:.4f}")
             history.append(tot / cnt)
-            if ckpt is not None:
+            if run.ckpt is not None:
                 net.eval()
-                _write_state(ckpt, model, opt, rng, history, epoch + 1, fingerprint, config)
+                _write_state(run.ckpt, model, opt, rng, history, epoch + 1, run.fingerprint, config)
     finally:
         for p in net.encoder.parameters():
             p.requires_grad_(True)
