@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import inspect
 import math
+import operator
 import threading
 from typing import TYPE_CHECKING, Any, Mapping
 
@@ -22,6 +23,8 @@ if TYPE_CHECKING:
     from prm_critic.robotics.subgoals import SubgoalEvaluator
 
 __all__: list[str] = []
+
+_SHAPE = operator.attrgetter("shape")
 
 HEADS = ("progress", "success")
 MODES = ("potential", "subgoal", "replace")
@@ -384,23 +387,29 @@ def flatten_checked(layout: CriticInputLayout, obs: Any, *, batched: bool = Fals
 class ObsFlattener:
     """One validated pass from an observation to its float32 critic input ``(D,)``.
 
-    The per-step path of the wrappers: when every key is a numeric ndarray of the expected shape
-    (``(size,)``, or ``(B, size)`` for :meth:`batch`), the keys are joined and cast to float32 by one
-    ``np.concatenate`` into a fresh array, and the whole result is checked finite with one dot
-    product (``x . 1e-30`` is finite for any finite float32 row and inf/NaN as soon as one entry is).
-    A key of the right size in another shape is copied into its slice. Anything unusual (a missing
-    key, a list, a wrong size or dtype, NaN/inf) goes through :func:`flatten_checked`, which raises
-    the error naming the key. The critic receives a row that is already checked and does not check
-    it again.
+    The per-step path of the wrappers, with the checks where they can fail and nothing else: the keys
+    are fetched in one go (``operator.itemgetter``; a missing key fails there), their shapes compared
+    with the expected ``(size,)`` in one tuple comparison, then joined and cast to float32 by one
+    ``np.concatenate`` into a fresh array with ``casting="same_kind"`` (which refuses exactly the
+    non-numeric dtypes: the only dtypes that cast ``same_kind`` to float32 are float, int, unsigned and
+    bool), and the whole result is checked finite with one dot product (``x . 1e-30`` is finite for
+    any finite float32 row and inf/NaN as soon as one entry is). A key of the right size in another
+    shape is copied into its slice. Anything unusual (a missing key, a list, a wrong size or dtype,
+    NaN/inf) goes through :func:`flatten_checked`, which raises the error naming the key. The critic
+    receives a row that is already checked and does not check it again.
     """
 
-    __slots__ = ("layout", "_fields", "_keys", "_shapes", "_dim", "_probe", "_probes", "_box", "_box_shape")
+    __slots__ = ("layout", "_fields", "_keys", "_shapes", "_get", "_dim", "_probe", "_probes", "_box",
+                 "_box_shape")
 
     def __init__(self, layout: CriticInputLayout):
         self.layout = layout
         self._fields = tuple((k, layout.slices[k], layout.sizes[k]) for k in layout.keys)
         self._keys = tuple(layout.keys)
-        self._shapes = tuple((k, (layout.sizes[k],)) for k in layout.keys)
+        self._shapes = tuple((layout.sizes[k],) for k in layout.keys)
+        get = operator.itemgetter(*self._keys)
+        # a tuple of the keys' values (itemgetter of one key gives the value itself)
+        self._get = get if len(self._keys) > 1 else (lambda obs: (get(obs),))
         self._dim = layout.obs_dim
         self._probe = np.full(layout.obs_dim, 1e-30, np.float32)
         self._probes: dict[int, np.ndarray] = {}  # batch size -> flat probe of B * D entries
@@ -414,15 +423,17 @@ class ObsFlattener:
             out = obs.astype(np.float32) if obs.shape == self._box_shape \
                 else obs.astype(np.float32, order="C").reshape(-1)
         else:
-            if not isinstance(obs, dict):
+            try:
+                parts = self._get(obs)
+                same = tuple(map(_SHAPE, parts)) == self._shapes
+                joined = np.concatenate(parts, dtype=np.float32, casting="same_kind") if same else None
+            except (KeyError, TypeError, AttributeError, ValueError, IndexError):
+                # a missing key, not a mapping, a value without a shape, a non-numeric dtype: the
+                # checked path raises the error naming the key
                 return flatten_checked(self.layout, obs, name=name)
-            parts = []
-            for k, shape in self._shapes:
-                a = obs.get(k)
-                if type(a) is not np.ndarray or a.shape != shape or a.dtype.kind not in "fiub":
-                    return self._slow(obs, name)
-                parts.append(a)
-            out = np.concatenate(parts, dtype=np.float32, casting="unsafe")
+            if joined is None:
+                return self._slow(obs, name)
+            out = joined
         if not math.isfinite(out.dot(self._probe)):
             return flatten_checked(self.layout, obs, name=name)  # raises, naming the key
         return out
@@ -623,8 +634,16 @@ class CriticCaller:
         if self.deadline_s is None:  # the control loop's path: no hand-over, errors propagate
             self.stats["calls"] += 1
             self.last_heads = None
-            out, self.last_heads = self._run_one(x)
-            return out
+            if self._score_one is None:
+                out, self.last_heads = self._run_one(x)
+                return out
+            progress, success = self._score_one(x)  # _run_one inlined: one call less per step
+            heads = {"progress": float(progress), "success": float(success)}
+            v = heads[self.head]
+            if not math.isfinite(v):
+                raise ValueError(f"critic: head {self.head!r} returned a non-finite score {v}")
+            self.last_heads = heads
+            return v
         return self._call(self._run_one, x)
 
     def _call(self, run, x):
