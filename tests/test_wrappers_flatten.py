@@ -14,6 +14,9 @@ from prm_critic.wrappers._common import ObsFlattener, flatten_checked
 
 LAYOUT = CriticInputLayout.from_dict({"keys": ["observation", "achieved_goal", "desired_goal"],
                                       "sizes": {"observation": 25, "achieved_goal": 3, "desired_goal": 3}})
+#: a row long enough for the dot-product finiteness check
+LONG = CriticInputLayout.from_dict({"keys": ["observation", "achieved_goal", "desired_goal"],
+                                    "sizes": {"observation": 400, "achieved_goal": 3, "desired_goal": 3}})
 DTYPES = ["float64", "float32", "float16", "int64", "uint8", "bool", "complex128", "object", "<U3"]
 
 
@@ -26,12 +29,12 @@ def _outcome(fn, obs):
 
 
 @st.composite
-def observations(draw):
+def observations(draw, layout):
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
     obs: dict = {}
-    for k in LAYOUT.keys:
+    for k in layout.keys:
         what = draw(st.sampled_from(["ok"] * 6 + ["missing", "row", "wrong_size", "scalar_list", "float", "bad"]))
-        size = LAYOUT.sizes[k]
+        size = layout.sizes[k]
         a = rng.standard_normal(size) * 10
         if what == "missing":
             continue
@@ -50,15 +53,17 @@ def observations(draw):
     return obs
 
 
-@settings(max_examples=400, deadline=None)
-@given(obs=observations())
-def test_flattener_equals_the_checked_reference(obs):
-    fast = _outcome(ObsFlattener(LAYOUT), obs)
-    ref = _outcome(lambda o: flatten_checked(LAYOUT, o), obs)
+@pytest.mark.parametrize("layout", [LAYOUT, LONG], ids=["31", "406"])
+@settings(max_examples=300, deadline=None)
+@given(data=st.data())
+def test_flattener_equals_the_checked_reference(layout, data):
+    obs = data.draw(observations(layout))
+    fast = _outcome(ObsFlattener(layout), obs)
+    ref = _outcome(lambda o: flatten_checked(layout, o), obs)
     if isinstance(ref, tuple):
         assert isinstance(fast, tuple) and fast == ref
     else:
-        assert isinstance(fast, np.ndarray) and fast.dtype == np.float32 and fast.shape == (LAYOUT.obs_dim,)
+        assert isinstance(fast, np.ndarray) and fast.dtype == np.float32 and fast.shape == (layout.obs_dim,)
         np.testing.assert_array_equal(fast, ref)
         assert not any(np.shares_memory(fast, v) for v in obs.values() if isinstance(v, np.ndarray))
 
