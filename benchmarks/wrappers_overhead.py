@@ -354,9 +354,9 @@ def render(raw: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--steps", type=int, default=300, help="steps per single-env variant per round")
-    p.add_argument("--vec-steps", type=int, default=40, help="vector steps per vector variant per round")
-    p.add_argument("--rounds", type=int, default=8)
+    p.add_argument("--steps", type=int, default=500, help="steps per single-env variant per round")
+    p.add_argument("--vec-steps", type=int, default=50, help="vector steps per vector variant per round")
+    p.add_argument("--rounds", type=int, default=12)
     p.add_argument("--n-envs", type=int, default=8)
     p.add_argument("--out", default=None, help="write the raw data to --raw and the rendered doc here")
     p.add_argument("--raw", type=Path, default=RAW, help="raw-data JSON written with --out and read by --render")
