@@ -24,6 +24,11 @@ A ``distance`` subgoal with an approach point (``behind``, ``offset``) compares 
 ``maze_path`` subgoals measure distance along the shortest path through the maze's free cells
 (BFS over cells from the goal's cell): ``geo = ||p - centre(next cell)|| + S * (cells_left - 1) + ||centre(goal cell) - g||`` inside
 the path, ``||p - g||`` in the goal's cell; ``inside = clip(1 - geo / geo_max, 0, 1)``.
+
+One row at a time (the env wrappers' control loop), :meth:`SubgoalCritic.score_one` and
+:meth:`SubgoalEvaluator.holds_one` run straight-line code compiled once from the spec on the row's
+Python floats, with the numpy path's operations in the same order (the same floats), and maze
+distances from tables built once (:meth:`MazeGeometry.geodesic_fn`).
 """
 
 from __future__ import annotations
