@@ -1,6 +1,6 @@
 """Critic latency: torch eager vs onnxruntime (plain ``run`` and IOBinding), and the env wrappers'
 overhead in the control loop, side by side in one run: a FetchPush-v4 step raw, with the reward
-shaper (constant critic, OnnxCritic, + dead-end pruner, ``deadline_s``, and the per-step work of
+shaper (constant critic, OnnxCritic, SubgoalCritic, + dead-end pruner, ``deadline_s``, and the per-step work of
 earlier versions: ``score()`` instead of the batch-1 path and ``info_subgoals=True``, the previous
 release's flattening), a PointMaze step with and without a deadline, and 16 FetchPush envs with the
 SB3 vector shaper (current and the previous release's step) and the gymnasium one.
@@ -335,10 +335,11 @@ def _find_timed(env):
 def _step_rounds(variants: dict, actions: dict, rounds: int, per_round: int, bar, clock: _CriticClock) -> dict:
     """Interleaved rounds over ``variants`` (name -> (env, kind)); per step: total ns, the ns spent
     in the timed inner env and the ns spent in critic calls. Round 0 is warm-up."""
-    pc = time.perf_counter_ns
+    pc, tt = time.perf_counter_ns, time.thread_time_ns
     total: dict[str, list[int]] = {k: [] for k in variants}
     inner: dict[str, list[int]] = {k: [] for k in variants}
     crit: dict[str, list[int]] = {k: [] for k in variants}
+    cpu: dict[str, list[float]] = {k: [] for k in variants}  # the thread's CPU µs per step, one per round
     for e, kind in variants.values():
         if kind == "sb3":
             e.reset()
@@ -349,6 +350,7 @@ def _step_rounds(variants: dict, actions: dict, rounds: int, per_round: int, bar
         for k, (e, kind) in variants.items():
             timed = _find_timed(e)
             acts = actions[kind] if kind != "single" else actions[kind][:, :e.action_space.shape[0]]
+            c_start = tt()
             for _ in range(per_round):
                 a = acts[counter[k] % len(acts)]
                 counter[k] += 1
@@ -362,9 +364,11 @@ def _step_rounds(variants: dict, actions: dict, rounds: int, per_round: int, bar
                     crit[k].append(clock.ns - c0)
                 if kind == "single" and (out[2] or out[3]):
                     e.reset()
+            if r:
+                cpu[k].append((tt() - c_start) / per_round / 1e3)
         if r and bar is not None:
             bar.update(1)
-    return {"total": total, "inner": inner, "critic": crit}
+    return {"total": total, "inner": inner, "critic": crit, "cpu": cpu}
 
 
 def bench_shaper(args, paths, bar) -> dict:
@@ -379,6 +383,7 @@ def bench_shaper(args, paths, bar) -> dict:
     from prm_critic.onnx import OnnxCritic
     from prm_critic.robotics.make import CriticInputLayout, make_env, register_robotics_envs
     from prm_critic.robotics.spec import load_spec
+    from prm_critic.robotics.subgoals import SubgoalCritic
     from prm_critic.sb3 import VecPRMRewardShaper
     from prm_critic.wrappers import DeadEndPruner, PRMRewardShaper, PRMRewardShaperVector
 
@@ -418,6 +423,14 @@ def bench_shaper(args, paths, bar) -> dict:
     maze_env = make_env(maze)
     maze_const = clock.wrap(ConstantCritic(CriticInputLayout.from_space(load_spec(maze), maze_env.observation_space)))
     push_const = clock.wrap(ConstantCritic(critic_layout))
+
+    class BatchedSubgoalCritic(SubgoalCritic):
+        """The SubgoalCritic without its batch-1 path: the shaper calls ``score(x[None])``, as earlier versions did."""
+
+        score_one = None  # type: ignore[assignment]
+
+    push_sub = clock.wrap(SubgoalCritic(push, make_env(push)))
+    push_sub_batched = clock.wrap(BatchedSubgoalCritic(push, make_env(push)))
     n = args.n_envs
 
     def push_env():
@@ -440,6 +453,9 @@ def bench_shaper(args, paths, bar) -> dict:
         "FetchPush: PRMRewardShaper(OnnxCritic, deadline_s=0.005)": PRMRewardShaper(
             push_env(), clock.wrap(OnnxCritic(paths[1], provider="cpu", allow_spinning=spin)), gamma=0.98,
             deadline_s=0.005),
+        "FetchPush: PRMRewardShaper(SubgoalCritic)": PRMRewardShaper(push_env(), push_sub, gamma=0.98),
+        "FetchPush: PRMRewardShaper(SubgoalCritic via score()) [earlier per-step work]": PRMRewardShaper(
+            push_env(), push_sub_batched, gamma=0.98),
         "PointMaze: env.step (raw)": TimedEnv(make_env(maze)),
         "PointMaze: PRMRewardShaper(constant critic)": PRMRewardShaper(TimedEnv(make_env(maze)), maze_const,
                                                                        gamma=0.99),
@@ -477,7 +493,7 @@ def bench_shaper(args, paths, bar) -> dict:
                              "self_p50": float(np.median(own)) / 1e3, "self_mean": float(own.mean()) / 1e3,
                              "critic_p50": float(np.median(crit)) / 1e3, "critic_mean": float(crit.mean()) / 1e3,
                              "wrapper_p50": float(np.median(wrap)) / 1e3, "wrapper_mean": float(wrap.mean()) / 1e3,
-                             "n": len(tot)}
+                             "cpu": float(np.median(res["cpu"][k])), "n": len(tot)}
     out["deadline_fallbacks"] = {k: e.stats["fallbacks"] for k, e in single.items() if "deadline" in k}
     for e in single.values():
         e.close()
@@ -631,15 +647,18 @@ def _render_shaper(sh: dict) -> list[str]:
              "processes; the end-to-end overhead (p50 and mean vs the raw env, measured in separate steps) is "
              "shown too and is the noisier figure. The critic is called right after a MuJoCo step, with its "
              "weights evicted from the caches (see the control-loop section below).", "",
-             "| env | p50 | p99 | mean | vs raw (p50) | vs raw (mean) | self p50 | critic p50 | wrapper p50 "
-             "| self / raw p50 | wrapper / raw p50 | steps |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "*CPU*: the thread's CPU time per step over each round (median of rounds) and its ratio to the raw "
+             "env's: the end-to-end figure least touched by other processes.", "",
+             "| env | p50 | p99 | mean | vs raw (p50) | vs raw (mean) | CPU | CPU vs raw | self p50 | critic p50 "
+             "| wrapper p50 | self / raw p50 | wrapper / raw p50 | steps |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     raws = {k.split(":")[0]: v for k, v in single.items() if k.endswith("(raw)")}
     for k, v in single.items():
         raw = raws[k.split(":")[0]]
         lines.append(f"| {k} | {v['p50']:.1f} | {v['p99']:.1f} | {v['mean']:.1f} | "
                      f"{100 * (v['p50'] - raw['p50']) / raw['p50']:+.1f}% | "
-                     f"{100 * (v['mean'] - raw['mean']) / raw['mean']:+.1f}% | {v['self_p50']:.1f} | "
+                     f"{100 * (v['mean'] - raw['mean']) / raw['mean']:+.1f}% | {v['cpu']:.1f} | "
+                     f"{v['cpu'] / raw['cpu']:.3f}x | {v['self_p50']:.1f} | "
                      f"{v['critic_p50']:.1f} | {v['wrapper_p50']:.1f} | {_pct(v['self_p50'], raw['p50'])} | "
                      f"{_pct(v['wrapper_p50'], raw['p50'])} | {v['n']} |")
     key = "FetchPush: PRMRewardShaper(OnnxCritic)"
@@ -664,20 +683,32 @@ def _render_shaper(sh: dict) -> list[str]:
         lines += [f"With the previous release's flattening (one copy per key) the wrapper's own work is "
                   f"{f['wrapper_p50']:.1f} µs against {cur['wrapper_p50']:.1f} µs now (self {f['self_p50']:.1f} µs = "
                   f"{_pct(f['self_p50'], raw['p50'])})."]
+    sk, sko = "FetchPush: PRMRewardShaper(SubgoalCritic)", "FetchPush: PRMRewardShaper(SubgoalCritic via score()) [earlier per-step work]"
+    if sk in single and sko in single:
+        c, co = single[sk]["critic_p50"], single[sko]["critic_p50"]
+        lines += [f"Goal: `SubgoalCritic` batch-1 call <= 20 µs in the control loop: **{'met' if c <= 20 else 'not met'}** "
+                  f"({c:.1f} µs; through `score()` as earlier {co:.1f} µs; CPU per step "
+                  f"{single[sk]['cpu'] / raws['FetchPush']['cpu']:.3f}x the raw env's against "
+                  f"{single[sko]['cpu'] / raws['FetchPush']['cpu']:.3f}x)."]
+    mk = "PointMaze: PRMRewardShaper(constant critic)"
+    if "PointMaze" in raws and mk in single and "cpu" in raws["PointMaze"]:
+        m = single[mk]["cpu"] / raws["PointMaze"]["cpu"] - 1
+        lines += [f"Goal: PointMaze constant-critic overhead <= 10% (CPU time per step): "
+                  f"**{'met' if m <= 0.10 else 'not met'}** ({100 * m:+.1f}%)."]
     lines += ["Deadline variants fell back "
               + ", ".join(f"{v} times ({k.split(':')[0]})" for k, v in sh["deadline_fallbacks"].items())
               + " (critic later than 5 ms).", ""]
     lines += [f"### {n} FetchPush-v4 envs, one critic call per vector step (µs per vector step)", "",
               f"The critic scores all sub-envs' observations in one batch-{n} call of the dynamic export.",
               "",
-              "| vector env | p50 | mean | vs raw (p50) | self p50 | critic p50 | wrapper p50 | self per env-step "
-              "| wrapper per env-step | steps |",
-              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+              "| vector env | p50 | mean | vs raw (p50) | CPU | CPU vs raw | self p50 | critic p50 | wrapper p50 "
+              "| self per env-step | wrapper per env-step | steps |",
+              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     vraws = {k.split(":")[0]: v for k, v in vec.items() if k.endswith("raw")}
     for k, v in vec.items():
         raw = vraws[k.split(":")[0]]
         lines.append(f"| {k} | {v['p50']:.1f} | {v['mean']:.1f} | {100 * (v['p50'] - raw['p50']) / raw['p50']:+.1f}% | "
-                     f"{v['self_p50']:.1f} | {v['critic_p50']:.1f} | {v['wrapper_p50']:.1f} | "
+                     f"{v['cpu']:.1f} | {v['cpu'] / raw['cpu']:.3f}x | {v['self_p50']:.1f} | {v['critic_p50']:.1f} | {v['wrapper_p50']:.1f} | "
                      f"{v['self_p50'] / n:.2f} | {v['wrapper_p50'] / n:.2f} | {v['n']} |")
     vk = f"DummyVecEnv({n}): VecPRMRewardShaper(OnnxCritic)"
     per, wper = vec[vk]["self_p50"] / n, vec[vk]["wrapper_p50"] / n

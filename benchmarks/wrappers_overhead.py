@@ -1,31 +1,133 @@
-"""Cost of the PRM env wrappers on FetchPush-v4, side by side in one run.
+"""Cost of the PRM env wrappers in the control loop, current and reference per-step paths side by side in one run.
 
-A. Single env, µs per ``env.step``: the raw env, the shaper with a torch state critic (256x256 MLP)
-   called synchronously and under a deadline (one worker thread), the shaper with the
-   no-training ``SubgoalCritic``, and shaper + dead-end pruner (two critic calls per step).
-B. ``n_envs`` envs in a ``DummyVecEnv``, µs per vector step: raw, one ``PRMRewardShaper`` per env
-   (``n_envs`` critic calls of batch 1 per step), and ``VecPRMRewardShaper`` (one call of batch
-   ``n_envs`` + dones per step).
+Single envs (FetchPush-v4, PointMaze_UMaze-v3), µs of CPU time per ``env.step``: the raw env, the
+reward shaper with a constant critic (the wrapper's own work), with the no-training
+``SubgoalCritic`` (its batch-1 path ``score_one``), shaper + dead-end pruner, ``info_subgoals=True``,
+and a torch state critic (256x256 MLP, one thread). Rows marked ``[reference]`` run the previous
+per-step path in the same run: the previous flattening (a Python check per key) and, for the
+``SubgoalCritic``, its batched numpy path (``score(x[None])``, ``holds(x[None])``), which is what the
+shaper called before the batch-1 path existed. ``n_envs`` FetchPush envs in an SB3 ``DummyVecEnv``
+raw and under ``VecPRMRewardShaper`` (one batched critic call per vector step).
 
-Every variant runs in interleaved rounds (A for n steps, B for n steps, ... repeated), so a burst of
-load from other processes hits all alike; the table reports the median over rounds of the mean step
-time and the best round (least disturbed by load), each with its ratio to the raw env. Torch runs
-on one thread.
+Every variant runs in interleaved rounds (A for n steps, B for n steps, ... repeated; round 0 is
+warm-up), so load from other processes hits all alike. Two measurements per variant:
 
-Run (about 3 minutes on a loaded 2-core machine; quiet-machine time unmeasured)::
+* CPU time per step: the thread's CPU time (``time.thread_time_ns``) over each round, divided by
+  its steps; the table shows the median over rounds and its ratio to the raw env of the same task.
+* Per-step split, within the same step: the inner env sits on a pass-through timer and every critic
+  on a call timer (``perf_counter_ns``), so each step splits into the inner env's time, the critic's
+  time (*critic*) and the wrapper's own work (*wrapper*: flatten and validate the observation, the
+  shaping term, the info keys; *self* = critic + wrapper); medians over all steps. The critic runs
+  right after a MuJoCo step, i.e. with cold caches, as in training. The timers themselves add about
+  0.1-0.3 µs to *wrapper*.
 
-    python benchmarks/wrappers_overhead.py
+Run (about 4 minutes on a loaded 2-core machine; ``--out`` writes the raw data to
+``benchmarks/results/wrappers_overhead.json`` and renders the doc from it; ``--render`` rewrites the
+doc from the raw data alone)::
+
+    python benchmarks/wrappers_overhead.py --out docs/wrappers_overhead.md
+    python benchmarks/wrappers_overhead.py --render
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import math
+import os
+import platform
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
+ROOT = Path(__file__).resolve().parents[1]
+RAW = ROOT / "benchmarks" / "results" / "wrappers_overhead.json"
+DOC = ROOT / "docs" / "wrappers_overhead.md"
+GOAL_SUBGOAL_US = 20.0
+GOAL_WRAPPER_US = 5.0
+GOAL_MAZE_CONST = 0.10
 
-def _build(n_envs: int):
+
+class _PreviousFlattener:
+    """The flattening of the previous version (a type, shape and dtype check per key in Python, then
+    one concatenation), kept here so that the benchmark puts it side by side with the current one."""
+
+    def __init__(self, layout):
+        self._shapes = tuple((k, (layout.sizes[k],)) for k in layout.keys)
+        self._probe = np.full(layout.obs_dim, 1e-30, np.float32)
+
+    def __call__(self, obs, name="observation"):
+        assert isinstance(obs, dict)
+        parts = []
+        for k, shape in self._shapes:
+            a = obs.get(k)
+            assert type(a) is np.ndarray and a.shape == shape and a.dtype.kind in "fiub"
+            parts.append(a)
+        out = np.concatenate(parts, dtype=np.float32, casting="unsafe")
+        assert math.isfinite(out.dot(self._probe))
+        return out
+
+
+def _timers():
+    import gymnasium as gym
+    from stable_baselines3.common.vec_env import VecEnvWrapper
+
+    pc = time.perf_counter_ns
+
+    class TimedEnv(gym.Wrapper):
+        inner_ns = 0
+
+        def step(self, action):
+            t0 = pc()
+            out = self.env.step(action)
+            self.inner_ns += pc() - t0
+            return out
+
+    class TimedVecEnv(VecEnvWrapper):
+        inner_ns = 0
+
+        def reset(self):
+            return self.venv.reset()
+
+        def step_wait(self):
+            t0 = pc()
+            out = self.venv.step_wait()
+            self.inner_ns += pc() - t0
+            return out
+
+    return TimedEnv, TimedVecEnv
+
+
+class _CriticClock:
+    """Adds up the time spent inside critic calls (``score`` / ``score_one``) of the critics it wraps."""
+
+    ns = 0
+
+    def wrap(self, critic):
+        import functools
+
+        pc = time.perf_counter_ns
+        for name in ("score", "score_one"):
+            fn = getattr(critic, name, None)
+            if not callable(fn):
+                continue
+
+            @functools.wraps(fn)  # keeps the signature (the shaper passes check=False to score_one)
+            def timed(*a, _fn=fn, **k):
+                t0 = pc()
+                try:
+                    return _fn(*a, **k)
+                finally:
+                    self.ns += pc() - t0
+
+            setattr(critic, name, timed)
+        return critic
+
+
+def _build(n_envs: int, clock: _CriticClock):
+    import torch
     from stable_baselines3.common.vec_env import DummyVecEnv
 
     from prm_critic.critic import BaseCritic, StepScores
@@ -36,93 +138,250 @@ def _build(n_envs: int):
     from prm_critic.sb3 import VecPRMRewardShaper
     from prm_critic.wrappers import DeadEndPruner, PRMRewardShaper
 
-    task = "FetchPush-v4"
-    probe = make_env(task)
-    layout = CriticInputLayout.from_space(load_spec(task), probe.observation_space)
-    torch_critic = TorchStateCritic(StateCriticNet(layout.obs_dim, hidden=(256, 256)), {"layout": layout.to_dict()})
-    sub = SubgoalCritic(task, probe)
+    torch.set_num_threads(1)
+    TimedEnv, TimedVecEnv = _timers()
 
     class ConstantCritic(BaseCritic):
-        """Near-free critic: isolates the wrapper's own bookkeeping (flatten, checks, info)."""
+        """Scores nothing: isolates the wrapper's own cost from the critic's."""
 
-        obs_dim = layout.obs_dim
+        def __init__(self, layout):
+            self.layout, self.obs_dim = layout, layout.obs_dim
 
         def score(self, steps):
             n = len(steps)
-            return StepScores(np.full(n, 0.5, np.float32), np.full(n, 0.5, np.float32))
+            return StepScores(np.zeros(n, np.float32), np.zeros(n, np.float32))
 
-    const = ConstantCritic()
-    single = {
-        "raw env": make_env(task),
-        "shaper(constant critic)": PRMRewardShaper(make_env(task), const, gamma=0.98, layout=layout),
-        "shaper(torch)": PRMRewardShaper(make_env(task), torch_critic, gamma=0.98),
-        "shaper(torch, deadline_s=0.05)": PRMRewardShaper(make_env(task), torch_critic, gamma=0.98, deadline_s=0.05),
-        "shaper(SubgoalCritic)": PRMRewardShaper(make_env(task), sub, gamma=0.98),
-        "pruner(shaper(torch))": DeadEndPruner(PRMRewardShaper(make_env(task), torch_critic, gamma=0.98),
-                                               torch_critic, threshold=0.0, patience=10),
-    }
+        def score_one(self, x):
+            return 0.0, 0.0
+
+    class BatchedSubgoalCritic(SubgoalCritic):
+        """The SubgoalCritic without its batch-1 path: the shaper calls ``score(x[None])``."""
+
+        score_one = None  # type: ignore[assignment]
+
+    class ReferenceShaper(PRMRewardShaper):
+        """The previous per-step path: previous flattening, subgoals through the batched ``holds``."""
+
+        def __init__(self, *a, **k):
+            super().__init__(*a, **k)
+            self._flatten = _PreviousFlattener(self.layout)
+
+        def _subgoals(self, x):
+            if self.evaluator is None:
+                return None
+            h = self.evaluator.holds(x[None, :])[0]
+            return {n: bool(b) for n, b in zip(self.evaluator.names, h)}
+
+    single: dict[str, dict] = {}
+    for task, gamma in (("FetchPush-v4", 0.98), ("PointMaze_UMaze-v3", 0.99)):
+        probe = make_env(task)
+        layout = CriticInputLayout.from_space(load_spec(task), probe.observation_space)
+        const = clock.wrap(ConstantCritic(layout))
+        sub = clock.wrap(SubgoalCritic(task, probe))
+        ref = clock.wrap(BatchedSubgoalCritic(task, probe))
+
+        def env(task=task):
+            return TimedEnv(make_env(task))
+
+        v = single[task] = {
+            "raw env": env(),
+            "shaper(constant critic)": PRMRewardShaper(env(), const, gamma=gamma),
+            "shaper(constant critic) [reference]": ReferenceShaper(env(), const, gamma=gamma),
+            "shaper(SubgoalCritic)": PRMRewardShaper(env(), sub, gamma=gamma),
+            "shaper(SubgoalCritic) [reference]": ReferenceShaper(env(), ref, gamma=gamma),
+        }
+        if task == "FetchPush-v4":
+            net = StateCriticNet(layout.obs_dim, hidden=(256, 256))
+            tc = clock.wrap(TorchStateCritic(net, {"layout": layout.to_dict()}))
+            v.update({
+                "pruner(shaper(SubgoalCritic))": DeadEndPruner(PRMRewardShaper(env(), sub, gamma=gamma), sub,
+                                                               threshold=0.0, patience=10),
+                "pruner(shaper(SubgoalCritic)) [reference]": DeadEndPruner(
+                    ReferenceShaper(env(), ref, gamma=gamma), ref, threshold=0.0, patience=10),
+                "shaper(SubgoalCritic, info_subgoals=True)": PRMRewardShaper(env(), sub, gamma=gamma,
+                                                                             info_subgoals=True),
+                "shaper(SubgoalCritic, info_subgoals=True) [reference]": ReferenceShaper(
+                    env(), ref, gamma=gamma, info_subgoals=True),
+                "shaper(torch 256x256)": PRMRewardShaper(env(), tc, gamma=gamma),
+            })
+    push = "FetchPush-v4"
+    sub_push = single[push]["shaper(SubgoalCritic)"].critic
     vec = {
-        "DummyVecEnv raw": DummyVecEnv([lambda: make_env(task)] * n_envs),
-        f"DummyVecEnv of {n_envs} shaper(torch)": DummyVecEnv(
-            [lambda: PRMRewardShaper(make_env(task), torch_critic, gamma=0.98)] * n_envs),
-        "VecPRMRewardShaper(torch)": VecPRMRewardShaper(DummyVecEnv([lambda: make_env(task)] * n_envs),
-                                                        torch_critic, gamma=0.98),
+        f"DummyVecEnv({n_envs}) raw": TimedVecEnv(DummyVecEnv([lambda: make_env(push)] * n_envs)),
+        f"DummyVecEnv({n_envs}) VecPRMRewardShaper(SubgoalCritic)": VecPRMRewardShaper(
+            TimedVecEnv(DummyVecEnv([lambda: make_env(push)] * n_envs)), sub_push, gamma=0.98),
     }
     return single, vec
 
 
-def main(argv=None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--steps", type=int, default=300, help="steps per variant per round")
-    p.add_argument("--rounds", type=int, default=5)
-    p.add_argument("--n-envs", type=int, default=8)
-    args = p.parse_args(argv)
-    import torch
+def _inner(env):
+    e = env
+    while not hasattr(e, "inner_ns"):
+        e = getattr(e, "env", None) or e.venv
+    return e
+
+
+def _rounds(variants: dict, actions: np.ndarray, rounds: int, steps: int, clock: _CriticClock, vector: bool,
+            bar) -> dict:
+    """Interleaved rounds; per variant: CPU µs per step of each round, and per step the total, inner
+    and critic ns (perf counter). Round 0 is warm-up."""
+    pc, tt = time.perf_counter_ns, time.thread_time_ns
+    cpu: dict[str, list[float]] = {k: [] for k in variants}
+    split: dict[str, dict[str, list[int]]] = {k: {"total": [], "inner": [], "critic": []} for k in variants}
+    for e in variants.values():
+        if vector:
+            e.seed(0)
+            e.reset()
+        else:
+            e.reset(seed=0)
+    for r in range(rounds + 1):
+        for k, e in variants.items():
+            inner = _inner(e)
+            tot, inn, cri = split[k]["total"], split[k]["inner"], split[k]["critic"]
+            c_start = tt()
+            for i in range(steps):
+                a = actions[i % len(actions)]
+                before, c0 = inner.inner_ns, clock.ns
+                t0 = pc()
+                out = e.step(a)
+                dt = pc() - t0
+                if r:
+                    tot.append(dt)
+                    inn.append(inner.inner_ns - before)
+                    cri.append(clock.ns - c0)
+                if not vector and (out[2] or out[3]):
+                    e.reset()
+            if r:
+                cpu[k].append((tt() - c_start) / steps / 1e3)
+        if bar is not None:
+            bar.update(1)
+    rows = {}
+    for k in variants:
+        t = np.asarray(split[k]["total"], np.float64)
+        own = t - np.asarray(split[k]["inner"], np.float64)
+        crit = np.asarray(split[k]["critic"], np.float64)
+        rows[k] = {"cpu_us": float(np.median(cpu[k])), "cpu_rounds": [round(c, 3) for c in cpu[k]],
+                   "self_p50": float(np.median(own)) / 1e3, "critic_p50": float(np.median(crit)) / 1e3,
+                   "wrapper_p50": float(np.median(own - crit)) / 1e3,
+                   "wrapper_mean": float((own - crit).mean()) / 1e3, "steps": int(len(t))}
+    return rows
+
+
+def measure(args) -> dict:
     from tqdm import tqdm
 
-    torch.set_num_threads(1)
-    single, vec = _build(args.n_envs)
+    clock = _CriticClock()
+    single, vec = _build(args.n_envs, clock)
     rng = np.random.default_rng(0)
-    times: dict[str, list[float]] = {k: [] for k in [*single, *vec]}
-    for env in single.values():
-        env.reset(seed=0)
-    for venv in vec.values():
-        venv.seed(0)
-        venv.reset()
-    a1 = rng.uniform(-1, 1, size=(args.steps, 4)).astype(np.float32)
-    an = rng.uniform(-1, 1, size=(args.steps, args.n_envs, 4)).astype(np.float32)
-    pc = time.perf_counter
-    for _ in tqdm(range(args.rounds), desc="rounds"):
-        for name, env in single.items():
-            t0 = pc()
-            for a in a1:
-                _, _, term, trunc, _ = env.step(a)
-                if term or trunc:
-                    env.reset()
-            times[name].append((pc() - t0) / args.steps * 1e6)
-        for name, venv in vec.items():
-            t0 = pc()
-            for a in an:
-                venv.step(a)
-            times[name].append((pc() - t0) / args.steps * 1e6)
-    med = {k: float(np.median(v)) for k, v in times.items()}
-    best = {k: float(np.min(v)) for k, v in times.items()}
-    raw1, rawn = med["raw env"], med["DummyVecEnv raw"]
-    braw1, brawn = best["raw env"], best["DummyVecEnv raw"]
-    print(f"\nFetchPush-v4, {args.rounds} interleaved rounds x {args.steps} steps, torch threads 1\n")
-    print("| single env | µs / step, median of rounds | vs raw | µs / step, best round | vs raw |")
-    print("|---|---:|---:|---:|---:|")
-    for k in single:
-        print(f"| {k} | {med[k]:.0f} | {med[k] / raw1:.3f}x | {best[k]:.0f} | {best[k] / braw1:.3f}x |")
-    print(f"\n| {args.n_envs} envs | µs / vector step, median | vs raw | best round | vs raw | critic calls / step |")
-    print("|---|---:|---:|---:|---:|---:|")
-    calls = {"DummyVecEnv raw": 0, f"DummyVecEnv of {args.n_envs} shaper(torch)": args.n_envs,
-             "VecPRMRewardShaper(torch)": 1}
-    for k in vec:
-        print(f"| {k} | {med[k]:.0f} | {med[k] / rawn:.3f}x | {best[k]:.0f} | {best[k] / brawn:.3f}x | {calls[k]} |")
-    dl = single["shaper(torch, deadline_s=0.05)"].stats
-    print(f"\ndeadline variant: {dl['calls']} calls, {dl['fallbacks']} fallbacks")
+    out: dict = {"rows": {}, "vec": {}}
+    load0 = os.getloadavg()
+    with tqdm(total=(len(single) + 1) * (args.rounds + 1), desc="rounds", file=sys.stderr) as bar:
+        for task, variants in single.items():
+            n_act = variants["raw env"].action_space.shape[0]
+            acts = rng.uniform(-1, 1, (512, n_act)).astype(np.float32)
+            out["rows"][task] = _rounds(variants, acts, args.rounds, args.steps, clock, False, bar)
+        acts = rng.uniform(-1, 1, (64, args.n_envs, 4)).astype(np.float32)
+        out["vec"] = _rounds(vec, acts, args.rounds, args.vec_steps, clock, True, bar)
+    load1 = os.getloadavg()
+    for variants in single.values():
+        for e in variants.values():
+            e.close()
+    for e in vec.values():
+        e.close()
+    out["n_envs"] = args.n_envs
+    out["settings"] = {"rounds": args.rounds, "steps": args.steps, "vec_steps": args.vec_steps}
+    out["machine"] = (f"{platform.machine()} CPU, {os.cpu_count()} logical cores shared with other jobs (1-min "
+                      f"load average {load0[0]:.1f} at the start, {load1[0]:.1f} at the end); Python "
+                      f"{platform.python_version()}, numpy {np.__version__}; {time.strftime('%Y-%m-%d')}")
+    return out
+
+
+def _goal(ok: bool) -> str:
+    return "**met**" if ok else "**not met**"
+
+
+def render(raw: dict) -> str:
+    s = raw["settings"]
+    lines = [
+        "# Env wrappers in the control loop: CPU time per step, current and reference paths", "",
+        "Reproduce (from the repository root, CPU):", "", "```bash", raw["command"], "```", "",
+        "Generated by `python benchmarks/wrappers_overhead.py --render` from "
+        "`benchmarks/results/wrappers_overhead.json`, the raw data that command measured.", "",
+        "Measured on: " + raw["machine"], "",
+        f"{s['rounds']} interleaved rounds of {s['steps']} steps per variant (vector envs: {s['vec_steps']} vector "
+        "steps), after a warm-up round. *CPU µs / step*: the thread's CPU time per round divided by its steps, "
+        "median over rounds; *vs raw*: its ratio to the raw env of the same task. *self*, *critic*, *wrapper*: "
+        "medians over all steps of the per-step split (the wrapper's time below the outer `step` and above the "
+        "inner env's; *critic* = inside the critic's `score_one` / `score`; *wrapper* = self - critic). The "
+        "critic is called right after a MuJoCo step (cold caches). `[reference]`: the previous per-step path "
+        "in the same run (the previous flattening; for the `SubgoalCritic`, its batched numpy path "
+        "`score(x[None])` and `holds(x[None])`).", "",
+    ]
+    for task, rows in raw["rows"].items():
+        raw_cpu = rows["raw env"]["cpu_us"]
+        lines += [f"## {task}", "",
+                  "| variant | CPU µs / step | vs raw | self p50 µs | critic p50 µs | wrapper p50 µs | wrapper mean µs | steps |",
+                  "|---|---:|---:|---:|---:|---:|---:|---:|"]
+        for k, r in rows.items():
+            lines.append(f"| {k} | {r['cpu_us']:.1f} | {r['cpu_us'] / raw_cpu:.3f}x | {r['self_p50']:.1f} | "
+                         f"{r['critic_p50']:.1f} | {r['wrapper_p50']:.1f} | {r['wrapper_mean']:.1f} | {r['steps']} |")
+        lines.append("")
+    n = raw["n_envs"]
+    vrows = raw["vec"]
+    vraw = vrows[f"DummyVecEnv({n}) raw"]["cpu_us"]
+    lines += [f"## {n} FetchPush-v4 envs, one critic call per vector step", "",
+              "| vector env | CPU µs / vector step | vs raw | self p50 µs | critic p50 µs | wrapper p50 µs | wrapper per env-step µs | steps |",
+              "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for k, r in vrows.items():
+        lines.append(f"| {k} | {r['cpu_us']:.1f} | {r['cpu_us'] / vraw:.3f}x | {r['self_p50']:.1f} | "
+                     f"{r['critic_p50']:.1f} | {r['wrapper_p50']:.1f} | {r['wrapper_p50'] / n:.2f} | {r['steps']} |")
+    push, maze = raw["rows"]["FetchPush-v4"], raw["rows"]["PointMaze_UMaze-v3"]
+    sub = [(t, raw["rows"][t]["shaper(SubgoalCritic)"]["critic_p50"],
+            raw["rows"][t]["shaper(SubgoalCritic) [reference]"]["critic_p50"]) for t in raw["rows"]]
+    w_now, w_ref = push["shaper(constant critic)"]["wrapper_p50"], push["shaper(constant critic) [reference]"]["wrapper_p50"]
+    mz = maze["shaper(constant critic)"]["cpu_us"] / maze["raw env"]["cpu_us"] - 1
+    mz_ref = maze["shaper(constant critic) [reference]"]["cpu_us"] / maze["raw env"]["cpu_us"] - 1
+    lines += ["", "## Goals", ""]
+    lines += [f"- `SubgoalCritic` batch-1 call <= {GOAL_SUBGOAL_US:.0f} µs in the control loop: "
+              + _goal(all(c <= GOAL_SUBGOAL_US for _, c, _ in sub)) + " ("
+              + "; ".join(f"{t}: {c:.1f} µs, reference path {r:.1f} µs" for t, c, r in sub) + ")"]
+    lines += [f"- shaper's own work <= {GOAL_WRAPPER_US:.0f} µs per FetchPush step (constant critic, wrapper p50): "
+              + _goal(w_now <= GOAL_WRAPPER_US) + f" ({w_now:.1f} µs; reference flattening {w_ref:.1f} µs)"]
+    lines += [f"- PointMaze constant-critic overhead <= {GOAL_MAZE_CONST:.0%} of the raw step (CPU time): "
+              + _goal(mz <= GOAL_MAZE_CONST) + f" ({mz:+.1%}; reference flattening {mz_ref:+.1%})", ""]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--steps", type=int, default=500, help="steps per single-env variant per round")
+    p.add_argument("--vec-steps", type=int, default=50, help="vector steps per vector variant per round")
+    p.add_argument("--rounds", type=int, default=12)
+    p.add_argument("--n-envs", type=int, default=8)
+    p.add_argument("--out", default=None, help="write the raw data to --raw and the rendered doc here")
+    p.add_argument("--raw", type=Path, default=RAW, help="raw-data JSON written with --out and read by --render")
+    p.add_argument("--render", action="store_true", help="only write --md from --raw (no measurement)")
+    p.add_argument("--md", type=Path, default=DOC, help="markdown written by --render")
+    argv = sys.argv[1:] if argv is None else argv
+    args = p.parse_args(argv)
+    from prm_critic._io import atomic_write_bytes
+
+    if args.render:
+        atomic_write_bytes(args.md, render(json.loads(Path(args.raw).read_text())).encode())
+        return 0
+    raw = measure(args)
+    shown = [a if not a.startswith("/") else Path(a).name for a in argv]
+    raw = {"about": "CPU time and per-step splits in microseconds measured by benchmarks/wrappers_overhead.py; "
+                    "docs/wrappers_overhead.md is rendered from this file (--render).",
+           "command": f"python benchmarks/wrappers_overhead.py {' '.join(shown)}".rstrip(), **raw}
+    text = render(raw)
+    print(text)
+    if args.out:
+        atomic_write_bytes(args.raw, (json.dumps(raw, indent=1) + "\n").encode())
+        atomic_write_bytes(Path(args.out), text.encode())
+        print(f"wrote {args.raw} and {args.out}", file=sys.stderr)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -24,12 +24,18 @@ A ``distance`` subgoal with an approach point (``behind``, ``offset``) compares 
 ``maze_path`` subgoals measure distance along the shortest path through the maze's free cells
 (BFS over cells from the goal's cell): ``geo = ||p - centre(next cell)|| + S * (cells_left - 1) + ||centre(goal cell) - g||`` inside
 the path, ``||p - g||`` in the goal's cell; ``inside = clip(1 - geo / geo_max, 0, 1)``.
+
+One row at a time (the env wrappers' control loop), :meth:`SubgoalCritic.score_one` and
+:meth:`SubgoalEvaluator.holds_one` run straight-line code compiled once from the spec on the row's
+Python floats, with the numpy path's operations in the same order (the same floats), and maze
+distances from tables built once (:meth:`MazeGeometry.geodesic_fn`).
 """
 
 from __future__ import annotations
 
+import math
 from collections import deque
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 import numpy.typing as npt
@@ -39,6 +45,11 @@ from prm_critic.robotics.layout import CriticInputLayout
 from prm_critic.robotics.spec import SpecError, TaskSpec, expr_width, load_spec
 
 __all__ = ["MazeGeometry", "SubgoalEvaluator", "SubgoalCritic", "eval_expr", "map_consts"]
+
+#: widths (and, for ``progress = "mean"``, subgoal counts) up to which a numpy reduction along a row
+#: adds left to right, so the compiled one-row path can add in the same order; wider ones fall back
+_SEQUENTIAL_SUM = 7
+_F32 = np.float32
 
 
 class MazeGeometry:
@@ -142,6 +153,58 @@ class MazeGeometry:
     def geo_max(self) -> float:
         return self.scaling * (self.max_cells + 1)
 
+    def geodesic_fn(self) -> Callable[[float, float, float, float], float]:
+        """``geo(px, py, gx, gy)``: :meth:`geodesic` of one point and goal on Python floats, from
+        tables built once here (cell grid, cell centres, BFS distances, the closer neighbours of
+        every cell pair); the same operations in the same order, so the same float."""
+        rows, cols, s, xc, yc = self.rows, self.cols, self.scaling, self.x_center, self.y_center
+        grid = self._grid.tolist()
+        centers = [tuple(c) for c in self.centers.tolist()]
+        dist = self.dist.tolist()
+        nxt = [[tuple(c for c in cand if c >= 0) for cand in row] for row in self._next.tolist()]
+        sqrt, inf = math.sqrt, math.inf
+
+        def cell(x: float, y: float) -> int:
+            fi = (yc - y) / s
+            fj = (x + xc) / s
+            if 0.0 <= fi < rows and 0.0 <= fj < cols:  # floor(f) in [0, n) exactly when f in [0, n)
+                k = grid[int(fi)][int(fj)]
+                if k >= 0:
+                    return k
+            best, kbest = inf, 0  # argmin: the first of equal distances
+            for k, (cx, cy) in enumerate(centers):
+                dx, dy = x - cx, y - cy
+                d = sqrt(dx * dx + dy * dy)
+                if d < best or k == 0:
+                    best, kbest = d, k
+                elif d != d:  # NaN: argmin takes the first one
+                    return k if best == best else kbest
+            return kbest
+
+        def geo(px: float, py: float, gx: float, gy: float) -> float:
+            cp, cg = cell(px, py), cell(gx, gy)
+            left = dist[cp][cg]
+            if left < 0:
+                return inf
+            if left == 0:
+                dx, dy = px - gx, py - gy
+                return sqrt(dx * dx + dy * dy)
+            best, pick = inf, -1
+            for c in nxt[cp][cg]:
+                cx, cy = centers[c]
+                dx, dy = cx - px, cy - py
+                d = sqrt(dx * dx + dy * dy)
+                if d < best or pick < 0:
+                    best, pick = d, c
+                elif d != d and best == best:  # NaN: argmin takes the first one
+                    best, pick = d, c
+            cx, cy = centers[pick]
+            dx, dy = px - cx, py - cy
+            ex, ey = centers[cg][0] - gx, centers[cg][1] - gy
+            return sqrt(dx * dx + dy * dy) + s * (left - 1) + sqrt(ex * ex + ey * ey)
+
+        return geo
+
 
 def _ref_slice(r, layout: CriticInputLayout, fail) -> tuple[int, int]:
     """``(start, stop)`` in the flat critic input of the key selection ``r`` (an ``ObsExpr``)."""
@@ -197,6 +260,128 @@ def map_consts(node: tuple, fn) -> tuple:
     return (node[0], *(map_consts(c, fn) for c in node[1:]))
 
 
+class _RowCode:
+    """Straight-line Python for one critic-input row ``v`` (a list of floats): each expression node
+    becomes one float expression per component, with the operations of :func:`eval_expr` in the same
+    order, so every component is the same float64 numpy computes on a batch."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.names: dict[str, Any] = {}
+
+    def const(self, value: float) -> str:
+        name = f"c{len(self.names)}"
+        self.names[name] = float(value)
+        return name
+
+    def expr(self, node: tuple, width: int) -> list[str]:
+        kind = node[0]
+        if kind == "const":
+            v = node[1]
+            if isinstance(v, float):
+                return [self.const(v)] * width
+            vals = [self.const(c) for c in np.asarray(v, dtype=np.float64).reshape(-1).tolist()]
+            return vals * width if len(vals) == 1 else vals  # numpy broadcasts a width-1 constant
+        if kind == "slice":
+            return [f"v[{i}]" for i in range(node[1], node[2])]
+        if kind == "neg":
+            return [f"(-{e})" for e in self.expr(node[1], width)]
+        op = {"add": "+", "sub": "-", "mul": "*", "div": "/"}[kind]
+        return [f"({a} {op} {b})" for a, b in zip(self.expr(node[1], width), self.expr(node[2], width))]
+
+    def let(self, name: str, exprs: list[str]) -> list[str]:
+        out = []
+        for i, e in enumerate(exprs):
+            self.lines.append(f"{name}{i} = {e}")
+            out.append(f"{name}{i}")
+        return out
+
+    @staticmethod
+    def norm(comps: list[str]) -> str:
+        """``np.linalg.norm`` along a row: the squares added left to right, then the square root."""
+        return "sqrt(" + " + ".join(f"{c} * {c}" for c in comps) + ")"
+
+
+def _clip01(name: str) -> str:
+    return f"{name} = 0.0 if {name} < 0.0 else (1.0 if {name} > 1.0 else {name})"
+
+
+def _compile_rows(ev: "SubgoalEvaluator"):
+    """``(score, holds)`` for one row ``v`` (list of floats) of ``ev``'s critic input:
+    ``score(v) -> (progress, success)`` and ``holds(v) -> tuple[bool, ...]``, the same values as
+    :class:`SubgoalCritic.score` / :meth:`SubgoalEvaluator.holds` on the batch ``[v]``; ``None``
+    when a subgoal compares points wider than numpy adds left to right (or ``mean`` progress has
+    more subgoals than that), where the one-row path could round differently."""
+    subgoals = ev.spec.subgoals
+    n = len(subgoals)
+    if n == 0 or max(ev.widths) > _SEQUENTIAL_SUM or (ev.spec.progress == "mean" and n > _SEQUENTIAL_SUM):
+        return None
+    code = _RowCode()
+    names: dict[str, Any] = {"sqrt": math.sqrt}
+    L = code.lines
+    geo_args: list[str] = []
+    for k, (s, (na, nb, nbehind), w) in enumerate(zip(subgoals, ev.exprs, ev.widths)):
+        a = code.let(f"a{k}_", code.expr(na, w))
+        b = code.let(f"b{k}_", code.expr(nb, w))
+        geo_args.append(", ".join([*a, *b]))
+        t = b
+        if nbehind is not None:
+            r = code.let(f"r{k}_", code.expr(nbehind, w))
+            away = code.let(f"w{k}_", [f"{bi} - {ri}" for bi, ri in zip(b, r)])
+            L.append(f"n{k} = {code.norm(away)}")
+            off = code.const(s.offset)
+            L.append(f"if n{k} > 0:")
+            L.extend(f"    u{k}_{i} = {wi} / n{k}" for i, wi in enumerate(away))
+            L.append("else:")
+            L.extend(f"    u{k}_{i} = 0.0" for i in range(w))
+            t = code.let(f"t{k}_", [f"{bi} + {off} * u{k}_{i}" for i, bi in enumerate(b)])
+        e = code.let(f"e{k}_", [f"{ai} - {ti}" for ai, ti in zip(a, t)])
+        L.append(f"d{k} = {code.norm(e)}")
+        L.append(f"h{k} = d{k} < {code.const(s.threshold)}")
+    dist_lines = list(L)
+
+    def inside(k: int, out: str, indent: str) -> list[str]:
+        s = subgoals[k]
+        if s.kind == "maze_path":
+            maze = ev.maze
+            assert maze is not None  # SubgoalEvaluator refuses a maze_path subgoal without the maze
+            names["geo"] = maze.geodesic_fn()
+            rhs = f"1.0 - geo({geo_args[k]}) / {code.const(maze.geo_max)}"
+        else:
+            rhs = f"1.0 - d{k} / {code.const(s.scale)}"
+        return [f"{indent}{out} = {rhs}", indent + _clip01(out)]
+
+    if ev.spec.progress == "mean":
+        for k in range(n):
+            L.append(f"if h{k}:")
+            L.append(f"    k{k} = 1.0")
+            L.append("else:")
+            L.extend(inside(k, f"k{k}", "    "))
+        L.append("p = (" + " + ".join(f"k{k}" for k in range(n)) + f") / {n}")
+    else:
+        # m = 1 + the highest subgoal that holds; the next one's closeness counts inside its stage
+        for k in range(n - 1, -1, -1):
+            L.append(f"{'if' if k == n - 1 else 'elif'} h{k}:")
+            if k == n - 1:
+                L.append("    p = 1.0")
+            else:
+                L.extend(inside(k + 1, "i", "    "))
+                L.append(f"    p = ({k + 1} + i) / {n}")
+        L.append("else:")
+        L.extend(inside(0, "i", "    "))
+        L.append(f"    p = (0 + i) / {n}")
+        L.append(_clip01("p"))
+    all_hold = " and ".join(f"h{k}" for k in range(n))
+    L.append(f"return p, (1.0 if {all_hold} else p)")
+    names.update(code.names)
+    src = "def score(v):\n" + "".join(f"    {line}\n" for line in L)
+    src += "def holds(v):\n" + "".join(f"    {line}\n" for line in dist_lines)
+    src += "    return (" + "".join(f"h{k}, " for k in range(n)) + ")\n"
+    ns = dict(names)
+    exec(compile(src, f"<subgoals {ev.spec.name}>", "exec"), ns)  # noqa: S102 - code built above from the parsed spec
+    return ns["score"], ns["holds"]
+
+
 class SubgoalEvaluator:
     """Batched subgoal states and progress for one spec and critic-input layout.
 
@@ -244,6 +429,8 @@ class SubgoalEvaluator:
                                     f"a = {str(s.a)!r} of width {w}")
             self.exprs.append((nodes["a"], nodes["b"], nodes.get("behind")))
             self.widths.append(int(w))
+        # the one-row path (compiled from the resolved nodes; None: the batched path serves one row too)
+        self._rows = _compile_rows(self)
 
     @property
     def names(self) -> list[str]:
@@ -361,6 +548,13 @@ class SubgoalEvaluator:
                 inside[sel] = np.clip(1.0 - d / s.scale, 0.0, 1.0)
         return np.clip((m + inside) / n, 0.0, 1.0)
 
+    def holds_one(self, x: np.ndarray) -> tuple[bool, ...]:
+        """:meth:`holds` of one critic input ``x`` ``(D,)`` (float32, already validated, e.g. by the
+        env wrappers): the same values, without the batch's intermediate arrays."""
+        if self._rows is None:
+            return tuple(bool(b) for b in self.holds(np.asarray(x, dtype=np.float32)[None, :])[0])
+        return self._rows[1](x.tolist() if x.dtype == np.float32 else x.astype(np.float32).tolist())
+
     def all_hold(self, x: np.ndarray) -> np.ndarray:
         """``(B,)`` bool: every subgoal holds (success for ``source = "subgoals"``)."""
         return self.holds(x).all(axis=1)
@@ -387,6 +581,39 @@ class SubgoalCritic(StateCritic):
         self.layout = layout
         self.obs_dim = layout.obs_dim
         self.evaluator = SubgoalEvaluator(self.spec, layout, maze)
+        self._d_shape = (self.obs_dim,)
+        self._probe = np.full(self.obs_dim, 1e-30, np.float32)
+        rows = self.evaluator._rows
+        self._score_row = None if rows is None else rows[0]
+
+    def score_one(self, x: Any, *, check: bool = True) -> tuple[float, float]:
+        """Score one critic input ``x`` of shape ``(obs_dim,)``; returns ``(progress, success)``, the
+        same floats as :meth:`score` on ``x[None]``.
+
+        The batch-1 path of the control loop: the subgoals are evaluated by straight-line code
+        compiled once from the spec, on the row as Python floats (no intermediate arrays); maze
+        distances come from tables built once. ``check=False`` skips the shape, dtype and
+        finiteness checks for a caller that has already validated ``x`` as float32 (the env
+        wrappers validate each observation once, naming its key).
+        """
+        a = x
+        if check:
+            a = x if type(x) is np.ndarray else np.asarray(x)
+            if a.shape != self._d_shape:
+                raise ValueError(f"x: expected shape ({self.obs_dim},), got shape {a.shape}")
+            if a.dtype.kind not in "fiub":
+                raise TypeError(f"x: expected a real-valued numeric array of shape ({self.obs_dim},), got dtype {a.dtype}")
+            a = a.astype(np.float32, copy=False)  # what score() scores: the row as float32
+            if not math.isfinite(a.dot(self._probe)):
+                bad = int(np.argwhere(~np.isfinite(a))[0][0])
+                raise ValueError(f"x: expected finite values, got {a[bad]} at index {bad}")
+        elif a.dtype != np.float32:
+            a = a.astype(np.float32)
+        if self._score_row is None:
+            sc = self.score(a[None, :])
+            return float(sc.progress[0]), float(sc.success[0])
+        p, s = self._score_row(a.tolist())
+        return float(_F32(p)), float(_F32(s))  # score()'s StepScores hold float32
 
     def score(self, steps: npt.ArrayLike) -> StepScores:
         """Score ``steps`` of shape ``(B, obs_dim)``; returns progress and success ``(B,)``."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import inspect
 import math
+import operator
 import threading
 from typing import TYPE_CHECKING, Any, Mapping
 
@@ -22,6 +23,10 @@ if TYPE_CHECKING:
     from prm_critic.robotics.subgoals import SubgoalEvaluator
 
 __all__: list[str] = []
+
+_SHAPE = operator.attrgetter("shape")
+#: rows up to this width are checked finite through their Python floats, longer ones by a dot product
+_SHORT_ROW = 256
 
 HEADS = ("progress", "success")
 MODES = ("potential", "subgoal", "replace")
@@ -384,25 +389,33 @@ def flatten_checked(layout: CriticInputLayout, obs: Any, *, batched: bool = Fals
 class ObsFlattener:
     """One validated pass from an observation to its float32 critic input ``(D,)``.
 
-    The per-step path of the wrappers: when every key is a numeric ndarray of the expected shape
-    (``(size,)``, or ``(B, size)`` for :meth:`batch`), the keys are joined and cast to float32 by one
-    ``np.concatenate`` into a fresh array, and the whole result is checked finite with one dot
-    product (``x . 1e-30`` is finite for any finite float32 row and inf/NaN as soon as one entry is).
-    A key of the right size in another shape is copied into its slice. Anything unusual (a missing
-    key, a list, a wrong size or dtype, NaN/inf) goes through :func:`flatten_checked`, which raises
-    the error naming the key. The critic receives a row that is already checked and does not check
-    it again.
+    The per-step path of the wrappers, with the checks where they can fail and nothing else: the keys
+    are fetched in one go (``operator.itemgetter``; a missing key fails there), their shapes compared
+    with the expected ``(size,)`` in one tuple comparison, then joined and cast to float32 by one
+    ``np.concatenate`` into a fresh array with ``casting="same_kind"`` (which refuses exactly the
+    non-numeric dtypes: the only dtypes that cast ``same_kind`` to float32 are float, int, unsigned and
+    bool), and the whole result is checked finite by the sum of its entries (one ``tolist``; rows over
+    256 entries: one dot product, ``x . 1e-30`` is finite for any finite float32 row and inf/NaN as
+    soon as one entry is). A key of the right size in another
+    shape is copied into its slice. Anything unusual (a missing key, a list, a wrong size or dtype,
+    NaN/inf) goes through :func:`flatten_checked`, which raises the error naming the key. The critic
+    receives a row that is already checked and does not check it again.
     """
 
-    __slots__ = ("layout", "_fields", "_keys", "_shapes", "_dim", "_probe", "_probes", "_box", "_box_shape")
+    __slots__ = ("layout", "_fields", "_keys", "_shapes", "_get", "_dim", "_probe", "_probes", "_box",
+                 "_box_shape", "_short")
 
     def __init__(self, layout: CriticInputLayout):
         self.layout = layout
         self._fields = tuple((k, layout.slices[k], layout.sizes[k]) for k in layout.keys)
         self._keys = tuple(layout.keys)
-        self._shapes = tuple((k, (layout.sizes[k],)) for k in layout.keys)
+        self._shapes = tuple((layout.sizes[k],) for k in layout.keys)
+        get = operator.itemgetter(*self._keys)
+        # a tuple of the keys' values (itemgetter of one key gives the value itself)
+        self._get = get if len(self._keys) > 1 else (lambda obs: (get(obs),))
         self._dim = layout.obs_dim
         self._probe = np.full(layout.obs_dim, 1e-30, np.float32)
+        self._short = layout.obs_dim <= _SHORT_ROW
         self._probes: dict[int, np.ndarray] = {}  # batch size -> flat probe of B * D entries
         self._box = layout.keys == ("obs",)
         self._box_shape = (layout.obs_dim,)
@@ -414,18 +427,31 @@ class ObsFlattener:
             out = obs.astype(np.float32) if obs.shape == self._box_shape \
                 else obs.astype(np.float32, order="C").reshape(-1)
         else:
-            if not isinstance(obs, dict):
+            try:
+                parts = self._get(obs)
+                same = tuple(map(_SHAPE, parts)) == self._shapes
+                joined = np.concatenate(parts, dtype=np.float32, casting="same_kind") if same else None
+            except (KeyError, TypeError, AttributeError, ValueError, IndexError):
+                # a missing key, not a mapping, a value without a shape, a non-numeric dtype: the
+                # checked path raises the error naming the key
                 return flatten_checked(self.layout, obs, name=name)
-            parts = []
-            for k, shape in self._shapes:
-                a = obs.get(k)
-                if type(a) is not np.ndarray or a.shape != shape or a.dtype.kind not in "fiub":
-                    return self._slow(obs, name)
-                parts.append(a)
-            out = np.concatenate(parts, dtype=np.float32, casting="unsafe")
-        if not math.isfinite(out.dot(self._probe)):
+            if joined is None:
+                return self._slow(obs, name)
+            out = joined
+        # finite: the sum of the row's Python floats (see _finite_row), inlined on the per-step path
+        if not (math.isfinite(sum(out.tolist())) if self._short else self._finite_row(out)):
             return flatten_checked(self.layout, obs, name=name)  # raises, naming the key
         return out
+
+    def _finite_row(self, out: np.ndarray) -> bool:
+        """Every entry of the float32 row is finite: the sum of its entries as Python floats (float64)
+        is finite exactly then (float32 values cannot add up to a float64 overflow). In the control
+        loop, right after the env's step, this costs less than a BLAS dot product; long rows take the
+        dot product with the probe."""
+        if self._short:
+            return math.isfinite(sum(out.tolist()))
+        with np.errstate(invalid="ignore"):  # inf + -inf: NaN, reported by the error raised after
+            return math.isfinite(out.dot(self._probe))
 
     def _slow(self, obs: Mapping, name: str) -> np.ndarray:
         """A key of the right size in another shape (e.g. ``(1, size)``): copied into its slice;
@@ -436,7 +462,7 @@ class ObsFlattener:
             if type(a) is not np.ndarray or a.size != size or a.dtype.kind not in "fiub":
                 return flatten_checked(self.layout, obs, name=name)
             out[sl] = a.reshape(-1)
-        if not math.isfinite(out.dot(self._probe)):
+        if not self._finite_row(out):
             return flatten_checked(self.layout, obs, name=name)
         return out
 
@@ -544,7 +570,13 @@ def _fast_entry(critic: BaseCritic, name: str):
         params = inspect.signature(fn).parameters
     except (TypeError, ValueError):  # pragma: no cover - builtins without a signature
         return fn
-    return functools.partial(fn, check=False) if "check" in params else fn
+    if "check" not in params:
+        return fn
+
+    def unchecked(x, _fn=fn):  # a plain closure: a call through functools.partial with a keyword costs more
+        return _fn(x, check=False)
+
+    return unchecked
 
 
 class CriticCaller:
@@ -623,8 +655,16 @@ class CriticCaller:
         if self.deadline_s is None:  # the control loop's path: no hand-over, errors propagate
             self.stats["calls"] += 1
             self.last_heads = None
-            out, self.last_heads = self._run_one(x)
-            return out
+            if self._score_one is None:
+                out, self.last_heads = self._run_one(x)
+                return out
+            progress, success = self._score_one(x)  # _run_one inlined: one call less per step
+            heads = {"progress": float(progress), "success": float(success)}
+            v = heads[self.head]
+            if not math.isfinite(v):
+                raise ValueError(f"critic: head {self.head!r} returned a non-finite score {v}")
+            self.last_heads = heads
+            return v
         return self._call(self._run_one, x)
 
     def _call(self, run, x):

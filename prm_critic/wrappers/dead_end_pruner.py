@@ -142,7 +142,7 @@ class DeadEndPruner(gym.Wrapper, gym.utils.RecordConstructorArgs):
             if info.get("prm_fallback", False):
                 return None  # the shaper's one call of this step fell back: no second call
             scores = info.get("prm_next_scores")
-            if not isinstance(scores, Mapping) or self.head not in scores:
+            if type(scores) is not dict and not isinstance(scores, Mapping) or self.head not in scores:
                 raise RuntimeError(
                     "info: the PRMRewardShaper below published no 'prm_next_scores' with head "
                     f"{self.head!r} for this step (got {scores!r}); a wrapper between them drops info keys"

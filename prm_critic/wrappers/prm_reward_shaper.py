@@ -116,13 +116,13 @@ class PRMRewardShaper(ShaperBase, gym.Wrapper, gym.utils.RecordConstructorArgs):
         self._x: np.ndarray | None = None
         self._phi: float | None = None
         self._claimed: set[str] = set()
+        self._subgoal_names = tuple(self.evaluator.names) if self.evaluator is not None else ()
 
     # ------------------------------------------------------------------ helpers
     def _subgoals(self, x: np.ndarray) -> dict[str, bool] | None:
         if self.evaluator is None:
             return None
-        h = self.evaluator.holds(x[None, :])[0]
-        return {n: bool(b) for n, b in zip(self.evaluator.names, h)}
+        return dict(zip(self._subgoal_names, self.evaluator.holds_one(x)))
 
     # ------------------------------------------------------------------ gym API
     def reset(self, *, seed: int | None = None, options: dict | None = None):
