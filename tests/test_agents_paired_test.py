@@ -75,10 +75,10 @@ def test_controls_table_pairs_the_prm_with_each_control():
               "prm_beam+random": _rows("prm_beam+random", [False] * 8, [150] * 8),
               "prm_beam+constant": _rows("prm_beam+constant", [True] * 8, [100] * 8, )}
     text = "\n".join(controls_lines(allres, "tag"))
-    assert "| PRM beam | random critic | 8 | 0 | 0 | 8 | 0 | 0.008 | 1.00 (0.63-1.00) |" in text
-    assert "| PRM beam | constant critic, random ties | 8 | 8 | 0 | 0 | 0 | 1.000 | no discordant pairs |" in text
+    assert "| beam search (w=2, b=2, dead-end pruning) | random critic | 8 | 0 | 0 | 8 | 0 | 0.008 | 1.00 (0.63-1.00) |" in text
+    assert "| beam search (w=2, b=2, dead-end pruning) | constant critic, random ties | 8 | 8 | 0 | 0 | 0 | 1.000 | no discordant pairs |" in text
     # success within 50 calls: the PRM 1.00, the random control 0.00
-    assert "| PRM beam | PRM [tag] | 8 | 1.00 |" in text and "| 1.00 | 1.00 | 1.00 | 1.00 | 1.00 |" in text
+    assert "| beam search (w=2, b=2, dead-end pruning) | PRM [tag] | 8 | 1.00 |" in text and "| 1.00 | 1.00 | 1.00 | 1.00 | 1.00 |" in text
 
 
 def test_controls_table_refuses_to_pair_different_settings():

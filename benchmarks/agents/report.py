@@ -209,7 +209,7 @@ def controls_lines(allres: dict[str, list[dict]], prm_tag: str) -> list[str]:
             ctls = {c: allres[f"{name}+{c}{sfx}"] for c in CONTROLS if f"{name}+{c}{sfx}" in allres}
             if not ctls:
                 continue
-            search = SHORT[name] + (" [llm]" if sfx else "")
+            search = LABELS[name].replace("PRM ", "", 1) + (" [llm]" if sfx else "")
             for critic, res in ([(f"PRM [{prm_tag}]", prm)] if prm else []) + [(CONTROLS[c], r) for c, r in ctls.items()]:
                 k, n = sum(r["won"] for r in res), len(res)
                 head.append(f"| {search} | {critic} | {n} | {k / n:.2f} | {_ci(k, n)} | "
