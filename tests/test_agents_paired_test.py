@@ -91,3 +91,18 @@ def test_controls_table_refuses_to_pair_different_settings():
 def test_no_controls_no_section():
     assert controls_lines({"prm_beam+tag": _rows("prm_beam+tag", [True], [4])}, "tag") == []
     assert np.isclose(sign_test_p(1, 1), 1.0)
+
+
+def test_controls_words_count_only_paired_games():
+    prm = _rows("prm_beam+tag", [True] * 8, [40] * 8)
+    ctl = _rows("prm_beam+random", [False] * 6, [150] * 6)  # two games not yet run with the control
+    text = "\n".join(controls_lines({"prm_beam+tag": prm, "prm_beam+random": ctl}, "tag"))
+    assert "6 vs 0 wins of 6 paired games (6 won only with the PRM, 0 only with the control), p = 0.031: " \
+           "the PRM is better at the 5 % level." in text
+
+
+def test_controls_plot_only_with_controls(tmp_path):
+    from report import plot_controls
+
+    spec = {"sets": [{"seeds": "0-7", "difficulty": "d", "title": "t"}]}
+    assert plot_controls(spec, tmp_path, tmp_path / "c.png") is False and not (tmp_path / "c.png").exists()

@@ -35,6 +35,7 @@ RESULTS = HERE / "results"
 TABLE = RESULTS / "table.md"
 DOC = ROOT / "docs" / "agents_benchmark.md"
 CAL_PNG = ROOT / "docs" / "agents_prm_calibration.png"
+CONTROLS_PNG = ROOT / "docs" / "agents_controls.png"
 EXTRA = ROOT / "benchmarks" / "results" / "agents_benchmark.json"
 SEEDS = tuple(range(1000, 1008))
 
@@ -202,7 +203,7 @@ def controls_lines(allres: dict[str, list[dict]], prm_tag: str) -> list[str]:
             "|---|---|---|---|---|---|" + "---|" * len(BUDGETS)]
     tests = ["| search | PRM vs | pairs | both won | neither | only PRM | only control | exact McNemar p (two-sided) | "
              "PRM's share of discordant pairs (95 % interval) |", "|---|---|---|---|---|---|---|---|---|"]
-    notes, n_rows, n_tests = [], 0, 0
+    notes, words, n_rows, n_tests = [], [], 0, 0
     for name in CRITIC_METHODS:
         for sfx in ("", "+llm"):
             prm = allres.get(f"{name}+{prm_tag}{sfx}")
@@ -232,9 +233,59 @@ def controls_lines(allres: dict[str, list[dict]], prm_tag: str) -> list[str]:
                 tests.append(f"| {search} | {CONTROLS[c]} | {t['pairs']} | {t['both']} | {t['neither']} | {t['a_only']} | "
                              f"{t['b_only']} | {t['p']:.3f} | {share} |")
                 n_tests += 1
+                sig = t["p"] < 0.05
+                k_p, k_c = t["both"] + t["a_only"], t["both"] + t["b_only"]
+                words.append(f"* **PRM vs {CONTROLS[c]}, {search}:** {k_p} vs {k_c} wins of {t['pairs']} paired games "
+                             f"({t['a_only']} won only with the PRM, {t['b_only']} only with the control), p = {t['p']:.3f}: "
+                             + (f"the {'PRM' if t['a_only'] > t['b_only'] else 'control'} is better at the 5 % level."
+                                if sig else "**no significant difference** at the 5 % level."))
     if not n_rows:
         return []
-    return [*head, "", *(tests if n_tests else []), *([""] if n_tests else []), *notes, *([""] if notes else [])]
+    return [*head, "", *(tests if n_tests else []), *([""] if n_tests else []), *words, *notes,
+            *([""] if notes or words else [])]
+
+
+def plot_controls(spec: dict, results: Path, png: Path) -> bool:
+    """Success within B policy calls against B, the PRM and each control critic per critic search,
+    one panel per set of unseen games; ``False`` (nothing written) when no control was run."""
+    panels = []
+    for st in spec.get("sets", []):
+        seeds = parse_seeds(st["seeds"])
+        allres = load_results(results, seeds, st["difficulty"])
+        curves = [(m, res) for m, res in sorted(allres.items()) if m.split("+")[0] in CRITIC_METHODS
+                  and "llm" not in m.split("+")[1:]
+                  and any(f"{m.split('+')[0]}+{c}" in allres for c in CONTROLS)]
+        if any(_control(m) for m, _ in curves):
+            panels.append((st, seeds, curves))
+    if not panels:
+        return False
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 4.2), squeeze=False)
+    budgets = np.arange(0, 161)
+    for ax, (st, seeds, curves) in zip(axes[0], panels):
+        for m, res in curves:
+            name = m.split("+")[0]
+            y = [success_within(res, b) / len(res) for b in budgets]
+            who = CONTROLS.get(_control(m) or "", "PRM [" + "+".join(m.split("+")[1:]) + "]")
+            ax.step(budgets, y, where="post", ls="-" if name == "prm_beam" else "--",
+                    label=f"{'pruned' if name == 'prm_beam' else 'unpruned' if name == 'prm_beam_noprune' else name}: "
+                          f"{who} (n={len(res)})")
+        ax.set_title(f"{st['title']} (seeds {_seeds(seeds)})", fontsize=10)
+        ax.set_xlabel("policy calls (budget B)")
+        ax.set_ylabel("share of games won within B calls")
+        ax.set_ylim(-0.02, 1.02)
+        ax.legend(fontsize=7, loc="upper left")
+    fig.tight_layout()
+    fd, tmp = tempfile.mkstemp(dir=png.parent, suffix=".png")
+    os.close(fd)
+    fig.savefig(tmp, dpi=110)
+    plt.close(fig)
+    os.replace(tmp, png)
+    return True
 
 
 def _seeds(seeds) -> str:
@@ -567,6 +618,10 @@ def render_unseen(spec: dict, cal: dict[str, dict], results: Path = RESULTS) -> 
         if ctl:
             lines += [f"**The PRM against uninformed critics in the same search** (seeds {_seeds(seeds)}):", "",
                       *spec.get("controls_intro", []), "", *ctl]
+    if any(f"+{c}" in m for st in spec["sets"] for m in
+           load_results(results, parse_seeds(st["seeds"]), st["difficulty"]) for c in CONTROLS):
+        lines += ["![games won within B policy calls: the PRM and the control critics in the same beam]"
+                  "(agents_controls.png)", ""]
     if cal:
         lines += ["### Calibration of the PRM on unseen games", "", *spec["calibration_intro"], "",
                   *calibration_lines(cal), "", "![reliability of the PRMs' success score](agents_prm_calibration.png)",
@@ -669,6 +724,8 @@ def main(argv=None) -> int:
     if md == DOC and cal:
         plot_calibration(cal, CAL_PNG)
         print(f"wrote {CAL_PNG}")
+    if md == DOC and plot_controls(extra.get("unseen", {}), a.results, CONTROLS_PNG):
+        print(f"wrote {CONTROLS_PNG}")
     if tab:
         atomic_write_bytes(tab, (table(summary(allres)) + "\n").encode())
         print(f"wrote {tab}")
