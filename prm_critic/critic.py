@@ -269,7 +269,8 @@ class ConstantCritic(BaseCritic[Any]):
 
     A search that ranks candidates by score would otherwise break the ties of a constant critic by
     proposal order (not at random). ``tie_break > 0`` adds ``tie_break * u`` with ``u`` in [0, 1) a
-    seeded random function of the step (as :class:`RandomCritic`): the scores differ by less than
+    seeded random function of the step (as :class:`RandomCritic`, but independent of it under the
+    same ``seed``, so the two controls rank candidates differently): the scores differ by less than
     ``tie_break``, so a threshold that ``value`` clears by more than that prunes nothing, and
     the ranking among candidates is random (scores are float32: near 0.5 the default 1e-3 holds
     about 16800 distinct values, so two steps still tie with chance about 6e-5, and such a tie falls
@@ -287,8 +288,8 @@ class ConstantCritic(BaseCritic[Any]):
             v = np.full(n, self.value)
             return StepScores(v, v.copy())
         # float64 sum, then float32: a tie_break too small for float32 near value would re-tie the steps
-        return StepScores(self.value + self.tie_break * _seeded_uniforms(steps, self.seed, "progress"),
-                          self.value + self.tie_break * _seeded_uniforms(steps, self.seed, "success"))
+        return StepScores(self.value + self.tie_break * _seeded_uniforms(steps, self.seed, "tie-break:progress"),
+                          self.value + self.tie_break * _seeded_uniforms(steps, self.seed, "tie-break:success"))
 
     def __repr__(self) -> str:
         return f"ConstantCritic(value={self.value}, tie_break={self.tie_break}, seed={self.seed})"

@@ -62,6 +62,13 @@ def test_constant_critic_breaks_ties_at_random():
     assert firsts.min() >= 60, firsts
 
 
+def test_constant_critics_ties_are_independent_of_the_random_critic_under_one_seed():
+    """Two controls run with the same seed must not rank the candidates the same way."""
+    batch = steps(2000)
+    r, c = RandomCritic(5).score(batch).success, ConstantCritic(seed=5).score(batch).success
+    assert abs(np.corrcoef(np.argsort(np.argsort(r)), np.argsort(np.argsort(c)))[0, 1]) < 0.05
+
+
 @pytest.mark.parametrize("bad", [dict(value=1.5), dict(value=-0.1), dict(value=0.9995, tie_break=1e-3),
                                  dict(tie_break=-1.0), dict(seed=-1), dict(seed=1.5), dict(value=True)])
 def test_bad_arguments_raise(bad):
