@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks" / "agents"))
-from report import controls_lines, paired_test, sign_test_p, success_within  # noqa: E402
+from report import controls_lines, holm, paired_test, sign_test_p, success_within  # noqa: E402
 
 
 def brute_force_p(k: int, n: int) -> float:
@@ -75,8 +75,8 @@ def test_controls_table_pairs_the_prm_with_each_control():
               "prm_beam+random": _rows("prm_beam+random", [False] * 8, [150] * 8),
               "prm_beam+constant": _rows("prm_beam+constant", [True] * 8, [100] * 8, )}
     text = "\n".join(controls_lines(allres, "tag"))
-    assert "| beam search (w=2, b=2, dead-end pruning) | random critic | 8 | 0 | 0 | 8 | 0 | 0.008 | 1.00 (0.63-1.00) |" in text
-    assert "| beam search (w=2, b=2, dead-end pruning) | constant critic, random ties | 8 | 8 | 0 | 0 | 0 | 1.000 | no discordant pairs |" in text
+    assert "| beam search (w=2, b=2, dead-end pruning) | random critic | 8 | 0 | 0 | 8 | 0 | 0.008 | 0.016 | 1.00 (0.63-1.00) |" in text
+    assert "| beam search (w=2, b=2, dead-end pruning) | constant critic, random ties | 8 | 8 | 0 | 0 | 0 | 1.000 | 1.000 | no discordant pairs |" in text
     # success within 50 calls: the PRM 1.00, the random control 0.00
     assert "| beam search (w=2, b=2, dead-end pruning) | PRM [tag] | 8 | 1.00 |" in text and "| 1.00 | 1.00 | 1.00 | 1.00 | 1.00 |" in text
 
@@ -97,8 +97,9 @@ def test_controls_words_count_only_paired_games():
     prm = _rows("prm_beam+tag", [True] * 8, [40] * 8)
     ctl = _rows("prm_beam+random", [False] * 6, [150] * 6)  # two games not yet run with the control
     text = "\n".join(controls_lines({"prm_beam+tag": prm, "prm_beam+random": ctl}, "tag"))
-    assert "6 vs 0 wins of 6 paired games (6 won only with the PRM, 0 only with the control), p = 0.031: " \
-           "the PRM is better at the 5 % level." in text
+    assert "6 vs 0 wins of 6 paired games (6 won only with the PRM, 0 only with the control), p = 0.031 " \
+           "(Holm-adjusted over the 1 tests of this set: 0.031): the PRM is better at the 5 % level, also after " \
+           "adjustment." in text
 
 
 def test_controls_plot_only_with_controls(tmp_path):
@@ -106,3 +107,9 @@ def test_controls_plot_only_with_controls(tmp_path):
 
     spec = {"sets": [{"seeds": "0-7", "difficulty": "d", "title": "t"}]}
     assert plot_controls(spec, tmp_path, tmp_path / "c.png") is False and not (tmp_path / "c.png").exists()
+
+
+def test_holm_matches_its_definition():
+    assert holm([]) == []
+    assert holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])  # 3*0.01, max(2*0.03, .03), max(1*0.04, .06)
+    assert holm([0.5, 0.6]) == pytest.approx([1.0, 1.0])

@@ -181,6 +181,16 @@ def paired_test(a: dict[tuple, bool], b: dict[tuple, bool]) -> dict:
             "p": sign_test_p(a_only, n), "share_ci": clopper_pearson(a_only, n) if n else None}
 
 
+def holm(ps: list[float]) -> list[float]:
+    """Holm's step-down adjustment of ``ps`` (family-wise error over the tests given), in their order."""
+    order = sorted(range(len(ps)), key=lambda i: ps[i])
+    out, running = [0.0] * len(ps), 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (len(ps) - rank) * ps[i]))
+        out[i] = running
+    return out
+
+
 def success_within(res: list[dict], budget: float) -> int:
     """Episodes won having used at most ``budget`` policy calls (a search that stops at its first
     solution would have won them under that budget too)."""
@@ -202,8 +212,9 @@ def controls_lines(allres: dict[str, list[dict]], prm_tag: str) -> list[str]:
             + " | ".join(f"won within {b} calls" for b in BUDGETS) + " |",
             "|---|---|---|---|---|---|" + "---|" * len(BUDGETS)]
     tests = ["| search | PRM vs | pairs | both won | neither | only PRM | only control | exact McNemar p (two-sided) | "
-             "PRM's share of discordant pairs (95 % interval) |", "|---|---|---|---|---|---|---|---|---|"]
-    notes, words, n_rows, n_tests = [], [], 0, 0
+             "Holm-adjusted p (the tests of this set) | PRM's share of discordant pairs (95 % interval) |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    notes, done, n_rows = [], [], 0
     for name in CRITIC_METHODS:
         for sfx in ("", "+llm"):
             prm = allres.get(f"{name}+{prm_tag}{sfx}")
@@ -230,17 +241,22 @@ def controls_lines(allres: dict[str, list[dict]], prm_tag: str) -> list[str]:
                 t = paired_test(wins_prm, {(r["seed"], r["rep"]): bool(r["won"]) for r in res})
                 share = "no discordant pairs" if t["share_ci"] is None else \
                     f"{t['a_only'] / (t['a_only'] + t['b_only']):.2f} ({t['share_ci'][0]:.2f}-{t['share_ci'][1]:.2f})"
-                tests.append(f"| {search} | {CONTROLS[c]} | {t['pairs']} | {t['both']} | {t['neither']} | {t['a_only']} | "
-                             f"{t['b_only']} | {t['p']:.3f} | {share} |")
-                n_tests += 1
-                sig = t["p"] < 0.05
-                k_p, k_c = t["both"] + t["a_only"], t["both"] + t["b_only"]
-                words.append(f"* **PRM vs {CONTROLS[c]}, {search}:** {k_p} vs {k_c} wins of {t['pairs']} paired games "
-                             f"({t['a_only']} won only with the PRM, {t['b_only']} only with the control), p = {t['p']:.3f}: "
-                             + (f"the {'PRM' if t['a_only'] > t['b_only'] else 'control'} is better at the 5 % level."
-                                if sig else "**no significant difference** at the 5 % level."))
+                done.append((search, c, t, share))
     if not n_rows:
         return []
+    words = []
+    for (search, c, t, share), adj in zip(done, holm([t["p"] for _, _, t, _ in done])):
+        tests.append(f"| {search} | {CONTROLS[c]} | {t['pairs']} | {t['both']} | {t['neither']} | {t['a_only']} | "
+                     f"{t['b_only']} | {t['p']:.3f} | {adj:.3f} | {share} |")
+        better = "PRM" if t["a_only"] > t["b_only"] else "control"
+        verdict = (f"the {better} is better at the 5 % level, also after adjustment." if adj < 0.05 else
+                   f"the {better} is better at the 5 % level before adjustment, **not after** it." if t["p"] < 0.05 else
+                   "**no significant difference** at the 5 % level.")
+        words.append(f"* **PRM vs {CONTROLS[c]}, {search}:** {t['both'] + t['a_only']} vs {t['both'] + t['b_only']} "
+                     f"wins of {t['pairs']} paired games ({t['a_only']} won only with the PRM, {t['b_only']} only with "
+                     f"the control), p = {t['p']:.3f} (Holm-adjusted over the {len(done)} tests of this set: "
+                     f"{adj:.3f}): {verdict}")
+    n_tests = len(done)
     return [*head, "", *(tests if n_tests else []), *([""] if n_tests else []), *words, *notes,
             *([""] if notes or words else [])]
 
