@@ -9,7 +9,7 @@ agents, and exported ONNX critics.
 __version__ = "0.1.0"
 
 from prm_critic.aggregate import aggregate, agg_last, agg_mean, agg_min, agg_product
-from prm_critic.critic import BaseCritic, StateCritic, StepScores, check_critic
+from prm_critic.critic import BaseCritic, ConstantCritic, RandomCritic, StateCritic, StepScores, check_critic
 
 __all__ = [
     "__version__",
@@ -17,6 +17,8 @@ __all__ = [
     "StateCritic",
     "StepScores",
     "check_critic",
+    "RandomCritic",
+    "ConstantCritic",
     "aggregate",
     "agg_min",
     "agg_product",

@@ -24,13 +24,18 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import hashlib
+import json
 from dataclasses import dataclass, field
 from typing import Any, Generic, Sequence, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["StepScores", "BaseCritic", "StateCritic", "StepsT", "check_critic", "as_obs_batch"]
+from prm_critic import validate
+
+__all__ = ["StepScores", "BaseCritic", "StateCritic", "StepsT", "check_critic", "as_obs_batch", "RandomCritic",
+           "ConstantCritic"]
 
 #: The type of a batch of steps a critic scores (contravariant: it is only ever an input).
 StepsT = TypeVar("StepsT", contravariant=True)
@@ -200,3 +205,91 @@ def check_critic(critic: BaseCritic[StepsT], steps: StepsT, *, rtol: float = 1e-
                     f"{head}: batched score {a!r} at index {i} differs from the single-step score {b[0]!r}"
                 )
     return batched
+
+
+# --------------------------------------------------------------------------- uninformed controls
+
+
+def _step_key(step: Any) -> bytes:
+    """The bytes a control critic hashes for one step: a state row's dtype and bytes, a text step's
+    ``(prompt, history, step)`` (its ``extra`` notes are not part of the step), else ``repr``."""
+    if isinstance(step, np.ndarray):
+        return step.dtype.str.encode() + b"|" + np.ascontiguousarray(step).tobytes()
+    if all(hasattr(step, a) for a in ("prompt", "history", "step")):
+        return json.dumps([step.prompt, list(step.history), step.step]).encode("utf-8", "surrogatepass")
+    if isinstance(step, str):
+        return step.encode("utf-8", "surrogatepass")
+    return repr(step).encode("utf-8", "surrogatepass")
+
+
+def _batch_items(steps: Any) -> list:
+    if isinstance(steps, np.ndarray):
+        if steps.ndim != 2:
+            raise ValueError(f"steps: expected a (B, obs_dim) array or a sequence of steps, got shape {steps.shape}")
+        return list(steps)
+    try:
+        return list(steps)
+    except TypeError:
+        raise TypeError(f"steps: expected a batch (a sequence of steps or a (B, obs_dim) array), got "
+                        f"{type(steps).__name__}") from None
+
+
+def _seeded_uniforms(steps: Any, seed: int, salt: str) -> np.ndarray:
+    """One value in [0, 1) per step: a keyed hash (BLAKE2b, key = ``seed``, ``salt``) of the step, so
+    the same step gets the same value under the same seed whatever the batch or call order."""
+    key = f"{seed}:{salt}".encode()[:64]
+    out = np.empty(len(items := _batch_items(steps)), np.float64)
+    for i, s in enumerate(items):
+        h = int.from_bytes(hashlib.blake2b(_step_key(s), digest_size=8, key=key).digest(), "little")
+        out[i] = (h >> 11) * 2.0 ** -53
+    return out
+
+
+class RandomCritic(BaseCritic[Any]):
+    """Uninformed control: every step gets an independent uniform score in [0, 1) per head.
+
+    The score is a seeded random function of the step (a keyed hash of its content), so under one
+    ``seed`` it is deterministic, the same in a batch and alone (:func:`check_critic` passes), and
+    independent of call order. Put it where a learned critic would go (best-of-N, beam search,
+    reward shaping) to measure what the critic's information adds over chance.
+    """
+
+    def __init__(self, seed: int = 0):
+        self.seed = validate.check_seed("seed", seed)
+
+    def score(self, steps: Any) -> StepScores:
+        return StepScores(_seeded_uniforms(steps, self.seed, "progress"), _seeded_uniforms(steps, self.seed, "success"))
+
+    def __repr__(self) -> str:
+        return f"RandomCritic(seed={self.seed})"
+
+
+class ConstantCritic(BaseCritic[Any]):
+    """Uninformed control: every step scores ``value`` on both heads, plus a seeded tie-break.
+
+    A search that ranks candidates by score would otherwise break the ties of a constant critic by
+    proposal order (not at random). ``tie_break > 0`` adds ``tie_break * u`` with ``u`` in [0, 1) a
+    seeded random function of the step (as :class:`RandomCritic`, but independent of it under the
+    same ``seed``, so the two controls rank candidates differently): the scores differ by less than
+    ``tie_break``, so a threshold that ``value`` clears by more than that prunes nothing, and
+    the ranking among candidates is random (scores are float32: near 0.5 the default 1e-3 holds
+    about 16800 distinct values, so two steps still tie with chance about 6e-5, and such a tie falls
+    back to the search's own order). ``tie_break=0`` gives the bare constant.
+    """
+
+    def __init__(self, value: float = 0.5, *, tie_break: float = 1e-3, seed: int = 0):
+        value = validate.check_prob("value", value)
+        tie_break = validate.check_number("tie_break", tie_break, low=0.0, high=1.0 - value)
+        self.value, self.tie_break, self.seed = value, tie_break, validate.check_seed("seed", seed)
+
+    def score(self, steps: Any) -> StepScores:
+        n = len(_batch_items(steps))
+        if self.tie_break == 0.0:
+            v = np.full(n, self.value)
+            return StepScores(v, v.copy())
+        # float64 sum, then float32: a tie_break too small for float32 near value would re-tie the steps
+        return StepScores(self.value + self.tie_break * _seeded_uniforms(steps, self.seed, "tie-break:progress"),
+                          self.value + self.tie_break * _seeded_uniforms(steps, self.seed, "tie-break:success"))
+
+    def __repr__(self) -> str:
+        return f"ConstantCritic(value={self.value}, tie_break={self.tie_break}, seed={self.seed})"

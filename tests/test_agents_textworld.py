@@ -232,3 +232,26 @@ def test_beam_search_prunes_losing_steps(game):
                    dead_end_threshold=0.1)
     assert not res.lost and res.steps <= 4
     assert res.policy_calls == res.tool_calls <= 2 * 3 * 4
+
+
+def test_control_critics_run_in_the_benchmark_searches_deterministically(game):
+    """``run.py --critic random|constant``: the same episode twice under one seed is the same episode,
+    within the beam's policy-call cap; the flag is refused where no critic is used."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "benchmarks" / "agents"))
+    from run import control_critic, critic_seed, main, run_one
+
+    for kind in ("random", "constant"):
+        for method in ("prm_bon3", "prm_beam"):
+            runs = [run_one(method, game, np.random.default_rng([SEED, 0]), 6, control_critic(kind, critic_seed(SEED, 0)),
+                            0.02) for _ in range(2)]
+            assert runs[0] == runs[1]
+            assert runs[0]["critic_calls"] > 0 and runs[0]["steps"] <= 6
+            if method == "prm_beam":
+                assert runs[0]["policy_calls"] <= 2 + 4 * 5  # w=2, b=2: the cap is the same for every critic
+    assert critic_seed(SEED, 0) != critic_seed(SEED, 1)
+    with pytest.raises(SystemExit, match="applies to the critic searches"):
+        main(["--methods", "base", "--critic", "random", "--seeds", "7"])
+    with pytest.raises(SystemExit, match="--tag names the PRM"):
+        main(["--methods", "prm_beam", "--critic", "constant", "--tag", "x", "--seeds", "7"])

@@ -18,6 +18,7 @@ import argparse
 import json
 import math
 import os
+from fractions import Fraction
 import sys
 import tempfile
 from pathlib import Path
@@ -34,6 +35,7 @@ RESULTS = HERE / "results"
 TABLE = RESULTS / "table.md"
 DOC = ROOT / "docs" / "agents_benchmark.md"
 CAL_PNG = ROOT / "docs" / "agents_prm_calibration.png"
+CONTROLS_PNG = ROOT / "docs" / "agents_controls.png"
 EXTRA = ROOT / "benchmarks" / "results" / "agents_benchmark.json"
 SEEDS = tuple(range(1000, 1008))
 
@@ -46,6 +48,12 @@ LABELS = {
     "prm_beam_noprune": "PRM beam search (w=2, b=2, no pruning)",
     "oracle_bon3": "ORACLE best-of-3 at every step (intermediate_reward)",
 }
+#: uninformed control critics (``run.py --critic``): their rows are tagged with the name
+CONTROLS = {"random": "random critic", "constant": "constant critic, random ties"}
+#: the searches that take a critic (the learned PRM or a control)
+CRITIC_METHODS = ("prm_bon3", "prm_beam", "prm_beam_noprune")
+#: policy-call budgets of the success-vs-budget table (the beam w=2, b=2 to depth 40 stops by 158)
+BUDGETS = (25, 50, 75, 100, 125, 160)
 SHORT = {"base": "base policy", "outcome_bon4": "outcome-only best-of-4", "prm_bon3": "PRM best-of-3",
          "prm_beam": "PRM beam", "prm_beam_noprune": "PRM beam, no pruning", "oracle_bon3": "ORACLE best-of-3"}
 _KEYS = ("won", "lost", "policy_calls", "tool_calls", "critic_calls", "dead_ends_avoided", "wall_s", "method", "seed")
@@ -111,7 +119,7 @@ def per_game(allres: dict[str, list[dict]], rows: list[dict], seeds) -> list[str
     lines = ["| method | " + " | ".join(str(s) for s in seeds) + " |", "|---|" + "---|" * len(seeds)]
     for row in rows:
         res = allres[row["method"]]
-        name, _, tag = row["method"].partition("+")
+        name = row["method"].partition("+")[0]
         cells = []
         multi = max(sum(r["seed"] == s for r in res) for s in seeds) > 1
         for s in seeds:
@@ -122,7 +130,7 @@ def per_game(allres: dict[str, list[dict]], rows: list[dict], seeds) -> list[str
                 cells.append("-")
             else:
                 cells.append("W" if game[0]["won"] else "L" if game[0]["lost"] else "T")
-        label = SHORT[name] + (f" [{tag}]" if tag else "")
+        label = _name(name, row["method"], SHORT)
         if multi:
             label += f" (wins / {max(sum(r['seed'] == s for r in res) for s in seeds)} episodes)"
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
@@ -145,6 +153,155 @@ def clopper_pearson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
     lower = 0.0 if k == 0 else solve(tail_ge, a)
     upper = 1.0 if k == n else solve(lambda p: -(1 - tail_ge(p) + math.comb(n, k) * p ** k * (1 - p) ** (n - k)), -a)
     return lower, upper
+
+
+def sign_test_p(k: int, n: int) -> float:
+    """Two-sided exact sign test: the probability, under Binomial(n, 1/2), of an outcome at most as
+    likely as ``k`` (for p = 1/2: ``min(1, 2 * P(X <= min(k, n - k)))``); 1.0 when ``n == 0``.
+    Exact rational arithmetic, the same value as ``scipy.stats.binomtest(k, n, 0.5).pvalue``."""
+    if not (isinstance(k, int) and isinstance(n, int) and 0 <= k <= n):
+        raise ValueError(f"k, n: expected ints with 0 <= k <= n, got k={k!r}, n={n!r}")
+    if n == 0:
+        return 1.0
+    tail = sum(math.comb(n, i) for i in range(min(k, n - k) + 1))
+    return float(min(Fraction(1), Fraction(2 * tail, 2 ** n)))
+
+
+def paired_test(a: dict[tuple, bool], b: dict[tuple, bool]) -> dict:
+    """Exact McNemar test (a sign test on the discordant pairs) of two methods' wins on the same
+    episodes (keys ``(seed, rep)``, the keys both have). ``a_only`` / ``b_only``: pairs only ``a`` /
+    only ``b`` won; ``p``: two-sided; ``share_ci``: 95 % Clopper-Pearson interval of ``a``'s share of
+    the discordant pairs (1/2 = no difference; ``None`` without discordant pairs)."""
+    keys = sorted(set(a) & set(b))
+    a_only = sum(1 for k in keys if a[k] and not b[k])
+    b_only = sum(1 for k in keys if b[k] and not a[k])
+    both = sum(1 for k in keys if a[k] and b[k])
+    n = a_only + b_only
+    return {"pairs": len(keys), "both": both, "neither": len(keys) - both - n, "a_only": a_only, "b_only": b_only,
+            "p": sign_test_p(a_only, n), "share_ci": clopper_pearson(a_only, n) if n else None}
+
+
+def holm(ps: list[float]) -> list[float]:
+    """Holm's step-down adjustment of ``ps`` (family-wise error over the tests given), in their order."""
+    order = sorted(range(len(ps)), key=lambda i: ps[i])
+    out, running = [0.0] * len(ps), 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (len(ps) - rank) * ps[i]))
+        out[i] = running
+    return out
+
+
+def success_within(res: list[dict], budget: float) -> int:
+    """Episodes won having used at most ``budget`` policy calls (a search that stops at its first
+    solution would have won them under that budget too)."""
+    return sum(1 for r in res if r["won"] and r["policy_calls"] <= budget)
+
+
+#: settings that must agree for two rows of a critic search to be compared
+_PAIR_SETTINGS = ("max_steps", "dead_end_threshold", "on_all_pruned", "difficulty")
+
+
+def _settings(res: list[dict]) -> set:
+    return {tuple(r.get(k) for k in _PAIR_SETTINGS) for r in res}
+
+
+def controls_lines(allres: dict[str, list[dict]], prm_tag: str) -> list[str]:
+    """The PRM against each control critic in the same search: success within matched budgets of
+    policy calls, and the exact paired test per search and proposer."""
+    head = ["| search | critic | episodes | success | 95 % interval | policy calls / episode | "
+            + " | ".join(f"won within {b} calls" for b in BUDGETS) + " |",
+            "|---|---|---|---|---|---|" + "---|" * len(BUDGETS)]
+    tests = ["| search | PRM vs | pairs | both won | neither | only PRM | only control | exact McNemar p (two-sided) | "
+             "Holm-adjusted p (the tests of this set) | PRM's share of discordant pairs (95 % interval) |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    notes, done, n_rows = [], [], 0
+    for name in CRITIC_METHODS:
+        for sfx in ("", "+llm"):
+            prm = allres.get(f"{name}+{prm_tag}{sfx}")
+            ctls = {c: allres[f"{name}+{c}{sfx}"] for c in CONTROLS if f"{name}+{c}{sfx}" in allres}
+            if not ctls:
+                continue
+            search = LABELS[name].replace("PRM ", "", 1) + (" [llm]" if sfx else "")
+            for critic, res in ([(f"PRM [{prm_tag}]", prm)] if prm else []) + [(CONTROLS[c], r) for c, r in ctls.items()]:
+                k, n = sum(r["won"] for r in res), len(res)
+                head.append(f"| {search} | {critic} | {n} | {k / n:.2f} | {_ci(k, n)} | "
+                            f"{np.mean([r['policy_calls'] for r in res]):.1f} | "
+                            + " | ".join(f"{success_within(res, b) / n:.2f}" for b in BUDGETS) + " |")
+                n_rows += 1
+            if not prm:
+                notes.append(f"* {search}: no PRM rows [{prm_tag}] on these games: no paired test.")
+                continue
+            wins_prm = {(r["seed"], r["rep"]): bool(r["won"]) for r in prm}
+            for c, res in ctls.items():
+                if _settings(res) != _settings(prm):
+                    notes.append(f"* {search}, {CONTROLS[c]}: settings {list(_PAIR_SETTINGS)} differ from the PRM "
+                                 f"rows ({sorted(map(str, _settings(res)))} vs {sorted(map(str, _settings(prm)))}): "
+                                 "no paired test.")
+                    continue
+                t = paired_test(wins_prm, {(r["seed"], r["rep"]): bool(r["won"]) for r in res})
+                share = "no discordant pairs" if t["share_ci"] is None else \
+                    f"{t['a_only'] / (t['a_only'] + t['b_only']):.2f} ({t['share_ci'][0]:.2f}-{t['share_ci'][1]:.2f})"
+                done.append((search, c, t, share))
+    if not n_rows:
+        return []
+    words = []
+    for (search, c, t, share), adj in zip(done, holm([t["p"] for _, _, t, _ in done])):
+        tests.append(f"| {search} | {CONTROLS[c]} | {t['pairs']} | {t['both']} | {t['neither']} | {t['a_only']} | "
+                     f"{t['b_only']} | {t['p']:.3f} | {adj:.3f} | {share} |")
+        better = "PRM" if t["a_only"] > t["b_only"] else "control"
+        verdict = (f"the {better} is better at the 5 % level, also after adjustment." if adj < 0.05 else
+                   f"the {better} is better at the 5 % level before adjustment, **not after** it." if t["p"] < 0.05 else
+                   "**no significant difference** at the 5 % level.")
+        words.append(f"* **PRM vs {CONTROLS[c]}, {search}:** {t['both'] + t['a_only']} vs {t['both'] + t['b_only']} "
+                     f"wins of {t['pairs']} paired games ({t['a_only']} won only with the PRM, {t['b_only']} only with "
+                     f"the control), p = {t['p']:.3f} (Holm-adjusted over the {len(done)} tests of this set: "
+                     f"{adj:.3f}): {verdict}")
+    n_tests = len(done)
+    return [*head, "", *(tests if n_tests else []), *([""] if n_tests else []), *words, *notes,
+            *([""] if notes or words else [])]
+
+
+def plot_controls(spec: dict, results: Path, png: Path) -> bool:
+    """Success within B policy calls against B, the PRM and each control critic per critic search,
+    one panel per set of unseen games; ``False`` (nothing written) when no control was run."""
+    panels = []
+    for st in spec.get("sets", []):
+        seeds = parse_seeds(st["seeds"])
+        allres = load_results(results, seeds, st["difficulty"])
+        curves = [(m, res) for m, res in sorted(allres.items()) if m.split("+")[0] in CRITIC_METHODS
+                  and "llm" not in m.split("+")[1:]
+                  and any(f"{m.split('+')[0]}+{c}" in allres for c in CONTROLS)]
+        if any(_control(m) for m, _ in curves):
+            panels.append((st, seeds, curves))
+    if not panels:
+        return False
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 4.2), squeeze=False)
+    budgets = np.arange(0, 161)
+    for ax, (st, seeds, curves) in zip(axes[0], panels):
+        for m, res in curves:
+            name = m.split("+")[0]
+            y = [success_within(res, b) / len(res) for b in budgets]
+            who = CONTROLS.get(_control(m) or "", "PRM [" + "+".join(m.split("+")[1:]) + "]")
+            ax.step(budgets, y, where="post", ls="-" if name == "prm_beam" else "--",
+                    label=f"{'pruned' if name == 'prm_beam' else 'unpruned' if name == 'prm_beam_noprune' else name}: "
+                          f"{who} (n={len(res)})")
+        ax.set_title(f"{st['title']} (seeds {_seeds(seeds)})", fontsize=10)
+        ax.set_xlabel("policy calls (budget B)")
+        ax.set_ylabel("share of games won within B calls")
+        ax.set_ylim(-0.02, 1.02)
+        ax.legend(fontsize=7, loc="upper left")
+    fig.tight_layout()
+    fd, tmp = tempfile.mkstemp(dir=png.parent, suffix=".png")
+    os.close(fd)
+    fig.savefig(tmp, dpi=110)
+    plt.close(fig)
+    os.replace(tmp, png)
+    return True
 
 
 def _seeds(seeds) -> str:
@@ -355,9 +512,24 @@ def _policy(method: str) -> str:
     return "llm" if "llm" in method.split("+")[1:] else "hand"
 
 
+def _control(method: str) -> str | None:
+    """The control critic of a row (``"random"`` / ``"constant"``), or ``None`` (the PRM, no critic)."""
+    tags = method.split("+")[1:]
+    return next((t for t in tags if t in CONTROLS), None)
+
+
+def _name(name: str, method: str, labels: dict) -> str:
+    """A row's label: a control's critic replaces "PRM" in the search's name."""
+    ctl = _control(method)
+    tags = [t for t in method.split("+")[1:] if t != ctl]
+    base = labels[name]
+    if ctl:
+        base = base.replace("PRM ", "", 1) + f", {CONTROLS[ctl]} (control)"
+    return base + (f" [{'+'.join(tags)}]" if tags else "")
+
+
 def _label(method: str) -> str:
-    name, _, tag = method.partition("+")
-    return LABELS[name] + (f" [{tag}]" if tag else "")
+    return _name(method.partition("+")[0], method, LABELS)
 
 
 def unseen_table(rows: list[dict]) -> list[str]:
@@ -458,6 +630,14 @@ def render_unseen(spec: dict, cal: dict[str, dict], results: Path = RESULTS) -> 
             continue
         lines += [*unseen_table(rows), "", f"Per game (W won, L lost, T neither), seeds {_seeds(seeds)}:", "",
                   *per_game(allres, rows, seeds), "", *_verdicts(rows, st["kind"], prm_tag, len(seeds)), ""]
+        ctl = controls_lines(allres, prm_tag)
+        if ctl:
+            lines += [f"**The PRM against uninformed critics in the same search** (seeds {_seeds(seeds)}):", "",
+                      *spec.get("controls_intro", []), "", *ctl]
+    if any(f"+{c}" in m for st in spec["sets"] for m in
+           load_results(results, parse_seeds(st["seeds"]), st["difficulty"]) for c in CONTROLS):
+        lines += ["![games won within B policy calls: the PRM and the control critics in the same beam]"
+                  "(agents_controls.png)", ""]
     if cal:
         lines += ["### Calibration of the PRM on unseen games", "", *spec["calibration_intro"], "",
                   *calibration_lines(cal), "", "![reliability of the PRMs' success score](agents_prm_calibration.png)",
@@ -560,6 +740,8 @@ def main(argv=None) -> int:
     if md == DOC and cal:
         plot_calibration(cal, CAL_PNG)
         print(f"wrote {CAL_PNG}")
+    if md == DOC and plot_controls(extra.get("unseen", {}), a.results, CONTROLS_PNG):
+        print(f"wrote {CONTROLS_PNG}")
     if tab:
         atomic_write_bytes(tab, (table(summary(allres)) + "\n").encode())
         print(f"wrote {tab}")

@@ -10,6 +10,12 @@ Methods (see agents/textworld_agent/search.py for the cost accounting):
   prm_beam_noprune  the same beam without pruning (threshold 0), so pruning's savings are measured
   oracle_bon3   ORACLE best-of-3 at every step on privileged intermediate_reward (upper reference)
 
+The critic of the critic searches (prm_bon3, prm_beam, prm_beam_noprune) is the learned PRM
+(``--critic prm``, default) or an uninformed control in the same search, with the same policy seeds
+and the same call budget: ``--critic random`` (prm_critic.RandomCritic: independent uniform scores)
+or ``--critic constant`` (prm_critic.ConstantCritic: 0.5, ties broken at random). A control's rows
+are named ``<method>+random`` / ``<method>+constant`` and record ``critic`` and ``critic_seed``.
+
 Resumable: one JSON per (method, game seed, rep) under --out, written atomically; existing ones
 are skipped. ``--report`` rebuilds the markdown table and the PNG from what is there;
 ``benchmarks/agents/report.py --render`` writes ``docs/agents_benchmark.md`` from the same files.
@@ -18,6 +24,7 @@ are skipped. ``--report`` rebuilds the markdown table and the PNG from what is t
     python benchmarks/agents/run.py --methods prm_bon3,prm_beam --seeds 1000-1007 --prm .cache/textworld/prm
     python benchmarks/agents/run.py --report --seeds 1000-1007
     python benchmarks/agents/run.py --methods base --recipe 2 --take 2 --seeds 3000-3007   # harder games
+    python benchmarks/agents/run.py --methods prm_beam --critic random --seeds 2000-2015 --dead-end-threshold 0.02
 
 Each result records its games' difficulty tag; the report counts only those of the chosen one.
 """
@@ -54,6 +61,28 @@ def _atomic_json(path: Path, obj) -> None:
     with os.fdopen(fd, "w") as f:
         json.dump(obj, f)
     os.replace(tmp, path)
+
+
+#: the methods that use a critic (``--critic`` chooses it)
+CRITIC_METHODS = ("prm_bon3", "prm_beam", "prm_beam_noprune")
+#: ``--critic`` choices: the learned PRM, or an uninformed control
+CRITICS = ("prm", "random", "constant")
+
+
+def control_critic(kind: str, seed: int):
+    """The uninformed control critic ``kind`` (``"random"`` or ``"constant"``) for one episode."""
+    from prm_critic.critic import ConstantCritic, RandomCritic
+
+    if kind == "random":
+        return RandomCritic(seed=seed)
+    if kind == "constant":
+        return ConstantCritic(0.5, seed=seed)
+    raise ValueError(f"kind: expected 'random' or 'constant', got {kind!r}")
+
+
+def critic_seed(seed: int, rep: int) -> int:
+    """A control critic's seed for game ``seed``, episode ``rep`` (distinct per episode)."""
+    return zlib.crc32(f"critic:{seed}:{rep}".encode())
 
 
 #: prm_beam_noprune's dead-end threshold: scores lie in [0, 1], so a cut at 0 drops nothing
@@ -113,6 +142,9 @@ def main(argv=None) -> int:
                          "(LLMPolicy; method names get the tag 'llm')")
     ap.add_argument("--llm-model", default="smollm2", help="--policy llm: GGUF file or 'smollm2' (packaged)")
     ap.add_argument("--tag", default="", help="suffix for PRM method names, e.g. 'mc+siblings' (which PRM)")
+    ap.add_argument("--critic", default="prm", choices=CRITICS,
+                    help="critic of prm_bon3 / prm_beam / prm_beam_noprune: the learned PRM (--prm), or an "
+                         "uninformed control (method names get the tag 'random' / 'constant')")
     ap.add_argument("--report", action="store_true", help="only rebuild the table and plot")
     a = ap.parse_args(argv)
     seeds = parse_seeds(a.seeds)
@@ -125,12 +157,18 @@ def main(argv=None) -> int:
     for m in methods:
         if m not in METHODS:
             raise SystemExit(f"--methods: expected names from {METHODS}, got {m!r}")
+    if a.critic != "prm" and not a.report:
+        other = [m for m in methods if m not in CRITIC_METHODS]
+        if other:
+            raise SystemExit(f"--critic {a.critic}: applies to the critic searches {CRITIC_METHODS}, got {other}")
+        if a.tag:
+            raise SystemExit(f"--tag names the PRM; a control critic's rows are tagged {a.critic!r} (got --tag {a.tag!r})")
     out = Path(a.out)
     if not a.report:
         from tqdm import tqdm
 
         critic = None
-        if any(m.startswith("prm") for m in methods):
+        if a.critic == "prm" and any(m.startswith("prm") for m in methods):
             from prm_critic.text.prm import MiniLMStepPRM
 
             critic = MiniLMStepPRM.load(a.prm)
@@ -147,7 +185,8 @@ def main(argv=None) -> int:
         units = [(m, s, rep) for m in methods for s in seeds for rep in range(a.reps if m == "base" else 1)]
         try:
             for m, s, rep in tqdm(units, desc="agents benchmark", unit="episode"):
-                tags = ([a.tag] if (a.tag and m.startswith("prm")) else []) + (["llm"] if a.policy == "llm" else [])
+                ctag = a.critic if a.critic != "prm" else a.tag
+                tags = ([ctag] if (ctag and m.startswith("prm")) else []) + (["llm"] if a.policy == "llm" else [])
                 name = "+".join([m, *tags])
                 f = out / f"{name}__seed{s}_rep{rep}{tag_file}.json"
                 if f.exists():
@@ -155,7 +194,14 @@ def main(argv=None) -> int:
                 path = ensure_game(s, difficulty)
                 rng = np.random.default_rng([s, rep, zlib.crc32(m.encode())])
                 t0 = time.time()
-                res = run_one(m, path, rng, a.max_steps, critic, a.dead_end_threshold, a.on_all_pruned, policy)
+                ep_critic, extra = critic, {}
+                if m in CRITIC_METHODS:
+                    extra["critic"] = a.critic
+                    if a.critic != "prm":
+                        extra["critic_seed"] = critic_seed(s, rep)
+                        ep_critic = control_critic(a.critic, extra["critic_seed"])
+                res = run_one(m, path, rng, a.max_steps, ep_critic, a.dead_end_threshold, a.on_all_pruned, policy)
+                res.update(extra)
                 res.update(method=name, seed=s, rep=rep, wall_s=round(time.time() - t0, 2), max_steps=a.max_steps,
                            difficulty=difficulty.tag)
                 if m == "prm_beam":
