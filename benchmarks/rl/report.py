@@ -354,6 +354,32 @@ def learned_potentials(data, noise: dict) -> list[str]:
     return out
 
 
+BUFFER = ROOT / "benchmarks" / "results" / "rl_buffer_diagnosis.json"
+
+
+def buffer_diagnosis(raw: dict) -> list[str]:
+    """The learned potentials against the spec's on a learner's own replay buffer (``buffer_diagnosis.py``)."""
+    out = []
+    for task, crits in sorted(raw.items()):
+        first = next(iter(crits.values()))
+        out += [f"### {task}: learned potentials on the learner's replay buffer", "",
+                f"Transitions stored by a learner ({first['state']}), in windows of env steps, as stored and as HER "
+                "relabels them (four of every five the learner samples): Spearman correlation of Phi with the spec's "
+                "progress, mean |dPhi| per step (learned / spec), the correlation of the learned dPhi with the spec's "
+                "(how well the learned shaping term follows the one that works) and the mean |dPhi learned - dPhi spec|. "
+                f"Command per row: `{first['command']}` (with that row's critic).", "",
+                "| critic | window | transitions | Spearman Phi | \|dPhi\| learned / spec | corr dPhi | \|dPhi error\| |",
+                "|---|---|---|---|---|---|---|"]
+        for key, d in sorted(crits.items()):
+            for w, kinds in d["windows"].items():
+                for kind, r in kinds.items():
+                    corr = "-" if r["dphi_corr"] is None else f"{r['dphi_corr']:.2f}"
+                    out.append(f"| {key} | {w} | {kind} | {r['spearman_phi']:.2f} | {r['dphi_learned']:.3f} / "
+                               f"{r['dphi_spec']:.3f} | {corr} | {r['dphi_err']:.3f} |")
+        out.append("")
+    return out
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out-md", type=Path, default=ROOT / "docs" / "rl_benchmark.md")
@@ -376,6 +402,7 @@ def main(argv=None) -> int:
         table(data), "",
         "## Learned potentials", "",
         *learned_potentials(data, json.loads(NOISE.read_text()) if NOISE.is_file() else {}),
+        *buffer_diagnosis(json.loads(BUFFER.read_text()) if BUFFER.is_file() else {}),
         "## Reproduce", "", "```bash", COMMANDS, "```", "",
     ])
     from prm_critic.models.checkpoint import atomic_write_bytes
