@@ -184,7 +184,7 @@ def check_critic_env(critic: BaseCritic, layout: CriticInputLayout, env_id: str 
     * Layout: the fields (names, order, widths) of ``layout`` must equal
       ``CriticInputLayout.from_space(critic's spec, space)``; without a critic spec, those of the
       env's built-in spec when it has the same keys; an explicit ``layout=`` must also equal the
-      critic's own layout (``critic.layout`` / ``critic.meta["layout"]``). The error names the first
+      critic's own layout (``critic_info().layout``). The error names the first
       differing field.
     """
     validate.check_flag("allow_task_mismatch", allow_task_mismatch)

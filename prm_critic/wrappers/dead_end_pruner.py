@@ -57,7 +57,7 @@ class DeadEndPruner(gym.Wrapper, gym.utils.RecordConstructorArgs):
         threshold: prune below this score, in [0, 1].
         patience: number of consecutive steps below ``threshold`` before pruning (int >= 1).
         head: ``"success"`` (default, the critic's promise) or ``"progress"``.
-        layout: :class:`CriticInputLayout`; default ``critic.layout`` or ``critic.meta["layout"]``.
+        layout: :class:`CriticInputLayout`; default the critic's declared ``critic_info().layout``.
         max_episode_steps: the episode limit for ``steps_saved`` (default: found on the env).
         deadline_s: per-call deadline of the pruner's own critic calls in seconds (``None``: call
             synchronously); unused when the scores come from a shaper below.
