@@ -27,7 +27,7 @@ import asyncio
 import hashlib
 import json
 from dataclasses import dataclass, field
-from typing import Any, Generic, Sequence, TypeVar
+from typing import Any, Generic, Mapping, Protocol, Sequence, TypeVar, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -35,7 +35,7 @@ import numpy.typing as npt
 from prm_critic import validate
 
 __all__ = ["StepScores", "BaseCritic", "StateCritic", "StepsT", "check_critic", "as_obs_batch", "RandomCritic",
-           "ConstantCritic"]
+           "ConstantCritic", "CriticInfo", "OneRowCritic", "RowsCritic"]
 
 #: The type of a batch of steps a critic scores (contravariant: it is only ever an input).
 StepsT = TypeVar("StepsT", contravariant=True)
@@ -89,6 +89,62 @@ class StepScores:
         )
 
 
+@dataclass(frozen=True)
+class CriticInfo:
+    """What a critic declares about the task it was made for; every field is optional (``None``: unknown).
+
+    :meth:`BaseCritic.critic_info` returns it; the env wrappers read it (never the critic's other
+    attributes) to check the critic against the env at construction.
+
+    Attributes:
+        task: the task (spec) name, e.g. ``"FetchPush-v4"``; a built-in task name also gives its env id.
+        env_id: the gymnasium id of the env the critic was made for.
+        layout: the critic-input layout (a ``CriticInputLayout`` or its ``to_dict()``).
+        spec: the task spec (a ``TaskSpec``, or its ``to_dict()`` as stored in checkpoint metadata).
+        labels: what the critic was trained on (the label family, e.g. ``"subgoal"``).
+        evaluator: the critic's own subgoal evaluator (``SubgoalCritic``), which a shaper may reuse.
+    """
+
+    task: str | None = None
+    env_id: str | None = None
+    layout: Any = None
+    spec: Any = None
+    labels: str | None = None
+    evaluator: Any = None
+
+    @classmethod
+    def from_meta(cls, meta: Mapping[str, Any], **over: Any) -> "CriticInfo":
+        """The declaration stored in checkpoint / export metadata (``task``, ``env_id``, ``layout``,
+        ``spec``, ``label_family``); keywords in ``over`` replace fields."""
+        def text(key: str) -> str | None:
+            v = meta.get(key)
+            return v if isinstance(v, str) and v else None
+
+        fields = dict(task=text("task"), env_id=text("env_id"), layout=meta.get("layout"), spec=meta.get("spec"),
+                      labels=text("label_family"))
+        fields.update(over)
+        return cls(**fields)
+
+
+@runtime_checkable
+class OneRowCritic(Protocol):
+    """A critic with a batch-1 fast path: ``score_one(x)`` on one input ``(obs_dim,)`` returns
+    ``(progress, success)`` as two floats, the same as :meth:`BaseCritic.score` on ``x[None]``;
+    ``check=False`` skips the input checks for a caller that validated ``x`` (float32, finite).
+    The single-env wrappers use it when the critic has it."""
+
+    def score_one(self, x: Any, *, check: bool = True) -> tuple[float, float]: ...
+
+
+@runtime_checkable
+class RowsCritic(Protocol):
+    """A critic with an unchecked batch path: ``score_rows(x)`` on ``(B, obs_dim)`` returns the
+    ``(B, 2)`` progress/success array; ``check=False`` as for :class:`OneRowCritic`. The vector
+    wrappers use it when the critic has it."""
+
+    def score_rows(self, x: Any, *, check: bool = True) -> np.ndarray: ...
+
+
 class BaseCritic(abc.ABC, Generic[StepsT]):
     """A process reward model: scores each step of a trajectory.
 
@@ -129,6 +185,15 @@ class BaseCritic(abc.ABC, Generic[StepsT]):
     def potential(self, steps: StepsT, head: str = "progress") -> np.ndarray:
         """Shorthand for ``self.score(steps).get(head)``; shape ``(B,)``."""
         return self.score(steps).get(head)
+
+    def critic_info(self) -> CriticInfo:
+        """What this critic declares about the task it was made for (:class:`CriticInfo`).
+
+        The default declares nothing, and the env wrappers then warn that their task/env check was
+        skipped. A critic made for a task overrides it, e.g. ``return CriticInfo(task="FetchPush-v4",
+        layout=layout)``; the built-in state critics return what their checkpoint, export or spec holds.
+        """
+        return CriticInfo()
 
 
 class StateCritic(BaseCritic[npt.ArrayLike]):

@@ -10,7 +10,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from prm_critic.critic import BaseCritic
+from prm_critic.critic import BaseCritic, CriticInfo
 from prm_critic.models.state_critic import StateCriticNet, TorchStateCritic
 from prm_critic.robotics.make import CriticInputLayout
 
@@ -55,9 +55,10 @@ class CountingCritic(BaseCritic):
     def __init__(self, inner: BaseCritic):
         self.inner = inner
         self.obs_dim = inner.obs_dim
-        self.layout = getattr(inner, "layout", None)
-        self.spec = getattr(inner, "spec", None)
         self.batches: list[int] = []
+
+    def critic_info(self) -> CriticInfo:
+        return self.inner.critic_info()
 
     def score(self, steps):
         self.batches.append(int(np.shape(steps)[0]))
@@ -71,10 +72,12 @@ class SlowCritic(BaseCritic):
     def __init__(self, inner: BaseCritic, *, delay: float = 0.0, slow=(), fail=()):
         self.inner = inner
         self.obs_dim = inner.obs_dim
-        self.meta = getattr(inner, "meta", {})
         self.delay, self.slow, self.fail = delay, set(slow), set(fail)
         self.n = 0
         self.finished = threading.Event()
+
+    def critic_info(self) -> CriticInfo:
+        return self.inner.critic_info()
 
     def score(self, steps):
         i = self.n
@@ -96,11 +99,13 @@ class BlockingCritic(BaseCritic):
     def __init__(self, inner: BaseCritic, *, block=(), max_wait: float = 60.0):
         self.inner = inner
         self.obs_dim = inner.obs_dim
-        self.meta = getattr(inner, "meta", {})
         self.block, self.max_wait = set(block), max_wait
         self.n = 0
         self.release = threading.Event()
         self.finished = threading.Event()
+
+    def critic_info(self) -> CriticInfo:
+        return self.inner.critic_info()
 
     def score(self, steps):
         i = self.n

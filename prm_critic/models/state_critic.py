@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 from prm_critic import validate
-from prm_critic.critic import StateCritic, StepScores, as_obs_batch
+from prm_critic.critic import CriticInfo, StateCritic, StepScores, as_obs_batch
 
 __all__ = ["StateCriticNet", "TorchStateCritic", "HEADS", "STD_FLOOR", "OBS_CLIP"]
 
@@ -152,6 +152,10 @@ class TorchStateCritic(StateCritic):
         self.net = net.eval()
         self.meta = dict(meta or {})
         self.obs_dim = net.obs_dim
+
+    def critic_info(self) -> CriticInfo:
+        """The task, env id, layout, spec and label family of the checkpoint metadata."""
+        return CriticInfo.from_meta(self.meta)
 
     @torch.no_grad()
     def score(self, steps: npt.ArrayLike) -> StepScores:

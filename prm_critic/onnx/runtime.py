@@ -45,7 +45,7 @@ import numpy.typing as npt
 
 from prm_critic import validate
 from prm_critic._optional import require
-from prm_critic.critic import StateCritic, StepScores, as_obs_batch
+from prm_critic.critic import CriticInfo, StateCritic, StepScores, as_obs_batch
 from prm_critic.onnx._meta import FORMAT, INPUT_NAME, OUTPUT_NAME, check_model_bytes, decode_metadata
 
 __all__ = ["OnnxCritic", "OnnxModelError", "installed_runtimes", "PROVIDERS"]
@@ -559,6 +559,10 @@ class OnnxCritic(StateCritic):
                 spec = load_spec(dict(doc))
             self.__dict__["_spec"] = spec
         return self.__dict__["_spec"]
+
+    def critic_info(self) -> CriticInfo:
+        """The task, env id, layout, spec and label family stored at export."""
+        return CriticInfo.from_meta(self.meta, layout=self.layout, spec=self.spec)
 
     def check_env(self, env: Any) -> None:
         """Check that ``env`` is the task this critic was exported for and that its observations fit.

@@ -40,7 +40,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 import numpy.typing as npt
 
-from prm_critic.critic import StateCritic, StepScores, as_obs_batch
+from prm_critic.critic import CriticInfo, StateCritic, StepScores, as_obs_batch
 from prm_critic.robotics.layout import CriticInputLayout
 from prm_critic.robotics.spec import SpecError, TaskSpec, expr_width, load_spec
 
@@ -585,6 +585,11 @@ class SubgoalCritic(StateCritic):
         self._probe = np.full(self.obs_dim, 1e-30, np.float32)
         rows = self.evaluator._rows
         self._score_row = None if rows is None else rows[0]
+
+    def critic_info(self) -> CriticInfo:
+        """The spec's task and env id, the layout, the spec and the subgoal evaluator."""
+        return CriticInfo(task=self.spec.name, env_id=self.spec.env_id, layout=self.layout, spec=self.spec,
+                          labels="subgoal", evaluator=self.evaluator)
 
     def score_one(self, x: Any, *, check: bool = True) -> tuple[float, float]:
         """Score one critic input ``x`` of shape ``(obs_dim,)``; returns ``(progress, success)``, the

@@ -10,12 +10,13 @@ import inspect
 import math
 import operator
 import threading
+import warnings
 from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 
 from prm_critic import validate
-from prm_critic.critic import BaseCritic
+from prm_critic.critic import BaseCritic, OneRowCritic, RowsCritic
 from prm_critic.robotics.layout import CriticInputLayout
 from prm_critic.robotics.spec import SpecError, TaskSpec, list_builtin_specs, load_spec
 
@@ -42,23 +43,19 @@ def check_critic_arg(critic: Any) -> BaseCritic:
 
 
 def resolve_layout(critic: BaseCritic, layout: CriticInputLayout | Mapping | None) -> CriticInputLayout:
-    """``layout`` argument, else ``critic.layout``, else ``critic.meta["layout"]``, else a clear error."""
+    """``layout`` argument, else the critic's declared ``critic_info().layout``, else a clear error."""
     if layout is None:
-        layout = getattr(critic, "layout", None)
-    if layout is None:
-        meta = getattr(critic, "meta", None)
-        if isinstance(meta, Mapping) and meta.get("layout") is not None:
-            layout = meta["layout"]
+        layout = critic.critic_info().layout
     if layout is None:
         raise ValueError(
-            f"layout: the critic ({type(critic).__name__}) carries no layout (no .layout, no meta['layout']); "
+            f"layout: the critic ({type(critic).__name__}) carries no layout (critic_info().layout is None); "
             "pass layout=CriticInputLayout.from_space(spec, env.observation_space)"
         )
     if isinstance(layout, Mapping):
         layout = CriticInputLayout.from_dict(layout)
     if not isinstance(layout, CriticInputLayout):
         raise TypeError(f"layout: expected a CriticInputLayout or its to_dict(), got {type(layout).__name__}")
-    obs_dim = getattr(critic, "obs_dim", None)
+    obs_dim = critic.obs_dim
     if obs_dim is not None and int(obs_dim) != layout.obs_dim:
         raise ValueError(
             f"critic: obs_dim {obs_dim} does not match the layout's obs_dim {layout.obs_dim} "
@@ -99,6 +96,21 @@ def check_layout_space(layout: CriticInputLayout, space: Any, where: str = "env"
         raise TypeError(f"env: expected a Box or Dict observation space, got {type(space).__name__}")
 
 
+def check_critic_space(critic: BaseCritic, layout: CriticInputLayout, space: Any, env_id: str | None,
+                       where: str = "env") -> None:
+    """:func:`check_layout_space`, whose error also names the critic's task and the env's when the
+    critic declares one (another task's critic usually has other input widths)."""
+    try:
+        check_layout_space(layout, space, where=where)
+    except ValueError as exc:
+        task, critic_env, _ = critic_task(critic)
+        if task is None and critic_env is None:
+            raise
+        made = f"task {task!r}" + (f" (env id {critic_env!r})" if critic_env not in (None, task) else "")
+        env = f"env {env_id!r}" if env_id is not None else "an env without a registered id"
+        raise ValueError(f"{exc}; the critic was made for {made}, but the {where} is {env}") from exc
+
+
 def _fields(layout: CriticInputLayout) -> list[tuple[str, int]]:
     return [(k, layout.sizes[k]) for k in layout.keys]
 
@@ -132,25 +144,21 @@ def _builtin_specs_for(env_id: str) -> tuple[TaskSpec, ...]:
 def critic_task(critic: BaseCritic) -> tuple[str | None, str | None, TaskSpec | None]:
     """``(task name, env id, task spec)`` the critic was made for, each ``None`` when unknown.
 
-    Read from ``critic.spec`` (a :class:`TaskSpec`: ``SubgoalCritic``, ``OnnxCritic``), else
-    ``critic.meta["spec"]`` (state-critic checkpoints), and ``critic.meta["task"]`` /
-    ``critic.meta["env_id"]`` (exported critics). A bare built-in task name gives its env id.
+    Read from the critic's declaration, :meth:`~prm_critic.critic.BaseCritic.critic_info`: its
+    ``spec`` (a :class:`TaskSpec`, or its ``to_dict()`` as checkpoints store it), ``task`` and
+    ``env_id``. A bare built-in task name gives its env id.
     """
-    meta = getattr(critic, "meta", None)
-    meta = meta if isinstance(meta, Mapping) else {}
-    spec = getattr(critic, "spec", None)
+    info = critic.critic_info()
+    spec = info.spec
     if not isinstance(spec, TaskSpec):
-        spec = None
-        doc = meta.get("spec")
+        doc, spec = spec, None
         if isinstance(doc, Mapping):
             try:
                 spec = load_spec(dict(doc))
             except SpecError as exc:
-                raise ValueError(f"critic: meta['spec'] is not a valid task spec ({exc})") from exc
-    task = meta.get("task") if isinstance(meta.get("task"), str) and meta.get("task") else None
-    task = task or (spec.name if spec is not None else None) or (getattr(critic, "task", None) or None)
-    env_id = meta.get("env_id") if isinstance(meta.get("env_id"), str) and meta.get("env_id") else None
-    env_id = env_id or (spec.env_id if spec is not None else None)
+                raise ValueError(f"critic: the declared spec (meta['spec']) is not a valid task spec ({exc})") from exc
+    task = info.task or (spec.name if spec is not None else None)
+    env_id = info.env_id or (spec.env_id if spec is not None else None)
     if env_id is None and isinstance(task, str) and task in list_builtin_specs():
         spec = load_spec(task)
         env_id = spec.env_id
@@ -167,7 +175,7 @@ def env_id_of(env: Any) -> str | None:
 
 
 def check_critic_env(critic: BaseCritic, layout: CriticInputLayout, env_id: str | None, space: Any, *,
-                     allow_task_mismatch: bool, explicit_layout: bool) -> None:
+                     allow_task_mismatch: bool, explicit_layout: bool, stacklevel: int = 3) -> None:
     """Refuse a critic made for another task than the env's, or a layout that is not the one the
     critic's task spec gives on this env.
 
@@ -176,11 +184,18 @@ def check_critic_env(critic: BaseCritic, layout: CriticInputLayout, env_id: str 
     * Layout: the fields (names, order, widths) of ``layout`` must equal
       ``CriticInputLayout.from_space(critic's spec, space)``; without a critic spec, those of the
       env's built-in spec when it has the same keys; an explicit ``layout=`` must also equal the
-      critic's own layout (``critic.layout`` / ``critic.meta["layout"]``). The error names the first
+      critic's own layout (``critic_info().layout``). The error names the first
       differing field.
     """
     validate.check_flag("allow_task_mismatch", allow_task_mismatch)
     task, critic_env, spec = critic_task(critic)
+    if critic_env is None and not allow_task_mismatch:
+        what = "declares no task" if task is None else f"declares task {task!r} but no env id"
+        # stacklevel: the warning points at the code that built the wrapper
+        warnings.warn(
+            f"critic: the {type(critic).__name__} {what} (critic_info()), so the task/env check was skipped; "
+            "declare it by overriding critic_info() to return CriticInfo(task=..., env_id=...), or pass "
+            "allow_task_mismatch=True when any task is meant", UserWarning, stacklevel=stacklevel)
     if critic_env is not None and env_id is not None and critic_env != env_id and not allow_task_mismatch:
         raise ValueError(
             f"critic: made for task {task!r} (env id {critic_env!r}), but the env is {env_id!r}; its scores "
@@ -219,14 +234,13 @@ def check_critic_env(critic: BaseCritic, layout: CriticInputLayout, env_id: str 
 
 
 def _has_own_layout(critic: BaseCritic) -> bool:
-    meta = getattr(critic, "meta", None)
-    return getattr(critic, "layout", None) is not None or (isinstance(meta, Mapping) and meta.get("layout") is not None)
+    return critic.critic_info().layout is not None
 
 
 def resolve_spec(critic: BaseCritic, spec: Any) -> TaskSpec | None:
     if spec is not None:
         return load_spec(spec)
-    s = getattr(critic, "spec", None)
+    s = critic.critic_info().spec
     return s if isinstance(s, TaskSpec) else None
 
 
@@ -241,9 +255,9 @@ def setup_shaper(obj: ShaperBase, *, critic: BaseCritic, gamma: Any, mode: Any, 
     obj.info_subgoals = validate.check_flag("info_subgoals", info_subgoals)
     check_shaper_args(obj, critic=critic, gamma=gamma, mode=mode, head=head, scale=scale,
                       subgoal_bonus=subgoal_bonus, deadline_s=deadline_s, fallback=fallback, layout=layout)
-    check_layout_space(obj.layout, space, where=where)
-    check_critic_env(critic, obj.layout, env_id, space,
-                     allow_task_mismatch=allow_task_mismatch, explicit_layout=layout is not None)
+    check_critic_space(critic, obj.layout, space, env_id, where=where)
+    check_critic_env(critic, obj.layout, env_id, space, allow_task_mismatch=allow_task_mismatch,
+                     explicit_layout=layout is not None, stacklevel=4)
     obj.allow_task_mismatch = allow_task_mismatch
     attach_subgoal_evaluator(obj, critic, spec, env)
     obj._caller = CriticCaller(obj.critic, obj.head, obj.deadline_s)
@@ -297,8 +311,9 @@ def attach_subgoal_evaluator(obj: ShaperBase, critic: BaseCritic, spec: Any, env
     obj.evaluator = None
     ts = obj.task_spec
     if ts is not None and ts.subgoals:
-        ev = getattr(critic, "evaluator", None)
-        if ev is not None and getattr(critic, "spec", None) is ts and ev.layout.obs_dim == obj.layout.obs_dim:
+        info = critic.critic_info()
+        ev = info.evaluator
+        if ev is not None and info.spec is ts and ev.layout.obs_dim == obj.layout.obs_dim:
             obj.evaluator = ev
         else:
             needs_maze = any(s.kind == "maze_path" for s in ts.subgoals)
@@ -560,10 +575,10 @@ class _Worker:
             pass
 
 
-def _fast_entry(critic: BaseCritic, name: str):
-    """``critic.<name>`` (``score_one`` or ``score_rows``) told not to re-check its input (``check=False``)
-    when it takes that keyword, or ``None`` when the critic has no such method."""
-    fn = getattr(critic, name, None)
+def _fast_entry(fn: Any):
+    """A critic's fast path (``score_one`` of :class:`OneRowCritic`, ``score_rows`` of
+    :class:`RowsCritic`) told not to re-check its input (``check=False``) when it takes that keyword,
+    or ``None`` when the critic does not have it (or sets it to ``None``)."""
     if not callable(fn):
         return None
     try:
@@ -603,8 +618,8 @@ class CriticCaller:
         #: after :meth:`one`; ``None`` after a fallback
         self.last_heads: dict[str, Any] | None = None
         self._worker: _Worker | None = None
-        self._score_one = _fast_entry(critic, "score_one")
-        self._score_rows = _fast_entry(critic, "score_rows")
+        self._score_one = _fast_entry(critic.score_one if isinstance(critic, OneRowCritic) else None)
+        self._score_rows = _fast_entry(critic.score_rows if isinstance(critic, RowsCritic) else None)
         self._col = HEADS.index(head)
 
     def _run(self, x: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:

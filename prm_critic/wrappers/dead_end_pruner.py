@@ -9,7 +9,7 @@ from prm_critic._optional import require
 from prm_critic.critic import BaseCritic
 from prm_critic.robotics.layout import CriticInputLayout
 from prm_critic.wrappers._common import (
-    HEADS, CriticCaller, ObsFlattener, check_critic_arg, check_critic_env, check_layout_space, env_id_of, find_max_episode_steps, resolve_layout,
+    HEADS, CriticCaller, ObsFlattener, check_critic_arg, check_critic_env, check_critic_space, env_id_of, find_max_episode_steps, resolve_layout,
 )
 
 require("gymnasium")  # a missing extra fails here with the exact ``pip install`` to run
@@ -57,7 +57,7 @@ class DeadEndPruner(gym.Wrapper, gym.utils.RecordConstructorArgs):
         threshold: prune below this score, in [0, 1].
         patience: number of consecutive steps below ``threshold`` before pruning (int >= 1).
         head: ``"success"`` (default, the critic's promise) or ``"progress"``.
-        layout: :class:`CriticInputLayout`; default ``critic.layout`` or ``critic.meta["layout"]``.
+        layout: :class:`CriticInputLayout`; default the critic's declared ``critic_info().layout``.
         max_episode_steps: the episode limit for ``steps_saved`` (default: found on the env).
         deadline_s: per-call deadline of the pruner's own critic calls in seconds (``None``: call
             synchronously); unused when the scores come from a shaper below.
@@ -78,7 +78,7 @@ class DeadEndPruner(gym.Wrapper, gym.utils.RecordConstructorArgs):
                                            hint=" (consecutive steps below threshold)")
         self.head = validate.check_choice("head", head, HEADS)
         self.layout = resolve_layout(critic, layout)
-        check_layout_space(self.layout, env.observation_space)
+        check_critic_space(critic, self.layout, env.observation_space, env_id_of(env))
         check_critic_env(critic, self.layout, env_id_of(env), env.observation_space,
                          allow_task_mismatch=allow_task_mismatch, explicit_layout=layout is not None)
         self.allow_task_mismatch = allow_task_mismatch

@@ -76,9 +76,9 @@ class PRMRewardShaper(ShaperBase, gym.Wrapper, gym.utils.RecordConstructorArgs):
         mode: ``"potential"``, ``"subgoal"`` or ``"replace"``.
         scale: multiplier of the shaping term (finite).
         head: critic head used as ``Phi``: ``"progress"`` or ``"success"``.
-        layout: :class:`CriticInputLayout` (or its dict); default ``critic.layout``, else
-            ``critic.meta["layout"]``.
-        spec: task spec (name, path, dict or ``TaskSpec``); default ``critic.spec`` if any.
+        layout: :class:`CriticInputLayout` (or its dict); default the critic's
+            declared ``critic_info().layout``.
+        spec: task spec (name, path, dict or ``TaskSpec``); default ``critic_info().spec`` if any.
         subgoal_bonus: bonus per newly reached subgoal (``mode="subgoal"``).
         deadline_s: per-call critic deadline in seconds (``None``: call synchronously).
         fallback: what a late or failed call gives; only ``"zero"`` (no shaping) is supported.
