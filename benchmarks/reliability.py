@@ -56,6 +56,7 @@ ITEMS = {
     26: "Tool output that is not valid UTF-8, sanitised at the step boundary",
     27: "Step critic across user turns of a checkpointed thread; stop reason at every limit",
     28: "Re-saved ONNX exports: unverified loading with a warning, deliberate re-seal",
+    29: "Ray executor: bounded connection to a cluster address; the joined cluster named",
 }
 
 
