@@ -168,12 +168,16 @@ def _probe_cluster(address: str, connect_s: float) -> None:
     hint = ("expected a running Ray head node there (`ray start --head` prints its address), or pass "
             "connect_s / $PRM_RAY_CONNECT_S for a slower network")
     target = address.split("://", 1)[1] if "://" in address else address
-    if address != "auto" and not address.startswith("ray://"):
+    if not address.startswith("ray://"):
         from ray._private.services import canonicalize_bootstrap_address
 
-        target = canonicalize_bootstrap_address(address) or target
-    elif address == "auto":
-        return  # ray.init finds a running local instance (or says none) quickly
+        try:
+            resolved = canonicalize_bootstrap_address(address)  # "auto": the last `ray start` here, if any
+        except ConnectionError as exc:
+            raise ConnectionError(f"address: no Ray cluster found for {address!r} ({exc}); {hint}") from exc
+        if resolved is None:
+            return  # "auto" and no recorded cluster: ray.init says so at once
+        target = resolved
     host, _, port = target.rpartition(":")
     if not host or not port.isdigit():
         raise ValueError(f"address: expected 'auto', 'host:port' or 'ray://host:port', got {address!r}")
