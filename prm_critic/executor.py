@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator
@@ -142,6 +143,71 @@ class _WorkerBody:
         _close_context(self.ctx)
 
 
+DEFAULT_CONNECT_S = 60.0
+
+
+def joined_cluster_message(address: str, gcs_address: str | None, nodes: list[dict], resources: dict) -> str:
+    """The line printed after joining an existing Ray cluster: which one, how many nodes and CPUs."""
+    alive = sum(1 for n in nodes if n.get("Alive", n.get("alive", True)))
+    cpus = int(resources.get("CPU", 0))
+    where = gcs_address or "?"
+    return (f"ray: joined the existing Ray cluster at {where} (address={address!r}): {alive} node(s), {cpus} CPUs; "
+            "its other jobs share these CPUs")
+
+
+def _probe_cluster(address: str, connect_s: float) -> None:
+    """Reach the Ray cluster at ``address`` within ``connect_s`` seconds, or raise a clear error.
+
+    ``ray.init(address=...)`` retries an unreachable head for many minutes; this checks first that
+    something answers there: a TCP connection, then the cluster's GCS (in a daemon thread, abandoned
+    after ``connect_s``).
+    """
+    import socket
+    import threading
+
+    hint = ("expected a running Ray head node there (`ray start --head` prints its address), or pass "
+            "connect_s / $PRM_RAY_CONNECT_S for a slower network")
+    target = address.split("://", 1)[1] if "://" in address else address
+    if not address.startswith("ray://"):
+        from ray._private.services import canonicalize_bootstrap_address
+
+        try:
+            resolved = canonicalize_bootstrap_address(address)  # "auto": the last `ray start` here, if any
+        except ConnectionError as exc:
+            raise ConnectionError(f"address: no Ray cluster found for {address!r} ({exc}); {hint}") from exc
+        if resolved is None:
+            return  # "auto" and no recorded cluster: ray.init says so at once
+        target = resolved
+    host, _, port = target.rpartition(":")
+    if not host or not port.isdigit():
+        raise ValueError(f"address: expected 'auto', 'host:port' or 'ray://host:port', got {address!r}")
+    deadline = time.monotonic() + connect_s
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=connect_s).close()
+    except OSError as exc:
+        raise ConnectionError(f"address: nothing answers at {address!r} ({host}:{port}: {exc}); {hint}") from exc
+    if address.startswith("ray://"):
+        return
+    done: dict[str, Any] = {}
+
+    def check() -> None:
+        try:
+            from ray._raylet import GcsClient
+
+            done["cluster"] = GcsClient(address=target).cluster_id
+            done["ok"] = True
+        except Exception as exc:  # noqa: BLE001 - reported below
+            done["error"] = exc
+
+    t = threading.Thread(target=check, daemon=True, name="prm-ray-probe")
+    t.start()
+    t.join(max(deadline - time.monotonic(), 0.1))
+    if not done.get("ok"):
+        why = f"{type(done['error']).__name__}: {done['error']}" if "error" in done \
+            else f"no answer within connect_s={connect_s:g} s"
+        raise ConnectionError(f"address: no Ray cluster at {address!r} ({why}); {hint}")
+
+
 class RayExecutor(Executor):
     """Runs tasks on ``workers`` Ray actors (one CPU each).
 
@@ -160,6 +226,8 @@ class RayExecutor(Executor):
             neither results (every task is seeded by its own ids) nor their order within a shard;
             ``call_s=0`` sends one task per call.
         max_group: the most tasks in one worker call.
+        connect_s: the most seconds spent reaching the cluster at ``address`` before a clear error
+            (``None``: ``$PRM_RAY_CONNECT_S``, else 60). Ray itself would retry for many minutes.
     """
 
     name = "ray"
@@ -167,7 +235,7 @@ class RayExecutor(Executor):
 
     def __init__(self, workers: int | None = None, *, address: str | None = None,
                  runtime_env: dict | None = None, max_restarts: int = 2, in_flight: int = 2,
-                 call_s: float = 0.05, max_group: int = 64):
+                 call_s: float = 0.05, max_group: int = 64, connect_s: float | None = None):
         if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
             raise ValueError(f"workers: expected an integer >= 1 (or None: one per CPU of the Ray cluster), got {workers!r}")
         if address is not None and (not isinstance(address, str) or not address.strip()):
@@ -179,6 +247,19 @@ class RayExecutor(Executor):
             raise ValueError(f"call_s: expected a finite number of seconds >= 0 (0: one task per worker call), "
                              f"got {call_s!r}")
         self.call_s = float(call_s)
+        if connect_s is None:
+            env = os.environ.get("PRM_RAY_CONNECT_S")
+            try:
+                connect_s = float(env) if env else DEFAULT_CONNECT_S
+            except ValueError:
+                raise ValueError(f"PRM_RAY_CONNECT_S: expected seconds > 0, got {env!r}") from None
+            name = "PRM_RAY_CONNECT_S" if env else "connect_s"
+        else:
+            name = "connect_s"
+        if isinstance(connect_s, bool) or not isinstance(connect_s, (int, float)) or not math.isfinite(connect_s) \
+                or connect_s <= 0:
+            raise ValueError(f"{name}: expected a finite number of seconds > 0, got {connect_s!r}")
+        self.connect_s = float(connect_s)
         self.max_group = max_group
         self.address = address
         self.runtime_env = runtime_env
@@ -202,12 +283,16 @@ class RayExecutor(Executor):
                     kw["num_cpus"] = self._requested
             else:
                 kw["address"] = self.address
+                _probe_cluster(self.address, self.connect_s)
             try:
                 ray.init(**kw)
             except ConnectionError as exc:
                 raise ValueError(f"address: no Ray cluster reachable at {self.address!r} ({exc}); start one "
                                  "with `ray start --head` or pass its address") from exc
             started = True
+            if self.address is not None:
+                print(joined_cluster_message(self.address, ray.get_runtime_context().gcs_address, ray.nodes(),
+                                             ray.cluster_resources()), file=sys.stderr, flush=True)
         cpus = int(ray.cluster_resources().get("CPU", 0))
         n = self._requested if self._requested is not None else max(cpus, 1)
         if n > cpus:

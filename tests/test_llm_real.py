@@ -135,7 +135,7 @@ def test_best_of_n_middleware_with_real_sampled_candidates(server):
     model = ToolCallChatModel(llm=llm, mode="json_schema", seed=1234)
     critic = KeywordCritic(RULES)
     agent = create_agent(model, [go], middleware=[ModelCallLimitMiddleware(run_limit=1, exit_behavior="end"),
-                                                  PRMBestOfNMiddleware(critic, n=3)])
+                                                  PRMBestOfNMiddleware(critic, n=3, resamples=0)])  # the model's own seeds
     out = agent.invoke({"messages": [HumanMessage("Find the kitchen.")]})
 
     choice = out["prm_best_of_n"][0]

@@ -92,6 +92,40 @@ def relabelled_copies(table, k: int, seed: int):
                      spec=base.spec, layout=base.layout, meta=base.meta, family=base.family)
 
 
+def finetune_delta(net, x, nx, y, ny, *, weight: float, epochs: int, lr: float = 3e-4, batch: int = 256,
+                   seed: int = 0) -> list[float]:
+    """Fine-tune ``net`` so that its step change matches the label's: the heads' BCE on s and s' plus
+    ``weight * mean(((Phi(s') - Phi(s)) - (y' - y))**2) / var(y' - y)`` (the potential's per-step change
+    is what the shaping term pays, and a regression whose error is as large as that change pays noise).
+    Returns the mean loss per epoch."""
+    import torch
+
+    torch.manual_seed(seed)
+    X, NX = torch.from_numpy(np.ascontiguousarray(x)), torch.from_numpy(np.ascontiguousarray(nx))
+    Y, NY = torch.from_numpy(y.astype(np.float32)), torch.from_numpy(ny.astype(np.float32))
+    var = float(torch.var(NY - Y)) or 1.0
+    opt = torch.optim.Adam(net.parameters(), lr=lr)
+    bce = torch.nn.functional.binary_cross_entropy_with_logits
+    history = []
+    net.train()
+    for _ in range(epochs):
+        perm = torch.randperm(len(X))
+        total, count = 0.0, 0
+        for i in range(0, len(X), batch):
+            idx = perm[i:i + batch]
+            z, zn = net.logits(X[idx]), net.logits(NX[idx])
+            yb, nyb = Y[idx][:, None].expand_as(z), NY[idx][:, None].expand_as(zn)
+            d = torch.sigmoid(zn) - torch.sigmoid(z)
+            loss = bce(z, yb) + bce(zn, nyb) + weight * ((d - (nyb - yb)) ** 2).mean() / var
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            total, count = total + float(loss) * len(idx), count + len(idx)
+        history.append(total / count)
+    net.eval()
+    return history
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--data", type=Path, nargs="+", required=True, help="collect folders (same task and layout)")
@@ -106,7 +140,14 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=int, default=0, help="initialisation and batch order")
     p.add_argument("--relabel", type=int, default=0, metavar="K",
                    help="add K HER-relabelled copies of every step (subgoal labels only; default 0)")
+    p.add_argument("--delta-weight", type=float, default=0.0,
+                   help="then fine-tune with a loss on the per-step change Phi(s') - Phi(s) against the label's "
+                        "(subgoal labels only; 0: none)")
+    p.add_argument("--delta-epochs", type=int, default=10)
     a = p.parse_args(argv)
+    if a.delta_weight < 0 or (a.delta_weight and a.label != "subgoal"):
+        raise SystemExit(f"--delta-weight: expected a number >= 0, with --label subgoal (the label of s' is the spec's "
+                         f"progress), got --delta-weight {a.delta_weight} --label {a.label}")
     if a.relabel < 0 or (a.relabel and a.label != "subgoal"):
         raise SystemExit(f"--relabel: expected an integer >= 0, with --label subgoal (relabelled states have no MC "
                          f"labels), got --relabel {a.relabel} --label {a.label}")
@@ -129,6 +170,13 @@ def main(argv=None) -> int:
                          pairwise_weight=a.pairwise_weight, weight_decay=a.weight_decay, seed=a.seed)
     net, history = train_state_critic(train.x, train.progress, train.success, episode=train.episode, t=train.t,
                                       ep_success=train.ep_success, mask=train.mask, config=config)
+    if a.delta_weight:
+        from prm_critic.robotics.labels import subgoal_evaluator
+
+        ny = subgoal_evaluator(table.meta).progress(train.next_x)
+        history = {"train": history, "delta": finetune_delta(net, train.x, train.next_x, train.progress, ny,
+                                                             weight=a.delta_weight, epochs=a.delta_epochs,
+                                                             seed=a.seed)}
     critic = TorchStateCritic(net)
     test_source = source[np.isin(table.episode, test.episodes)]
     per_folder = {}
@@ -142,7 +190,7 @@ def main(argv=None) -> int:
             row["success_auroc"] = m.get("success_auroc")
         per_folder[f.name] = row
     metrics = {"per_folder": per_folder, "n_train_steps": int(len(train)), "n_test_steps": int(len(test)),
-               "relabel": a.relabel}
+               "relabel": a.relabel, "delta_weight": a.delta_weight, "delta_epochs": a.delta_epochs}
     meta = {"task": table.spec.name, "spec": table.spec.to_dict(), "layout": table.layout.to_dict(),
             "label_family": a.label, "maze": table.meta.get("maze"), "train_config": config.to_dict(),
             "metrics": metrics,

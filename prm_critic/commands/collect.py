@@ -28,7 +28,8 @@ def add_executor_args(p) -> None:
     p.add_argument("--workers", type=int, default=None,
                    help="ray: worker processes (default: one per CPU of the Ray cluster)")
     p.add_argument("--address", default=None,
-                   help="ray: address of an existing cluster (`ray start --head` prints it; 'auto' finds a local one)")
+                   help="ray: address of an existing cluster (`ray start --head` prints it; 'auto' finds a local one; "
+                        "gives up after $PRM_RAY_CONNECT_S seconds, default 60)")
 
 
 def executor_kwargs(args) -> dict:

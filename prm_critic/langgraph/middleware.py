@@ -11,7 +11,11 @@
   consumes one model response (``n`` LLM calls per agent step; ``ModelCallLimitMiddleware``
   still counts one model *step*). With ``accept_threshold`` it stops sampling at the first
   candidate scoring ``>= accept_threshold``. Each choice is recorded in ``state["prm_best_of_n"]``
-  (``{n, scores, texts, chosen}``) and emitted on ``stream_mode="custom"``.
+  (``{n, scores, texts, chosen}``) and emitted on ``stream_mode="custom"``. A candidate cut at the
+  model's token limit (``finish_reason="length"``, or openai's ``LengthFinishReasonError``) is a
+  failed candidate: skipped and noted in the record's ``failed``; if every candidate fails, one
+  error names ``max_tokens``. A candidate identical to an earlier one is resampled with a fresh
+  ``seed`` (up to ``resamples`` times), so that the ``n`` candidates differ where sampling allows.
 
 * :class:`PRMStepScoringMiddleware` (``wrap_tool_call``): runs the tool, scores the executed step
   ``format_tool_step(tool, args, result)`` and returns ``Command(update={"messages": [result],
@@ -24,11 +28,13 @@
 
 from __future__ import annotations
 
+import random
 from typing import Annotated, Any, Literal, Sequence
 
 from typing_extensions import NotRequired
 
 from prm_critic.critic import BaseCritic
+from prm_critic.validate import check_seed
 from prm_critic.langgraph._common import (
     check_choice,
     check_critic,
@@ -84,6 +90,22 @@ def _proposal_text(response: Any) -> str:
     return "answer: " + message_text(ai)
 
 
+def _cut_reason(response: Any) -> str | None:
+    """Why ``response`` is a failed candidate (cut at the token limit), or ``None``."""
+    result = getattr(response, "result", None)
+    msgs = result if isinstance(result, list) else [response]
+    for m in msgs:
+        meta = getattr(m, "response_metadata", None) or {}
+        if getattr(m, "type", None) == "ai" and meta.get("finish_reason") == "length":
+            return "cut at the model's max_tokens (finish_reason='length')"
+    return None
+
+
+def _is_length_error(exc: BaseException) -> bool:
+    # openai's client refuses to parse a structured reply cut at max_tokens
+    return type(exc).__name__ == "LengthFinishReasonError"
+
+
 class PRMBestOfNMiddleware(_mw.AgentMiddleware):
     """Best-of-N tool-call selection by a step critic, before any tool runs.
 
@@ -93,13 +115,18 @@ class PRMBestOfNMiddleware(_mw.AgentMiddleware):
         head: the score that ranks candidates (``"success"`` or ``"progress"``).
         accept_threshold: stop sampling at the first candidate with score ``>=`` it
             (``None``: always sample ``n``; all ``n`` are scored in one batch).
+        resamples: times a candidate identical to an earlier one is sampled again, with a fresh
+            ``seed`` in the model settings (0: keep duplicates).
+        seed: seeds the fresh seeds of resamples (``None``: from the operating system).
     """
 
     state_schema = BestOfNState
 
     def __init__(self, critic: BaseCritic, *, n: int = 4, head: str = "success",
-                 accept_threshold: float | None = None):
+                 accept_threshold: float | None = None, resamples: int = 2, seed: int | None = None):
         super().__init__()
+        self.resamples = check_int("resamples", resamples, minimum=0)
+        self._rng = random.Random(None if seed is None else check_seed("seed", seed))
         self.critic = check_critic(critic)
         self.n = check_int("n", n, minimum=1)
         self.head = check_head(head)
@@ -114,9 +141,13 @@ class PRMBestOfNMiddleware(_mw.AgentMiddleware):
         steps = [TextStep(prompt, history, t) for t in texts]
         return [float(v) for v in (await ascore_text_steps(self.critic, steps)).get(self.head)]
 
-    def _finish(self, candidates: list, texts: list[str], scores: list[float]):
+    def _finish(self, candidates: list, texts: list[str], scores: list[float], failed: list[dict]):
+        if not candidates:
+            raise ValueError(f"PRMBestOfNMiddleware: all {len(failed)} candidates failed ({failed[-1]['reason']}); "
+                             "expected at least one complete reply: raise the chat model's max_tokens")
         chosen = max(range(len(scores)), key=lambda i: (scores[i], -i))
-        record = {"n": len(candidates), "scores": scores, "texts": texts, "chosen": chosen, "head": self.head}
+        record = {"n": len(candidates), "scores": scores, "texts": texts, "chosen": chosen, "head": self.head,
+                  "failed": failed}
         emit_event({"type": "prm_best_of_n", **record})
         best = candidates[chosen]
         if isinstance(best, _msgs.AIMessage):
@@ -125,6 +156,19 @@ class PRMBestOfNMiddleware(_mw.AgentMiddleware):
             model_response=best, command=_lgtypes.Command(update={"prm_best_of_n": [record]})
         )
 
+    def _resample(self, request):
+        settings = dict(getattr(request, "model_settings", None) or {})
+        settings["seed"] = self._rng.randrange(2**31)
+        return request.override(model_settings=settings)
+
+    def _check(self, cands: tuple[list, list, list], failed: list[dict], attempt: int, resp) -> str:
+        """``"failed"`` (noted), ``"duplicate"`` (sample again) or ``"ok"`` for one reply."""
+        reason = resp if isinstance(resp, str) else _cut_reason(resp)
+        if reason is not None:
+            failed.append({"candidate": attempt, "reason": reason})
+            return "failed"
+        return "duplicate" if _proposal_text(resp) in cands[1] else "ok"
+
     def _add(self, cands: tuple[list, list, list], resp) -> bool:
         """Record one candidate; True when it must be scored now (``accept_threshold`` is set)."""
         candidates, texts, _ = cands
@@ -132,28 +176,77 @@ class PRMBestOfNMiddleware(_mw.AgentMiddleware):
         texts.append(_proposal_text(resp))
         return self.accept_threshold is not None
 
+    def _call(self, request, handler):
+        try:
+            return handler(request)
+        except Exception as exc:
+            if not _is_length_error(exc):
+                raise
+            return f"cut at the model's max_tokens ({type(exc).__name__}: {exc})"
+
+    async def _acall(self, request, handler):
+        try:
+            return await handler(request)
+        except Exception as exc:
+            if not _is_length_error(exc):
+                raise
+            return f"cut at the model's max_tokens ({type(exc).__name__}: {exc})"
+
+    def _sample(self, request, handler, cands, failed, i):
+        resp, req = self._call(request, handler), request
+        for _ in range(self.resamples):
+            if self._check(cands, failed, i, resp) != "duplicate":
+                return resp
+            req = self._resample(req)
+            resp = self._call(req, handler)
+        return resp
+
+    async def _asample(self, request, handler, cands, failed, i):
+        resp, req = await self._acall(request, handler), request
+        for _ in range(self.resamples):
+            if self._check(cands, failed, i, resp) != "duplicate":
+                return resp
+            req = self._resample(req)
+            resp = await self._acall(req, handler)
+        return resp
+
+    def _usable(self, cands, failed, i, resp) -> bool:
+        if isinstance(resp, str) or _cut_reason(resp) is not None:
+            if not failed or failed[-1]["candidate"] != i:  # not noted yet (resamples=0 or the last resample)
+                self._check(cands, failed, i, resp)
+            return False
+        return True
+
     def _accepted(self, cands: tuple[list, list, list]) -> bool:
         return self.accept_threshold is not None and cands[2][-1] >= self.accept_threshold
 
     def wrap_model_call(self, request, handler):
-        ctx, cands = _context(request.messages), ([], [], [])
-        for _ in range(self.n):
-            if self._add(cands, handler(request)):
+        ctx, cands, failed = _context(request.messages), ([], [], []), []
+        for i in range(self.n):
+            resp = self._sample(request, handler, cands, failed, i)
+            if not self._usable(cands, failed, i, resp):
+                continue
+            if self._add(cands, resp):
                 cands[2].extend(self._score(*ctx, cands[1][-1:]))
                 if self._accepted(cands):
                     break
-        scores = cands[2] if self.accept_threshold is not None else self._score(*ctx, cands[1])  # one batch
-        return self._finish(cands[0], cands[1], scores)
+        scores = cands[2] if self.accept_threshold is not None or not cands[1] \
+            else self._score(*ctx, cands[1])  # one batch
+        return self._finish(cands[0], cands[1], scores, failed)
 
     async def awrap_model_call(self, request, handler):
-        ctx, cands = _context(request.messages), ([], [], [])
-        for _ in range(self.n):
-            if self._add(cands, await handler(request)):
+        ctx, cands, failed = _context(request.messages), ([], [], []), []
+        for i in range(self.n):
+            resp = await self._asample(request, handler, cands, failed, i)
+            if not self._usable(cands, failed, i, resp):
+                continue
+            if self._add(cands, resp):
                 cands[2].extend(await self._ascore(*ctx, cands[1][-1:]))
                 if self._accepted(cands):
                     break
-        scores = cands[2] if self.accept_threshold is not None else await self._ascore(*ctx, cands[1])
-        return self._finish(cands[0], cands[1], scores)
+        scores = cands[2] if self.accept_threshold is not None or not cands[1] \
+            else await self._ascore(*ctx, cands[1])
+        return self._finish(cands[0], cands[1], scores, failed)
 
 
 DEFAULT_FLAG = "[step critic: {head} score {score:.2f} < {threshold:.2f}; this step looks like a dead end]"
