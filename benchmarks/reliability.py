@@ -56,10 +56,9 @@ ITEMS = {
     26: "Tool output that is not valid UTF-8, sanitised at the step boundary",
     27: "Step critic across user turns of a checkpointed thread; stop reason at every limit",
     28: "Re-saved ONNX exports: unverified loading with a warning, deliberate re-seal",
-    31: "Declared critic metadata: a critic without a task, another task's critic with other widths",
-
     29: "Ray executor: bounded connection to a cluster address; the joined cluster named",
     30: "Best-of-N candidates cut at max_tokens or identical",
+    31: "Declared critic metadata: a critic without a task, another task's critic with other widths",
 }
 
 
