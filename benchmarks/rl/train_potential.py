@@ -120,7 +120,7 @@ def finetune_delta(net, x, nx, y, ny, *, weight: float, epochs: int, lr: float =
             opt.zero_grad()
             loss.backward()
             opt.step()
-            total, count = total + float(loss) * len(idx), count + len(idx)
+            total, count = total + loss.item() * len(idx), count + len(idx)
         history.append(total / count)
     net.eval()
     return history
