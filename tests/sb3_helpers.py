@@ -1,9 +1,11 @@
-"""Shared by the SB3 tests: a tiny untrained state critic whose normalisation fits the task's resets."""
+"""Shared by the SB3 tests: a tiny untrained state critic whose normalisation fits the task's resets, and
+a callback that stops training as a kill would."""
 
 from __future__ import annotations
 
 import numpy as np
 import torch
+from stable_baselines3.common.callbacks import BaseCallback
 
 from prm_critic.models import StateCriticNet
 from prm_critic.robotics.make import CriticInputLayout, make_env
@@ -22,3 +24,20 @@ def tiny_state_critic(task: str = "FetchReach-v4"):
     net.set_normalization(xs.mean(0), xs.std(0) + 0.05)
     env.close()
     return net, {"layout": layout.to_dict(), "task": spec.name}, xs
+
+
+class Killed(Exception):
+    pass
+
+
+class KillAt(BaseCallback):
+    """Raises at env step ``at`` (as a kill would stop the process there)."""
+
+    def __init__(self, at):
+        super().__init__()
+        self.at = at
+
+    def _on_step(self):
+        if self.num_timesteps >= self.at:
+            raise Killed
+        return True

@@ -16,6 +16,7 @@ pytest.importorskip("gymnasium_robotics")
 import torch  # noqa: E402
 
 from prm_critic.sb3 import read_eval_csv, train_policy  # noqa: E402
+from sb3_helpers import Killed, KillAt  # noqa: E402
 from prm_critic.sb3.resume import (  # noqa: E402
     TrainingStateError,
     latest_training_state,
@@ -23,28 +24,10 @@ from prm_critic.sb3.resume import (  # noqa: E402
 )
 
 torch.set_num_threads(1)
-BaseCallback = pytest.importorskip("stable_baselines3.common.callbacks").BaseCallback
 
 TASK = "FetchReach-v4"  # 50-step episodes
 TINY = dict(learning_starts=60, batch_size=32, policy_kwargs=dict(net_arch=[16, 16]))
 RUN = dict(critic="subgoal", shaping="potential", scale=5.0, seed=0, normalize_obs=True)
-
-
-class Killed(Exception):
-    pass
-
-
-class KillAt(BaseCallback):
-    """Raises at env step ``at`` (as a kill would stop the process there)."""
-
-    def __init__(self, at):
-        super().__init__()
-        self.at = at
-
-    def _on_step(self):
-        if self.num_timesteps >= self.at:
-            raise Killed
-        return True
 
 
 def _params(model):

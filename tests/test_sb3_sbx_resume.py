@@ -13,31 +13,15 @@ pytest.importorskip("gymnasium_robotics")
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("sbx") is None,
                                 reason='sbx is not installed (pip install "prm-critic[sbx]")')
 
-from stable_baselines3.common.callbacks import BaseCallback  # noqa: E402
-
 from prm_critic.sb3 import TrainingStateError, load_training_state, train_policy  # noqa: E402
 from prm_critic.sb3.callbacks import read_eval_csv  # noqa: E402
 from prm_critic.sb3.resume import latest_training_state  # noqa: E402
+from sb3_helpers import Killed, KillAt  # noqa: E402
 
 TASK = "FetchPush-v4"  # 50-step episodes
 TINY = dict(learning_starts=60, batch_size=16, policy_kwargs=dict(net_arch=[16, 16]))
 RUN = dict(critic="subgoal", shaping="potential", scale=5.0, seed=0, normalize_obs=True, backend="sbx",
            progress=False)
-
-
-class Killed(Exception):
-    pass
-
-
-class KillAt(BaseCallback):
-    def __init__(self, at):
-        super().__init__()
-        self.at = at
-
-    def _on_step(self):
-        if self.num_timesteps >= self.at:
-            raise Killed
-        return True
 
 
 def _arrays(model):
