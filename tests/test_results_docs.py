@@ -37,6 +37,8 @@ RENDERED = {
                                      ["--render", "--md", "{out}"]),
     "docs/rl_backend_throughput.md": ("benchmarks/rl/backend_throughput.py",
                                       "benchmarks/results/rl_backend_throughput.json", ["--render", "--md", "{out}"]),
+    "docs/rl_training_throughput.md": ("benchmarks/rl/training_throughput.py",
+                                       "benchmarks/results/rl_training_throughput.json", ["--render", "--md", "{out}"]),
     "docs/judge_auroc.md": ("benchmarks/agents/judge_auroc.py", "benchmarks/results/judge_auroc.json",
                             ["--render", "--md", "{out}"]),
     "docs/agents_benchmark.md": ("benchmarks/agents/report.py", "benchmarks/agents/results",

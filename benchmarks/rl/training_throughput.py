@@ -145,7 +145,7 @@ def render(raw: dict) -> str:
              "(SB3's `HerReplayBuffer(copy_info_dict=True)`, the earlier path); `prm_her` the same relabelled from "
              "compact rows (`PRMHerReplayBuffer`, what `train_policy` uses now); `prm_her_learned` with the learned "
              "critic `push_mc` as the potential; `_t2` on 2 torch threads; `sbx_` on the SBX (JAX) backend.", ""]
-    for meas in raw["measurements"]:
+    for meas in raw["runs"]:
         cpu, wall = meas["cpu_ms_per_step"], meas["wall_ms_per_step"]
         lines += [f"## {meas['label']}", "", f"`{meas['command']}`", "",
                   f"{meas['rounds']} rounds of {meas['chunk']} env steps per config; 1-min load average "
@@ -214,8 +214,8 @@ def main(argv=None) -> int:
         meas["command"] = "python benchmarks/rl/training_throughput.py" + (
             " " + " ".join(sys.argv[1:]) if argv is None and len(sys.argv) > 1 else "")
         meas["machine"] = f"{platform.machine()}, Python {platform.python_version()}, {os.cpu_count()} CPU cores"
-        raw = json.loads(args.raw.read_text()) if args.raw.exists() else {"measurements": []}
-        raw["measurements"] = [m for m in raw["measurements"] if m["label"] != args.label] + [meas]
+        raw = json.loads(args.raw.read_text()) if args.raw.exists() else {"runs": []}
+        raw["runs"] = [m for m in raw["runs"] if m["label"] != args.label] + [meas]
         raw["versions"] = versions
         atomic_write_bytes(args.raw, (json.dumps(raw, indent=1) + "\n").encode())
     raw = json.loads(args.raw.read_text())
