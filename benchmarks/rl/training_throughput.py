@@ -34,6 +34,7 @@ import json
 import math
 import os
 import platform
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -212,7 +213,7 @@ def main(argv=None) -> int:
             versions += f", sbx-rl {sbx.__version__}, jax {jax.__version__}"
         meas = measure(args)
         meas["command"] = "python benchmarks/rl/training_throughput.py" + (
-            " " + " ".join(sys.argv[1:]) if argv is None and len(sys.argv) > 1 else "")
+            " " + shlex.join(sys.argv[1:]) if argv is None and len(sys.argv) > 1 else "")
         meas["machine"] = f"{platform.machine()}, Python {platform.python_version()}, {os.cpu_count()} CPU cores"
         raw = json.loads(args.raw.read_text()) if args.raw.exists() else {"runs": []}
         raw["runs"] = [m for m in raw["runs"] if m["label"] != args.label] + [meas]
