@@ -37,12 +37,15 @@ def push_data(tmp_path_factory):
     return out
 
 
-def test_prints_both_potentials_per_step_change(mod, push_data, capsys):
+def test_prints_both_potentials_per_step_change(mod, push_data, capsys, tmp_path):
+    raw = tmp_path / "noise.json"
     assert mod.main(["--task", "FetchPush-v4", "--critic", str(CRITIC), "--data", str(push_data),
-                     "--episodes", "2"]) == 0
+                     "--episodes", "2", "--raw", str(raw)]) == 0
     out = capsys.readouterr().out
     assert "2 random-action episodes (100 states)" in out
-    for name in ("learned success head", "spec subgoal progress"):
+    stored = json.loads(raw.read_text())["FetchPush-v4"]["critic-push_mc-success"]
+    assert 0 < stored["random_dphi"] < 1 and 0 <= stored["her_dphi"] < 1 and -1 <= stored["her_dphi_corr_spec"] <= 1
+    for name in ("critic-push_mc-success", "spec subgoal progress"):
         line = next(ln for ln in out.splitlines() if name in ln)
         d_random, d_scripted = (float(v) for v in re.findall(r"\|dPhi\| per step ([0-9.]+)", line))
         assert 0 < d_random < 1 and 0 <= d_scripted < 1

@@ -321,7 +321,7 @@ def learned_potentials(data, noise: dict) -> list[str]:
                 f"Success at {budget / 1000:g}k (mean over finished seeds, 95 % bootstrap interval, n seeds) and "
                 "the potential's noise: mean |Phi(s') - Phi(s)| per step on random-action episodes (what an untrained "
                 "policy visits) and on scripted episodes (`benchmarks/rl/potential_noise.py`).", "",
-                "| config | success | mean \|dPhi\| random-action | mean \|dPhi\| scripted |", "|---|---|---|---|"]
+                "| config | success | mean \\|dPhi\\| random-action | mean \\|dPhi\\| scripted |", "|---|---|---|---|"]
         spec_noise = next((v["spec"] for v in tn.values()), None)
         out.append(f"| her | {fmt(her)} | - | - |")
         for base in sorted({lb.split("_critic-")[0] for lb in labels}, key=_sort_key):
@@ -368,7 +368,7 @@ def buffer_diagnosis(raw: dict) -> list[str]:
                 "progress, mean |dPhi| per step (learned / spec), the correlation of the learned dPhi with the spec's "
                 "(how well the learned shaping term follows the one that works) and the mean |dPhi learned - dPhi spec|. "
                 f"Command per row: `{first['command']}` (with that row's critic).", "",
-                "| critic | window | transitions | Spearman Phi | \|dPhi\| learned / spec | corr dPhi | \|dPhi error\| |",
+                "| critic | window | transitions | Spearman Phi | \\|dPhi\\| learned / spec | corr dPhi | \\|dPhi error\\| |",
                 "|---|---|---|---|---|---|---|"]
         for key, d in sorted(crits.items()):
             for w, kinds in d["windows"].items():
