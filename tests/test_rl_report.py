@@ -115,7 +115,9 @@ def _run(seed, curve, step=10_000):
 
 
 def test_bootstrap_interval_over_seeds():
-    from report import bootstrap_steps_to, fmt_interval, mean_curve, steps_to
+    rep = _report()
+    bootstrap_steps_to, fmt_interval, mean_curve, steps_to = (rep.bootstrap_steps_to, rep.fmt_interval, rep.mean_curve,
+                                                              rep.steps_to)
 
     same = [_run(s, [0.0, 0.3, 0.6, 0.9]) for s in range(3)]
     assert bootstrap_steps_to(same, 0.8) == (30_000.0, 30_000.0)  # no spread: the point estimate

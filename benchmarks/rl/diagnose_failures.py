@@ -38,7 +38,9 @@ def diagnose(task: str, label: str, seed: int, episodes: int) -> dict:
     from prm_critic.sb3 import load_policy, predict
 
     sys.path.insert(0, str(HERE))
-    from run import RESULTS, run_dir
+    from rl_sibling import sibling
+
+    RESULTS, run_dir = sibling("run").RESULTS, sibling("run").run_dir
 
     spec = load_spec(task)
     model = load_policy(run_dir(task, label, seed, RESULTS) / "policy")

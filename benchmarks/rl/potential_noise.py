@@ -96,7 +96,9 @@ def main(argv=None) -> int:
     learned = resolve_critic(str(a.critic), spec)
     if a.random_weights is not None:
         sys.path.insert(0, str(Path(__file__).resolve().parent))
-        from run import random_weights  # noqa: E402 - run.py's control, the same function
+        from rl_sibling import sibling  # noqa: E402
+
+        random_weights = sibling("run").random_weights  # run.py's control, the same function
 
         learned = random_weights(learned, a.random_weights)
     subgoal = resolve_critic("subgoal", spec, env)

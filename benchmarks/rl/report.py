@@ -25,7 +25,9 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 sys.path.insert(0, str(HERE))
-from run import RESULTS, TASKS  # noqa: E402
+from rl_sibling import sibling  # noqa: E402
+
+RESULTS, TASKS = sibling("run").RESULTS, sibling("run").TASKS
 
 ORDER = ["sparse", "her", "prm", "prm_her"]
 COMMANDS = """\

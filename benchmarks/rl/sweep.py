@@ -137,7 +137,9 @@ def _run_cmd(ctx, cmd: list[str]) -> tuple[int, float]:
 
 def load_plan_file(path: Path) -> list[tuple]:
     """A plan from a JSON file (see the module docstring), checked entry by entry."""
-    from run import CONFIGS, TASKS
+    from rl_sibling import sibling
+
+    CONFIGS, TASKS = sibling("run").CONFIGS, sibling("run").TASKS
 
     try:
         runs = json.loads(Path(path).read_text())
@@ -185,7 +187,9 @@ def main(argv=None) -> int:
     for name in ("eval_freq", "eval_episodes", "learning_starts"):
         if getattr(a, name) is not None:
             common += ["--" + name.replace("_", "-"), str(getattr(a, name))]
-    from run import EXIT_HELD, config_label
+    from rl_sibling import sibling
+
+    EXIT_HELD, config_label = sibling("run").EXIT_HELD, sibling("run").config_label
 
     cmds, names = [], []
     for task, config, seeds, scale, prune, *extra in runs:

@@ -69,7 +69,9 @@ def load_union(folders: list[Path], label: str):
 def relabelled_copies(table, k: int, seed: int):
     """``table`` with ``k`` HER-relabelled copies of every step appended (module docstring), labelled with
     the spec's progress of the relabelled state (the ``subgoal`` family's label)."""
-    from potential_noise import her_relabel
+    from rl_sibling import sibling
+
+    her_relabel = sibling("potential_noise").her_relabel
 
     from prm_critic.robotics.dataset import StepTable
     from prm_critic.robotics.labels import subgoal_evaluator
