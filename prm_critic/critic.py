@@ -34,7 +34,7 @@ import numpy.typing as npt
 
 from prm_critic import validate
 
-__all__ = ["StepScores", "BaseCritic", "StateCritic", "StepsT", "check_critic", "as_obs_batch", "RandomCritic",
+__all__ = ["StepScores", "BaseCritic", "StateCritic", "StepsT", "check_critic", "as_obs_batch", "check_row", "RandomCritic",
            "ConstantCritic", "CriticInfo", "OneRowCritic", "RowsCritic"]
 
 #: The type of a batch of steps a critic scores (contravariant: it is only ever an input).
@@ -209,6 +209,17 @@ class StateCritic(BaseCritic[npt.ArrayLike]):
     @abc.abstractmethod
     def score(self, steps: npt.ArrayLike) -> StepScores:
         """Score ``steps`` of shape ``(B, obs_dim)``; returns progress and success ``(B,)``."""
+
+
+def check_row(x: Any, obs_dim: int) -> np.ndarray:
+    """``x`` as one critic-input row for a batch-1 fast path (``score_one``): an array of shape
+    ``(obs_dim,)`` with a real-valued numeric dtype (not converted); else one error naming what was expected."""
+    a = x if type(x) is np.ndarray else np.asarray(x)
+    if a.shape != (obs_dim,):
+        raise ValueError(f"x: expected shape ({obs_dim},), got shape {a.shape}")
+    if a.dtype.kind not in "fiub":
+        raise TypeError(f"x: expected a real-valued numeric array of shape ({obs_dim},), got dtype {a.dtype}")
+    return a
 
 
 def as_obs_batch(obs: Any, obs_dim: int | None, *, name: str = "obs") -> np.ndarray:

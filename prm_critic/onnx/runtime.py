@@ -45,7 +45,7 @@ import numpy.typing as npt
 
 from prm_critic import validate
 from prm_critic._optional import require
-from prm_critic.critic import CriticInfo, StateCritic, StepScores, as_obs_batch
+from prm_critic.critic import CriticInfo, StateCritic, StepScores, as_obs_batch, check_row
 from prm_critic.onnx._meta import FORMAT, INPUT_NAME, OUTPUT_NAME, check_model_bytes, decode_metadata
 
 __all__ = ["OnnxCritic", "OnnxModelError", "installed_runtimes", "PROVIDERS"]
@@ -321,7 +321,6 @@ class OnnxCritic(StateCritic):
         self._out1 = np.zeros((1, 2), np.float32)
         self._bindings: dict[int, tuple[Callable[[], Any], np.ndarray, np.ndarray]] = {}
         self._row, self._out_row = self._in1[0], self._out1[0]
-        self._d_shape = (self.obs_dim,)
         self._probe = np.full(self.obs_dim, 1e-30, np.float32)
         self._io1 = None
         self._fast_run: Callable[[], None] | None = None
@@ -466,11 +465,7 @@ class OnnxCritic(StateCritic):
         """
         a = x
         if check:
-            a = x if type(x) is np.ndarray else np.asarray(x)
-            if a.shape != self._d_shape:
-                raise ValueError(f"x: expected shape ({self.obs_dim},), got shape {a.shape}")
-            if a.dtype.kind not in "fiub":
-                raise TypeError(f"x: expected a real-valued numeric array of shape ({self.obs_dim},), got dtype {a.dtype}")
+            a = check_row(x, self.obs_dim)
         with self._lock:
             row = self._row
             row[...] = a

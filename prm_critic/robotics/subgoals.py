@@ -40,7 +40,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 import numpy.typing as npt
 
-from prm_critic.critic import CriticInfo, StateCritic, StepScores, as_obs_batch
+from prm_critic.critic import CriticInfo, StateCritic, StepScores, as_obs_batch, check_row
 from prm_critic.robotics.layout import CriticInputLayout
 from prm_critic.robotics.spec import SpecError, TaskSpec, expr_width, load_spec
 
@@ -581,7 +581,6 @@ class SubgoalCritic(StateCritic):
         self.layout = layout
         self.obs_dim = layout.obs_dim
         self.evaluator = SubgoalEvaluator(self.spec, layout, maze)
-        self._d_shape = (self.obs_dim,)
         self._probe = np.full(self.obs_dim, 1e-30, np.float32)
         rows = self.evaluator._rows
         self._score_row = None if rows is None else rows[0]
@@ -603,12 +602,7 @@ class SubgoalCritic(StateCritic):
         """
         a = x
         if check:
-            a = x if type(x) is np.ndarray else np.asarray(x)
-            if a.shape != self._d_shape:
-                raise ValueError(f"x: expected shape ({self.obs_dim},), got shape {a.shape}")
-            if a.dtype.kind not in "fiub":
-                raise TypeError(f"x: expected a real-valued numeric array of shape ({self.obs_dim},), got dtype {a.dtype}")
-            a = a.astype(np.float32, copy=False)  # what score() scores: the row as float32
+            a = check_row(x, self.obs_dim).astype(np.float32, copy=False)  # what score() scores: the row as float32
             if not math.isfinite(a.dot(self._probe)):
                 bad = int(np.argwhere(~np.isfinite(a))[0][0])
                 raise ValueError(f"x: expected finite values, got {a[bad]} at index {bad}")
