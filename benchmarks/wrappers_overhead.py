@@ -71,33 +71,16 @@ class _PreviousFlattener:
 
 
 def _timers():
-    import gymnasium as gym
-    from stable_baselines3.common.vec_env import VecEnvWrapper
+    """``latency.py``'s pass-through timing wrappers (gym and SB3 VecEnv), loaded by path."""
+    import importlib.util
+    from pathlib import Path
 
-    pc = time.perf_counter_ns
-
-    class TimedEnv(gym.Wrapper):
-        inner_ns = 0
-
-        def step(self, action):
-            t0 = pc()
-            out = self.env.step(action)
-            self.inner_ns += pc() - t0
-            return out
-
-    class TimedVecEnv(VecEnvWrapper):
-        inner_ns = 0
-
-        def reset(self):
-            return self.venv.reset()
-
-        def step_wait(self):
-            t0 = pc()
-            out = self.venv.step_wait()
-            self.inner_ns += pc() - t0
-            return out
-
-    return TimedEnv, TimedVecEnv
+    spec = importlib.util.spec_from_file_location("prm_bench_latency", Path(__file__).resolve().parent / "latency.py")
+    assert spec is not None and spec.loader is not None
+    latency = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(latency)
+    timed_env, _, timed_vec_env = latency._timed_wrappers()
+    return timed_env, timed_vec_env
 
 
 class _CriticClock:
