@@ -35,6 +35,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 RAW = ROOT / "benchmarks" / "results" / "latency.json"
+GPU_RAW = ROOT / "benchmarks" / "results" / "latency_gpu.json"
 DOC = ROOT / "docs" / "latency.md"
 BATCHES = (1, 16, 64, 1024)
 PCTS = (50, 99, 99.9)
@@ -559,34 +560,118 @@ def bench_in_loop(args, paths, bar) -> dict:
     return {names[k]: (_pcts(v), len(v)) for k, v in times.items()}
 
 
+GPU_BATCHES = (1, 16, 64, 1024, 4096)
+
+
 def bench_gpu(args, paths) -> tuple[list[dict], str]:
+    """The CUDA provider against the same machine's CPU provider (1 thread, IOBinding) and torch on CUDA,
+    interleaved, per batch size: batch 1 through ``OnnxCritic.score_one`` with a captured CUDA graph, the
+    larger batches through ``OnnxCritic.score`` (host buffers: the copies in and out are in the time).
+    Every path's scores are compared with torch on the CPU; the largest difference is recorded."""
     import onnxruntime as ort
+    import torch
 
     if "CUDAExecutionProvider" not in ort.get_available_providers():
         return [], "skipped: no CUDA (CUDAExecutionProvider not available in this onnxruntime)"
     from prm_critic.onnx import OnnxCritic
 
+    net = args.net
+    gnet = None
+    if torch.cuda.is_available():
+        import copy
+
+        gnet = copy.deepcopy(net).cuda().eval()
     rows = []
     rng = np.random.default_rng(0)
-    crit = OnnxCritic(paths[1], provider="cuda", strict=True, cuda_graph=True)
-    v = rng.standard_normal(31).astype(np.float32)
-    t = _interleaved({"cuda graph score_one": lambda: crit.score_one(v)}, args.rounds,
-                     max(1, args.iters // args.rounds), args.warmup)
-    p = _pcts(t["cuda graph score_one"])
-    rows.append({"batch": 1, "method": "OnnxCritic CUDA EP + cuda graph + IOBinding", "p50": p[0], "p99": p[1], "p999": p[2]})
+    cg = OnnxCritic(paths[1], provider="cuda", strict=True, cuda_graph=True)
     dyn = OnnxCritic(paths["dynamic"], provider="cuda", strict=True)
-    for b in BATCHES[1:]:
+    cpu_b1 = OnnxCritic(paths[1], provider="cpu", allow_spinning=args.spinning)
+    cpu_dyn = OnnxCritic(paths["dynamic"], provider="cpu", allow_spinning=args.spinning)
+    for b in GPU_BATCHES:
         x = rng.standard_normal((b, 31)).astype(np.float32)
-        t = _interleaved({"s": lambda x=x: dyn.score(x)}, args.rounds, max(1, args.min_calls // args.rounds), args.warmup)
-        p = _pcts(t["s"])
-        rows.append({"batch": b, "method": "OnnxCritic CUDA EP (IOBinding, host buffers)", "p50": p[0], "p99": p[1], "p999": p[2]})
+        if b == 1:
+            v = x[0].copy()
+            methods = {"OnnxCritic CUDA EP + CUDA graph (score_one)": lambda v=v: cg.score_one(v),
+                       "OnnxCritic CPU EP, 1 thread (score_one)": lambda v=v: cpu_b1.score_one(v)}
+        else:
+            methods = {"OnnxCritic CUDA EP (score, host buffers)": lambda x=x: dyn.score(x),
+                       "OnnxCritic CPU EP, 1 thread (score)": lambda x=x: cpu_dyn.score(x)}
+        if gnet is not None:
+            def torch_cuda(x=x):
+                with torch.inference_mode():
+                    return gnet(torch.from_numpy(x).cuda()).cpu()
+            methods["torch CUDA eager (host in, host out)"] = torch_cuda
+        with torch.inference_mode():
+            ref = net(torch.from_numpy(x)).numpy()
+        diffs = {}
+        for k, fn in methods.items():
+            out = fn()
+            if isinstance(out, torch.Tensor):
+                got = out.numpy()
+            elif isinstance(out, tuple):  # score_one: (progress, success)
+                got = np.asarray([out], dtype=np.float32)
+            else:  # StepScores
+                got = np.stack([out.progress, out.success], axis=-1)
+            diffs[k] = float(np.max(np.abs(got - ref)))
+            if diffs[k] > 1e-4:  # a benchmark of wrong answers is no benchmark
+                raise AssertionError(f"{k} at batch {b}: scores differ from torch on the CPU by {diffs[k]:.3g} (> 1e-4)")
+        calls = max(args.min_calls, int(args.iters / max(1.0, b / 16)))
+        times = _interleaved(methods, args.rounds, max(1, calls // args.rounds), args.warmup)
+        stats = {k: _pcts(t) for k, t in times.items()}
+        cpu_p50 = next(p[0] for k, p in stats.items() if "CPU EP" in k)
+        for k, (p50, p99, p999) in stats.items():
+            rows.append({"batch": b, "method": k, "p50": p50, "p99": p99, "p999": p999, "n": len(times[k]),
+                         "per_row": p50 / b, "vs_cpu": cpu_p50 / p50, "max_abs_diff": diffs[k]})
     return rows, "measured"
 
 
-def render(raw: dict) -> str:
-    """The markdown of ``docs/latency.md`` from the raw-data file's content."""
+def gpu_machine() -> str:
+    import onnxruntime as ort
+    import torch
+
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no CUDA device seen by torch"
+    return (f"{gpu}; {platform.machine()} CPU, {os.cpu_count()} logical cores, nothing else running; "
+            f"Python {platform.python_version()}, torch {torch.__version__}, onnxruntime {ort.__version__} "
+            f"(providers: {', '.join(ort.get_available_providers())}); {time.strftime('%Y-%m-%d')}")
+
+
+def _render_gpu(gpu: dict | None, note: str) -> list[str]:
+    lines = ["## GPU (CUDA EP)", ""]
+    if not gpu or not gpu.get("gpu_rows"):
+        return lines + [f"unmeasured — {(gpu or {}).get('gpu_note', note)}.", ""]
+    lines += [f"Measured on: {gpu['machine']}", "", "Reproduce on a CUDA machine with `onnxruntime-gpu`:", "",
+              "```bash", gpu["command"], "```", "",
+              "Batch 1 replays a captured CUDA graph (`cuda_graph=True`, IOBinding, static shapes); larger batches "
+              "use the dynamic export with host buffers, so the copies to and from the GPU are in each call. "
+              "The CPU provider (1 thread, IOBinding) and torch on CUDA run interleaved on the same machine. "
+              "*max |diff|*: the largest difference from torch on the CPU over the batch's scores.", "",
+              "| batch | method | p50 | p99 | p99.9 | p50 per row | CPU p50 / p50 | max abs diff | calls |",
+              "|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in gpu["gpu_rows"]:
+        lines.append(f"| {r['batch']} | {r['method']} | {r['p50']:.1f} | {r['p99']:.1f} | {r['p999']:.1f} | "
+                     f"{r['per_row']:.4f} | {r['vs_cpu']:.2f}x | {r['max_abs_diff']:.1e} | {r['n']} |")
+    cuda = [r for r in gpu["gpu_rows"] if "CUDA EP" in r["method"]]
+    big = [r for r in cuda if r["batch"] == max(GPU_BATCHES)]
+    if big:
+        r = big[0]
+        lines += ["", f"Batch {r['batch']}: the CUDA provider's p50 is {r['p50']:.1f} µs "
+                  f"({1e3 * r['per_row']:.1f} ns per row), {r['vs_cpu']:.2f}x the same machine's one-thread CPU provider."]
+    one = [r for r in cuda if r["batch"] == 1]
+    wins = [r["batch"] for r in cuda if r["vs_cpu"] > 1]
+    if one:
+        lines += ["", f"In a control loop (batch 1) the GPU is the slower choice: {one[0]['p50']:.1f} µs per call against "
+                  f"{one[0]['p50'] * one[0]['vs_cpu']:.1f} µs on one CPU thread (the launch and the copies cost more "
+                  "than the whole product on the CPU). Use `provider=\"cpu\"` for a single env; the CUDA provider pays "
+                  + (f"from batch {min(wins)} of the measured sizes (vector envs, labelling, offline scoring)."
+                     if wins else "at none of the measured sizes.")]
+    return lines + [""]
+
+
+def render(raw: dict, gpu: dict | None = None) -> str:
+    """The markdown of ``docs/latency.md`` from the raw-data file's content (and the GPU raw data, where
+    one was measured: ``--gpu-only``)."""
     rows, shaper, in_loop = raw["rows"], raw.get("shaper"), raw.get("in_loop")
-    gpu_rows, gpu_note = raw.get("gpu_rows") or [], raw.get("gpu_note", "")
+    gpu_note = raw.get("gpu_note", "")
     lines = ["# Critic latency: torch eager vs onnxruntime", ""]
     lines += ["Reproduce (from the repository root, CPU, about 5 minutes on 2 shared cores):", "", "```bash",
               raw["command"], "```", "",
@@ -623,13 +708,7 @@ def render(raw: dict) -> str:
         for k, ((p50, p99, p999), n) in in_loop.items():
             lines.append(f"| {k} | {p50:.1f} | {p99:.1f} | {p999:.1f} | {n} |")
         lines.append("")
-    lines += ["## GPU (CUDA EP, `enable_cuda_graph=1`, IOBinding, static shapes)", ""]
-    if gpu_rows:
-        lines += ["| batch | method | p50 | p99 | p99.9 |", "|---:|---|---:|---:|---:|"]
-        for r in gpu_rows:
-            lines.append(f"| {r['batch']} | {r['method']} | {r['p50']:.1f} | {r['p99']:.1f} | {r['p999']:.1f} |")
-    else:
-        lines += [f"unmeasured — {gpu_note}."]
+    lines += _render_gpu(gpu, gpu_note)
     return "\n".join(lines) + "\n"
 
 
@@ -791,9 +870,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--raw", type=Path, default=RAW, help="raw-data JSON written with --out and read by --render")
     p.add_argument("--render", action="store_true", help="only write --md from --raw (no measurement)")
     p.add_argument("--md", type=Path, default=DOC, help="markdown written by --render")
+    p.add_argument("--gpu-only", action="store_true",
+                   help="measure only the GPU section (needs onnxruntime-gpu and a CUDA device) and write it to "
+                        "--gpu-raw, which --render merges into the doc")
+    p.add_argument("--gpu-raw", type=Path, default=GPU_RAW, help="GPU raw-data JSON (--gpu-only writes, --render reads)")
     args = p.parse_args(argv)
     if args.render:
-        print(f"wrote {render_file(args.raw, args.md)}")
+        print(f"wrote {render_file(args.raw, args.md, args.gpu_raw)}")
         return 0
     args.argv = [a for a in argv]
     for name in ("iters", "min_calls", "rounds", "warmup", "shaper_steps", "vec_steps", "n_envs"):
@@ -817,6 +900,9 @@ def main(argv: list[str] | None = None) -> int:
                   "sizes": {"observation": 25, "achieved_goal": 3, "desired_goal": 3}}
         paths = {1: export_state_critic(net, Path(d) / "c.b1.onnx", batch=1, task="FetchPush-v4", layout=layout),
                  "dynamic": export_state_critic(net, Path(d) / "c.onnx", task="FetchPush-v4", layout=layout)}
+        args.net = net
+        if args.gpu_only:
+            return _gpu_only(args, paths)
         total = len(BATCHES) * args.rounds + (0 if args.no_shaper else 3 * args.rounds)
         load0 = os.getloadavg() if hasattr(os, "getloadavg") else None
         with tqdm(total=total, desc="latency rounds", file=sys.stderr) as bar:
@@ -836,7 +922,7 @@ def main(argv: list[str] | None = None) -> int:
            "rows": rows, "shaper": shaper,
            "in_loop": None if in_loop is None else {k: [list(p), n] for k, (p, n) in in_loop.items()},
            "gpu_rows": gpu_rows, "gpu_note": gpu_note}
-    text = render(raw)
+    text = render(raw, _read_gpu(args.gpu_raw))
     print(text)
     if gpu_note != "measured":
         print(gpu_note, file=sys.stderr)
@@ -851,10 +937,31 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def render_file(raw_path: Path = RAW, md_path: Path = DOC) -> Path:
+def _read_gpu(path: Path) -> dict | None:
+    return json.loads(Path(path).read_text()) if Path(path).exists() else None
+
+
+def _gpu_only(args, paths) -> int:
+    gpu_rows, gpu_note = bench_gpu(args, paths)
+    if gpu_note != "measured":
+        print(f"--gpu-only: {gpu_note}", file=sys.stderr)
+        return 1
+    raw = {"about": "GPU latencies in microseconds measured by benchmarks/latency.py --gpu-only; "
+                    "docs/latency.md renders them in its GPU section.",
+           "command": f"python benchmarks/latency.py {' '.join(args.argv)}".rstrip(), "machine": gpu_machine(),
+           "gpu_rows": gpu_rows, "gpu_note": gpu_note}
     from prm_critic._io import atomic_write_bytes
 
-    atomic_write_bytes(md_path, render(json.loads(Path(raw_path).read_text())).encode())
+    atomic_write_bytes(args.gpu_raw, (json.dumps(raw, indent=1) + "\n").encode())
+    print("\n".join(_render_gpu(raw, gpu_note)))
+    print(f"wrote {args.gpu_raw}", file=sys.stderr)
+    return 0
+
+
+def render_file(raw_path: Path = RAW, md_path: Path = DOC, gpu_path: Path = GPU_RAW) -> Path:
+    from prm_critic._io import atomic_write_bytes
+
+    atomic_write_bytes(md_path, render(json.loads(Path(raw_path).read_text()), _read_gpu(gpu_path)).encode())
     return Path(md_path)
 
 

@@ -59,6 +59,7 @@ ITEMS = {
     29: "Ray executor: bounded connection to a cluster address; the joined cluster named",
     30: "Best-of-N candidates cut at max_tokens or identical",
     31: "Declared critic metadata: a critic without a task, another task's critic with other widths",
+    32: "ONNX critic on a device provider (CUDA): refilled IOBinding buffers scored, not the bound snapshot",
 }
 
 

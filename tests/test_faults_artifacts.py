@@ -419,6 +419,7 @@ def test_strict_chain_has_no_cpu_provider_and_non_strict_fallback_warns(exported
     chain, requested = OnnxCritic._provider_chain(type("Ort", (), {"get_available_providers": staticmethod(lambda: fake)}),
                                                   "cuda", True, False, 0)
     assert requested == "CUDAExecutionProvider" and "CPUExecutionProvider" not in chain
+    assert chain[0][1]["use_tf32"] == "0"  # full float32: a row scores the same in any batch
     chain, _ = OnnxCritic._provider_chain(type("Ort", (), {"get_available_providers": staticmethod(lambda: fake)}),
                                           "cuda", False, False, 0)
     assert chain[-1] == "CPUExecutionProvider"
@@ -433,6 +434,69 @@ def test_strict_chain_has_no_cpu_provider_and_non_strict_fallback_warns(exported
     assert np.array_equal(c.score(x).progress, OnnxCritic(exported, provider="cpu").score(x).progress)
     correct(9, "OnnxCritic(provider='cuda') without strict where the CUDA provider cannot load",
             "runs on CPU with correct scores and a RuntimeWarning carrying onnxruntime's reason")
+
+
+class _DeviceCopyBinding:
+    """FAKE device-provider binding: a host input is copied when it is bound, as onnxruntime's CUDA
+    provider does (measured on a real CUDA machine: a buffer bound once and refilled was scored with
+    the zeros it held at bind time, every row alike)."""
+
+    def __init__(self, real):
+        self._real, self._keep = real, []
+
+    def bind_cpu_input(self, name, arr):
+        snap = np.array(arr, dtype=np.float32, copy=True)
+        self._keep.append(snap)
+        self._real.bind_cpu_input(name, snap)
+
+    def __getattr__(self, name):
+        return getattr(self._real, name)
+
+
+class _DeviceSession:
+    """FAKE CUDA session: a CPU session that reports the CUDA provider and binds host inputs by copy."""
+
+    def __init__(self, real):
+        self._real = real
+
+    def get_providers(self):
+        return ["CUDAExecutionProvider", "CPUExecutionProvider"]
+
+    def io_binding(self):
+        return _DeviceCopyBinding(self._real.io_binding())
+
+    def run_with_iobinding(self, io, run_options=None):
+        return self._real.run_with_iobinding(io._real, run_options)
+
+    def __getattr__(self, name):
+        return getattr(self._real, name)
+
+
+@pytest.mark.skipif("CUDAExecutionProvider" in ort.get_available_providers(), reason="simulates a CUDA session")
+def test_device_provider_scores_refilled_inputs_not_the_bound_snapshot(net, exported, tmp_path, monkeypatch):
+    real_session, real_avail = ort.InferenceSession, ort.get_available_providers
+
+    def session(data, so=None, providers=None):
+        cpu = real_session(data, so, providers=["CPUExecutionProvider"])
+        named = [p if isinstance(p, str) else p[0] for p in providers or []]
+        return _DeviceSession(cpu) if "CUDAExecutionProvider" in named else cpu
+
+    b1 = export_state_critic(net, tmp_path / "critic.b1.onnx", batch=1, task="FetchPush-v4")
+    ref_dyn, ref_b1 = OnnxCritic(exported, provider="cpu"), OnnxCritic(b1, provider="cpu")
+    monkeypatch.setattr(ort, "get_available_providers", lambda: ["CUDAExecutionProvider", *real_avail()])
+    monkeypatch.setattr(ort, "InferenceSession", session)
+    dyn, one = OnnxCritic(exported, provider="cuda"), OnnxCritic(b1, provider="cuda")
+    assert dyn.provider == one.provider == "CUDAExecutionProvider"
+    rng = np.random.default_rng(7)
+    for b in (16, 16, 3):  # the repeated size reuses the cached binding with new data
+        xb = rng.standard_normal((b, 31)).astype(np.float32)
+        np.testing.assert_array_equal(dyn.score_rows(xb), ref_dyn.score_rows(xb))
+        np.testing.assert_array_equal(one.score_rows(xb), ref_b1.score_rows(xb))
+        for row in xb[:2]:
+            assert one.score_one(row) == ref_b1.score_one(row)
+            assert dyn.score_one(row) == ref_dyn.score_one(row)
+    correct(32, "OnnxCritic on a device provider (CUDA) scoring refilled IOBinding buffers, batch 1 and batched",
+            "every call scores its own input (the host input is bound again before each run)")
 
 
 @pytest.mark.slow

@@ -327,7 +327,7 @@ class OnnxCritic(StateCritic):
         if io_binding:
             self._io1 = self._make_binding_one(device_id)
             if not self._cuda_graph:
-                self._fast_run = self._direct_runner(self._io1)
+                self._fast_run = self._bound_runner(self._io1, self._in1)
     @staticmethod
     def _provider_chain(ort, provider: str, strict: bool, cuda_graph: bool, device_id: int):
         available = list(ort.get_available_providers())
@@ -350,7 +350,10 @@ class OnnxCritic(StateCritic):
                 raise OnnxModelError(msg + " (strict=True: not falling back to CPU)")
             warnings.warn(msg + "; falling back to CPUExecutionProvider", RuntimeWarning, stacklevel=3)
             return ["CPUExecutionProvider"], "CPUExecutionProvider"
-        cuda_opts: dict[str, Any] = {"device_id": device_id}
+        # use_tf32=0: full float32 matrix products. With TF32 (the provider's default) a row's score
+        # changed with the batch it came in (1e-4 apart on an H200), so a batched call and a single-step
+        # call disagreed; a critic this small gains no measurable time from TF32.
+        cuda_opts: dict[str, Any] = {"device_id": device_id, "use_tf32": "0"}
         if cuda_graph:
             cuda_opts["enable_cuda_graph"] = "1"
         chain: list[Any] = []
@@ -428,6 +431,25 @@ class OnnxCritic(StateCritic):
         run = sess.run_with_iobinding
         return lambda _io=io: run(native, None)  # _io: the binding lives as long as its runner
 
+    def _bound_runner(self, io, xin: np.ndarray) -> Callable[[], None]:
+        """A runner of ``io`` that scores what ``xin`` holds at the time of the call.
+
+        The CPU provider reads a bound host input when it runs, so binding once is enough. A device
+        provider (CUDA, TensorRT) copies a bound host input to the device when it is bound, not when it
+        runs: a buffer bound once and refilled would be scored with the data it held at bind time, every
+        row the same stale input. There the runner binds the input again before each run (one host to
+        device copy, as a plain ``run`` makes)."""
+        run = self._direct_runner(io)
+        if self.provider == "CPUExecutionProvider":
+            return run
+        name = self._in_name
+
+        def rebind_and_run(_io=io, _xin=xin, _run=run) -> None:
+            _io.bind_cpu_input(name, _xin)
+            _run()
+
+        return rebind_and_run
+
     def _binding_for(self, b: int):
         entry = self._bindings.get(b)
         if entry is None:
@@ -438,7 +460,7 @@ class OnnxCritic(StateCritic):
             io = self.session.io_binding()
             io.bind_cpu_input(self._in_name, xin)
             io.bind_output(self._out_name, "cpu", 0, np.float32, [b, 2], xout.ctypes.data)
-            entry = (self._direct_runner(io), xin, xout)
+            entry = (self._bound_runner(io, xin), xin, xout)
             self._bindings[b] = entry
         return entry
 
