@@ -150,7 +150,7 @@ def render(raw: dict) -> str:
         cpu, wall = meas["cpu_ms_per_step"], meas["wall_ms_per_step"]
         lines += [f"## {meas['label']}", "", f"`{meas['command']}`", "",
                   f"{meas['rounds']} rounds of {meas['chunk']} env steps per config; 1-min load average "
-                  f"{meas['load'][0]} at the start, {meas['load'][1]} at the end ({meas['machine']}).", "",
+                  f"{meas['load'][0]} at the start, {meas['load'][1]} at the end ({meas['machine']}" + (f"; {meas['versions']}" if "versions" in meas else "") + ").", "",
                   f"| config | CPU ms / step | wall ms / step | CPU ratio vs `{BASE}` (95 % interval) "
                   "| wall ratio vs `her` |",
                   "|---|---:|---:|---|---:|"]
@@ -175,7 +175,8 @@ def render(raw: dict) -> str:
             lines.append(f"Threads: 2 torch threads / 1 thread, wall time per env step (`her_t2` / `her`): {m:.2f} "
                          f"({lo:.2f}-{hi:.2f}); `train_policy` defaults to `torch_threads=1`.")
             lines.append("")
-    lines += [f"Versions: {raw['versions']}.", ""]
+    if any("versions" not in m for m in raw["runs"]):  # measurements that did not record their own
+        lines += [f"Versions (of the measurements above without their own): {raw['versions']}.", ""]
     return "\n".join(lines)
 
 
@@ -215,6 +216,7 @@ def main(argv=None) -> int:
         meas["command"] = "python benchmarks/rl/training_throughput.py" + (
             " " + shlex.join(sys.argv[1:]) if argv is None and len(sys.argv) > 1 else "")
         meas["machine"] = f"{platform.machine()}, Python {platform.python_version()}, {os.cpu_count()} CPU cores"
+        meas["versions"] = versions
         raw = json.loads(args.raw.read_text()) if args.raw.exists() else {"runs": []}
         raw["runs"] = [m for m in raw["runs"] if m["label"] != args.label] + [meas]
         raw["versions"] = versions
