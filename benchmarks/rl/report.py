@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import math
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -294,6 +295,16 @@ def bootstrap_mean(values: list[float], *, n: int = 2000, seed: int = 0) -> tupl
     return float(np.quantile(means, 0.025)), float(np.quantile(means, 0.975))
 
 
+def sign_test_p(pos: int, neg: int) -> float:
+    """Two-sided exact sign test over ``pos`` wins and ``neg`` losses (ties dropped): 1.0 with none."""
+    n = pos + neg
+    if n == 0:
+        return 1.0
+    k = min(pos, neg)
+    tail = sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n
+    return min(1.0, 2 * tail)
+
+
 def learned_potentials(data, noise: dict) -> list[str]:
     """Per task: every learned-critic config (``_critic-`` in its label) beside the spec potential, HER
     and its random-weights control, with success at the budget (mean, 95 % bootstrap interval over
@@ -310,6 +321,10 @@ def learned_potentials(data, noise: dict) -> list[str]:
             runs = [r for r in headline_runs(data[task].get(label, [])) if r["done"]]
             vals = [success_by_step(r).get(budget) for r in runs]
             return [v for v in vals if v is not None]
+
+        def by_seed(label) -> dict[int, float]:
+            runs = [r for r in headline_runs(data[task].get(label, [])) if r["done"]]
+            return {r["seed"]: v for r in runs if (v := success_by_step(r).get(budget)) is not None}
 
         def fmt(vals):
             if not vals:
@@ -348,6 +363,23 @@ def learned_potentials(data, noise: dict) -> list[str]:
             ok = m >= ms - GOAL_VS_SPEC and m >= mh + GOAL_VS_HER
             verdicts.append(f"- {label}: **{'met' if ok else 'not met'}** ({m:.2f} vs spec {ms:.2f} - "
                             f"{GOAL_VS_SPEC:g} and HER {mh:.2f} + {GOAL_VS_HER:g})")
+        controls = []
+        for label in labels:
+            if "_randw" in label:
+                continue
+            for ctrl in (lb for lb in labels if lb.startswith(label + "_randw")):
+                a, b = by_seed(label), by_seed(ctrl)
+                common = sorted(set(a) & set(b))
+                if not common:
+                    continue
+                diffs = [a[k] - b[k] for k in common]
+                pos, neg = sum(d > 0 for d in diffs), sum(d < 0 for d in diffs)
+                controls.append(f"- {label} minus {ctrl}, paired by seed (seeds {', '.join(map(str, common))}): "
+                                f"mean {np.mean(diffs):+.2f}; learned higher on {pos}, lower on {neg}; exact sign test "
+                                f"p = {sign_test_p(pos, neg):.3g}")
+        if controls:
+            out += ["", "Learned potential against its uninformed control (the same critic, weights drawn anew), success "
+                    f"at {budget / 1000:g}k:", "", *controls]
         out += ["", f"Goal: a learned potential's mean success at {budget / 1000:g}k at least the spec potential's (same "
                 "config and scale: the label before `_critic-`) "
                 f"minus {GOAL_VS_SPEC:g} and at least HER's plus {GOAL_VS_HER:g}, on {GOAL_SEEDS} seeds each; "
