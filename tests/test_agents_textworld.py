@@ -255,3 +255,18 @@ def test_control_critics_run_in_the_benchmark_searches_deterministically(game):
         main(["--methods", "base", "--critic", "random", "--seeds", "7"])
     with pytest.raises(SystemExit, match="--tag names the PRM"):
         main(["--methods", "prm_beam", "--critic", "constant", "--tag", "x", "--seeds", "7"])
+
+
+def test_mcts_runs_in_the_benchmark_within_its_budget_deterministically(game):
+    """``run.py --methods prm_mcts``: a tiny budget on one game, with a control critic; the same
+    episode twice under one seed is the same episode, and the budget caps the calls."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "benchmarks" / "agents"))
+    from run import control_critic, critic_seed, run_one, search_seed
+
+    runs = [run_one("prm_mcts", game, np.random.default_rng([SEED, 0]), 6, control_critic("random", critic_seed(SEED, 0)),
+                    mcts_budget=8, seed=search_seed(SEED, 0)) for _ in range(2)]
+    assert runs[0] == runs[1]
+    assert 0 < runs[0]["policy_calls"] == runs[0]["critic_calls"] == runs[0]["tool_calls"] <= 8
+    assert runs[0]["steps"] <= 6 and len(runs[0]["commands"]) == runs[0]["steps"]

@@ -18,6 +18,8 @@ Methods:
   the ORACLE on privileged ``intermediate_reward``), best one committed.
 * :func:`run_beam` -- PRM beam search with dead-end pruning via
   :func:`prm_critic.langgraph.build_beam_search_graph`; the env state is the command history.
+* :func:`run_mcts` -- Monte Carlo tree search with PRM values via
+  :class:`prm_critic.langgraph.MCTSSearch`, forking the game the same way as the beam.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from agents.textworld_agent.env import StepResult, TextWorldGame
 from agents.textworld_agent.policy import BasePolicy
 from agents.textworld_agent.text import step_text
 
-__all__ = ["EpisodeResult", "run_base", "run_outcome_bon", "run_step_bon", "run_beam", "prm_score_fn",
+__all__ = ["EpisodeResult", "run_base", "run_outcome_bon", "run_step_bon", "run_beam", "run_mcts", "prm_score_fn",
            "oracle_score_fn"]
 
 
@@ -158,6 +160,36 @@ def run_step_bon(path: str | Path, rng: np.random.Generator, score_fn: ScoreFn, 
         sim.close()
 
 
+def _forking_expand(sim: TextWorldGame, policy: Policy, rng: np.random.Generator, counters: dict):
+    """``(intro, root, expand)`` for the searches of ``prm_critic.langgraph``: the env state is the
+    command history (plain data); ``expand`` forks by replaying it on ``sim`` and runs each proposal
+    there, counting tool calls and lost games in ``counters``."""
+    lock = threading.Lock()  # LangGraph runs the beam's Send branches in threads; one simulator, one at a time
+    intro = sim.reset()
+    root = {"commands": [], "feedbacks": [], "admissible": intro.admissible, "won": False, "lost": False,
+            "done": False}
+
+    def expand(state, history, k):
+        if state["done"] or not state["admissible"]:
+            return []
+        cands = policy.sample(state["admissible"], state["commands"], rng, n=k, distinct=True,
+                              intro=intro.feedback, feedbacks=state["feedbacks"])
+        out = []
+        for c in cands:
+            with lock:
+                sim.replay(state["commands"])
+                x = sim.step(c)
+            counters["tools"] += 1
+            counters["lost"] += int(x.lost)
+            out.append((step_text(c, x.feedback), {"commands": state["commands"] + [c],
+                                                   "feedbacks": state["feedbacks"] + [x.feedback],
+                                                   "admissible": x.admissible, "won": x.won, "lost": x.lost,
+                                                   "done": x.done}))
+        return out
+
+    return intro, root, expand
+
+
 def run_beam(path: str | Path, rng: np.random.Generator, critic: BaseCritic, *, beam_width: int = 2,
              branch_factor: int = 3, max_steps: int = 40, dead_end_threshold: float = 0.1,
              budget: int | None = None, aggregate: str = "last", policy: Policy | None = None,
@@ -171,30 +203,8 @@ def run_beam(path: str | Path, rng: np.random.Generator, critic: BaseCritic, *, 
     policy = policy or BasePolicy()
     sim = TextWorldGame(path, max_steps=max_steps)
     counters = {"tools": 0, "lost": 0}
-    lock = threading.Lock()  # LangGraph runs the Send branches in threads; one simulator, one at a time
     try:
-        intro = sim.reset()
-        root = {"commands": [], "feedbacks": [], "admissible": intro.admissible, "won": False, "lost": False,
-                "done": False}
-
-        def expand(state, history, k):
-            if state["done"] or not state["admissible"]:
-                return []
-            cands = policy.sample(state["admissible"], state["commands"], rng, n=k, distinct=True,
-                                  intro=intro.feedback, feedbacks=state["feedbacks"])
-            out = []
-            for c in cands:
-                with lock:
-                    sim.replay(state["commands"])
-                    x = sim.step(c)
-                counters["tools"] += 1
-                counters["lost"] += int(x.lost)
-                out.append((step_text(c, x.feedback), {"commands": state["commands"] + [c],
-                                                       "feedbacks": state["feedbacks"] + [x.feedback],
-                                                       "admissible": x.admissible, "won": x.won, "lost": x.lost,
-                                                       "done": x.done}))
-            return out
-
+        intro, root, expand = _forking_expand(sim, policy, rng, counters)
         g = build_beam_search_graph(expand, critic, beam_width=beam_width, branch_factor=branch_factor,
                                     max_depth=max_steps, dead_end_threshold=dead_end_threshold, budget=budget,
                                     is_terminal=lambda s: bool(s["won"]), aggregate=aggregate,
@@ -206,5 +216,36 @@ def run_beam(path: str | Path, rng: np.random.Generator, critic: BaseCritic, *, 
         return EpisodeResult(bool(st["won"]), bool(st["lost"]), len(st["commands"]), int(out.get("policy_calls", 0)),
                              counters["tools"], counters["tools"], int(out.get("pruned_dead_end", 0)),
                              list(st["commands"]))
+    finally:
+        sim.close()
+
+
+def run_mcts(path: str | Path, rng: np.random.Generator, critic: BaseCritic, *, branch_factor: int = 2,
+             max_steps: int = 40, budget: int = 160, max_iterations: int | None = None, exploration: float = 1.0,
+             aggregate: str = "last", selection: str = "puct", seed: int = 0,
+             policy: Policy | None = None) -> EpisodeResult:
+    """MCTS with PRM values (``prm_critic.langgraph.MCTSSearch``) over command histories.
+
+    ``budget`` caps policy calls (each proposal is also one critic call and one tool call).
+    ``max_iterations`` defaults to ``2 * budget + 1``, which the budget always reaches first: an
+    iteration either makes a call or closes a node that proposed nothing, and there are at most
+    ``budget + 1`` nodes. ``dead_ends_avoided`` counts proposals that lost the game, less one when
+    the answer lost too. ``seed`` seeds the search's tie-breaks.
+    """
+    from prm_critic.langgraph import MCTSSearch
+
+    policy = policy or BasePolicy()
+    sim = TextWorldGame(path, max_steps=max_steps)
+    counters = {"tools": 0, "lost": 0}
+    try:
+        intro, root, expand = _forking_expand(sim, policy, rng, counters)
+        search = MCTSSearch(expand, critic, branch_factor=branch_factor, max_depth=max_steps, policy_budget=budget,
+                            max_iterations=max_iterations or 2 * budget + 1, exploration=exploration, aggregate=aggregate,
+                            selection=selection, seed=seed, is_terminal=lambda s: bool(s["won"]))
+        out = search.invoke({"prompt": intro.feedback, "root": root})
+        st = out.state
+        avoided = counters["lost"] - int(bool(st["lost"]))
+        return EpisodeResult(bool(st["won"]), bool(st["lost"]), len(st["commands"]), out.policy_calls,
+                             counters["tools"], out.critic_calls, avoided, list(st["commands"]))
     finally:
         sim.close()

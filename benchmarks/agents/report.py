@@ -39,23 +39,25 @@ CONTROLS_PNG = ROOT / "docs" / "agents_controls.png"
 EXTRA = ROOT / "benchmarks" / "results" / "agents_benchmark.json"
 SEEDS = tuple(range(1000, 1008))
 
-METHODS = ("base", "outcome_bon4", "prm_bon3", "prm_beam", "prm_beam_noprune", "oracle_bon3")
+METHODS = ("base", "outcome_bon4", "prm_bon3", "prm_beam", "prm_beam_noprune", "prm_mcts", "oracle_bon3")
 LABELS = {
     "base": "base policy",
     "outcome_bon4": "outcome-only best-of-4 (episodes)",
     "prm_bon3": "PRM best-of-3 at every step",
     "prm_beam": "PRM beam search (w=2, b=2, dead-end pruning)",
     "prm_beam_noprune": "PRM beam search (w=2, b=2, no pruning)",
+    "prm_mcts": "PRM MCTS (PUCT, b=2, PRM values)",
     "oracle_bon3": "ORACLE best-of-3 at every step (intermediate_reward)",
 }
 #: uninformed control critics (``run.py --critic``): their rows are tagged with the name
 CONTROLS = {"random": "random critic", "constant": "constant critic, random ties"}
 #: the searches that take a critic (the learned PRM or a control)
-CRITIC_METHODS = ("prm_bon3", "prm_beam", "prm_beam_noprune")
+CRITIC_METHODS = ("prm_bon3", "prm_beam", "prm_beam_noprune", "prm_mcts")
 #: policy-call budgets of the success-vs-budget table (the beam w=2, b=2 to depth 40 stops by 158)
 BUDGETS = (25, 50, 75, 100, 125, 160)
 SHORT = {"base": "base policy", "outcome_bon4": "outcome-only best-of-4", "prm_bon3": "PRM best-of-3",
-         "prm_beam": "PRM beam", "prm_beam_noprune": "PRM beam, no pruning", "oracle_bon3": "ORACLE best-of-3"}
+         "prm_beam": "PRM beam", "prm_beam_noprune": "PRM beam, no pruning", "prm_mcts": "PRM MCTS",
+         "oracle_bon3": "ORACLE best-of-3"}
 _KEYS = ("won", "lost", "policy_calls", "tool_calls", "critic_calls", "dead_ends_avoided", "wall_s", "method", "seed")
 
 
@@ -198,7 +200,7 @@ def success_within(res: list[dict], budget: float) -> int:
 
 
 #: settings that must agree for two rows of a critic search to be compared
-_PAIR_SETTINGS = ("max_steps", "dead_end_threshold", "on_all_pruned", "difficulty")
+_PAIR_SETTINGS = ("max_steps", "dead_end_threshold", "on_all_pruned", "mcts_budget", "difficulty")
 
 
 def _settings(res: list[dict]) -> set:

@@ -8,9 +8,11 @@ Methods (see agents/textworld_agent/search.py for the cost accounting):
   prm_beam      learned PRM beam search (width 2, branch 2) with dead-end pruning,
                 prm_critic.langgraph.build_beam_search_graph
   prm_beam_noprune  the same beam without pruning (threshold 0), so pruning's savings are measured
+  prm_mcts      Monte Carlo tree search with the PRM's step scores as values (PUCT, branch 2, at most
+                --mcts-budget policy calls), prm_critic.langgraph.MCTSSearch
   oracle_bon3   ORACLE best-of-3 at every step on privileged intermediate_reward (upper reference)
 
-The critic of the critic searches (prm_bon3, prm_beam, prm_beam_noprune) is the learned PRM
+The critic of the critic searches (prm_bon3, prm_beam, prm_beam_noprune, prm_mcts) is the learned PRM
 (``--critic prm``, default) or an uninformed control in the same search, with the same policy seeds
 and the same call budget: ``--critic random`` (prm_critic.RandomCritic: independent uniform scores)
 or ``--critic constant`` (prm_critic.ConstantCritic: 0.5, ties broken at random). A control's rows
@@ -25,6 +27,7 @@ are skipped. ``--report`` rebuilds the markdown table and the PNG from what is t
     python benchmarks/agents/run.py --report --seeds 1000-1007
     python benchmarks/agents/run.py --methods base --recipe 2 --take 2 --seeds 3000-3007   # harder games
     python benchmarks/agents/run.py --methods prm_beam --critic random --seeds 2000-2015 --dead-end-threshold 0.02
+    python benchmarks/agents/run.py --methods prm_mcts --critic random --seeds 2000-2015 --mcts-budget 160
 
 Each result records its games' difficulty tag; the report counts only those of the chosen one.
 """
@@ -49,7 +52,7 @@ sys.path.insert(0, str(ROOT))
 from agents.textworld_agent.env import DEFAULT_DIFFICULTY, ensure_game  # noqa: E402
 from agents.textworld_agent.labels import parse_seeds  # noqa: E402
 from agents.textworld_agent.search import (  # noqa: E402
-    oracle_score_fn, prm_score_fn, run_base, run_beam, run_outcome_bon, run_step_bon)
+    oracle_score_fn, prm_score_fn, run_base, run_beam, run_mcts, run_outcome_bon, run_step_bon)
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from report import METHODS, plot, summary, table as summary_table  # noqa: E402
@@ -64,7 +67,7 @@ def _atomic_json(path: Path, obj) -> None:
 
 
 #: the methods that use a critic (``--critic`` chooses it)
-CRITIC_METHODS = ("prm_bon3", "prm_beam", "prm_beam_noprune")
+CRITIC_METHODS = ("prm_bon3", "prm_beam", "prm_beam_noprune", "prm_mcts")
 #: ``--critic`` choices: the learned PRM, or an uninformed control
 CRITICS = ("prm", "random", "constant")
 
@@ -85,12 +88,20 @@ def critic_seed(seed: int, rep: int) -> int:
     return zlib.crc32(f"critic:{seed}:{rep}".encode())
 
 
+def search_seed(seed: int, rep: int) -> int:
+    """The seed of prm_mcts's tie-breaks for game ``seed``, episode ``rep`` (distinct per episode)."""
+    return zlib.crc32(f"search:{seed}:{rep}".encode())
+
+
 #: prm_beam_noprune's dead-end threshold: scores lie in [0, 1], so a cut at 0 drops nothing
 NO_PRUNING = 0.0
+#: prm_mcts's default policy-call budget: the beam's cap (w=2, b=2 to depth 40 stops by 158 calls)
+MCTS_BUDGET = 160
 
 
 def run_one(method: str, path: Path, rng: np.random.Generator, max_steps: int, critic=None,
-            dead_end_threshold: float = 0.05, on_all_pruned: str = "keep_best", policy=None) -> dict:
+            dead_end_threshold: float = 0.05, on_all_pruned: str = "keep_best", policy=None, *,
+            mcts_budget: int = MCTS_BUDGET, seed: int = 0) -> dict:
     if method == "base":
         r = run_base(path, rng, max_steps=max_steps, policy=policy)
     elif method == "outcome_bon4":
@@ -106,6 +117,9 @@ def run_one(method: str, path: Path, rng: np.random.Generator, max_steps: int, c
     elif method == "prm_beam_noprune":
         r = run_beam(path, rng, critic, beam_width=2, branch_factor=2, max_steps=max_steps,
                      dead_end_threshold=NO_PRUNING, aggregate="last", policy=policy)
+    elif method == "prm_mcts":
+        r = run_mcts(path, rng, critic, branch_factor=2, max_steps=max_steps, budget=mcts_budget, aggregate="last",
+                     seed=seed, policy=policy)
     else:
         raise ValueError(f"method: expected one of {METHODS}, got {method!r}")
     return r.to_dict()
@@ -133,6 +147,8 @@ def main(argv=None) -> int:
     ap.add_argument("--dead-end-threshold", type=float, default=0.05, help="prm_beam: prune steps scoring below it")
     ap.add_argument("--on-all-pruned", default="keep_best", choices=("keep_best", "stop"),
                     help="prm_beam: when every candidate scores under the threshold, keep the best or stop")
+    ap.add_argument("--mcts-budget", type=int, default=MCTS_BUDGET,
+                    help="prm_mcts: policy calls per episode at most (default %(default)s)")
     ap.add_argument("--recipe", type=int, default=DEFAULT_DIFFICULTY.recipe,
                     help="games: ingredients in the recipe (tw-cooking --recipe; default %(default)s)")
     ap.add_argument("--take", type=int, default=DEFAULT_DIFFICULTY.take,
@@ -143,11 +159,13 @@ def main(argv=None) -> int:
     ap.add_argument("--llm-model", default="smollm2", help="--policy llm: GGUF file or 'smollm2' (packaged)")
     ap.add_argument("--tag", default="", help="suffix for PRM method names, e.g. 'mc+siblings' (which PRM)")
     ap.add_argument("--critic", default="prm", choices=CRITICS,
-                    help="critic of prm_bon3 / prm_beam / prm_beam_noprune: the learned PRM (--prm), or an "
+                    help="critic of prm_bon3 / prm_beam / prm_beam_noprune / prm_mcts: the learned PRM (--prm), or an "
                          "uninformed control (method names get the tag 'random' / 'constant')")
     ap.add_argument("--report", action="store_true", help="only rebuild the table and plot")
     a = ap.parse_args(argv)
     seeds = parse_seeds(a.seeds)
+    if a.mcts_budget < 1:
+        raise SystemExit(f"--mcts-budget: expected an int >= 1, got {a.mcts_budget}")
     try:
         difficulty = dataclasses.replace(DEFAULT_DIFFICULTY, recipe=a.recipe, take=a.take)
     except ValueError as exc:
@@ -200,7 +218,8 @@ def main(argv=None) -> int:
                     if a.critic != "prm":
                         extra["critic_seed"] = critic_seed(s, rep)
                         ep_critic = control_critic(a.critic, extra["critic_seed"])
-                res = run_one(m, path, rng, a.max_steps, ep_critic, a.dead_end_threshold, a.on_all_pruned, policy)
+                res = run_one(m, path, rng, a.max_steps, ep_critic, a.dead_end_threshold, a.on_all_pruned, policy,
+                              mcts_budget=a.mcts_budget, seed=search_seed(s, rep))
                 res.update(extra)
                 res.update(method=name, seed=s, rep=rep, wall_s=round(time.time() - t0, 2), max_steps=a.max_steps,
                            difficulty=difficulty.tag)
@@ -209,6 +228,9 @@ def main(argv=None) -> int:
                     res["on_all_pruned"] = a.on_all_pruned
                 elif m == "prm_beam_noprune":
                     res["dead_end_threshold"] = NO_PRUNING
+                elif m == "prm_mcts":
+                    res["mcts_budget"] = a.mcts_budget
+                    res["search_seed"] = search_seed(s, rep)
                 _atomic_json(f, res)
         finally:
             if server is not None:

@@ -7,6 +7,10 @@
 * :class:`PRMBestOfNMiddleware`, :class:`PRMStepScoringMiddleware`: middleware for langchain v1
   ``create_agent`` (best-of-N tool calls before any tool runs; scoring executed steps).
 * :func:`build_beam_search_graph`: critic-guided beam search over a forkable tool environment.
+* :class:`MCTSSearch` (:class:`MCTSConfig`, :func:`build_mcts_graph`): Monte Carlo tree search with
+  the critic's step scores as values (PUCT/UCT) over the same forkable environments.
+* ``search`` (:class:`SearchBudget`, :class:`SearchResult`): what the searches share -- the
+  call budgets, the step-limit guard, custom stream events, the result type.
 * :class:`CheckpointBacktracker`, :func:`backtrack_to_best`: fork a checkpointed run back to just
   before its first low-scoring step.
 
@@ -21,7 +25,9 @@ _require("langchain", "agents")
 
 from prm_critic.langgraph._common import format_tool_call, render_steps  # noqa: E402
 from prm_critic.langgraph.backtrack import BacktrackResult, CheckpointBacktracker, backtrack_to_best  # noqa: E402
-from prm_critic.langgraph.beam import BeamState, build_beam_search_graph  # noqa: E402
+from prm_critic.langgraph.search import SearchBudget, SearchResult  # noqa: E402
+from prm_critic.langgraph.beam import BeamState, beam_search_result, build_beam_search_graph  # noqa: E402
+from prm_critic.langgraph.mcts import MCTSConfig, MCTSSearch, MCTSState, build_mcts_graph, mcts_search_result  # noqa: E402
 from prm_critic.langgraph.middleware import (  # noqa: E402
     BestOfNState,
     PRMBestOfNMiddleware,
@@ -52,6 +58,14 @@ __all__ = [
     "StepScoresState",
     "build_beam_search_graph",
     "BeamState",
+    "beam_search_result",
+    "MCTSSearch",
+    "MCTSConfig",
+    "MCTSState",
+    "build_mcts_graph",
+    "mcts_search_result",
+    "SearchBudget",
+    "SearchResult",
     "CheckpointBacktracker",
     "BacktrackResult",
     "backtrack_to_best",

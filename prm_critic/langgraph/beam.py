@@ -41,6 +41,9 @@ The final state reports ``policy_calls``, ``pruned_dead_end``, ``pruned_beam``,
 ``all_pruned_kept_best``, ``depth``, ``solution`` and ``best``. Every prune also streams a custom
 event ``{"type": "prm_beam_prune", "depth", "candidates", "kept", "cut", "all_pruned",
 "all_pruned_kept_best", "pruned_dead_end", "pruned_beam", "policy_calls", "stop_reason"}``.
+The shared :class:`~prm_critic.langgraph.search.SearchResult` of a finished run is
+:func:`beam_search_result` ``(final_state, events)``; the policy-call budget is checked by
+the shared :class:`~prm_critic.langgraph.search.SearchBudget` (``BeamConfig.guard``).
 Input: ``{"prompt": str, "root": initial env state}``. Env states are stored in the graph state,
 so with a checkpointer they must be serializable (plain data).
 """
@@ -58,14 +61,14 @@ from prm_critic.critic import BaseCritic
 from prm_critic.langgraph._common import (
     check_choice, check_critic, check_head, check_int, check_prob, lg, score_text_steps,
 )
-from prm_critic.langgraph.node import emit_event
+from prm_critic.langgraph.search import SearchBudget, SearchResult, check_proposals, emit_event, too_few_steps
 from prm_critic.text.steps import TextStep
 
 _graph = lg("langgraph.graph")
 _types = lg("langgraph.types")
 _managed = lg("langgraph.managed")
 
-__all__ = ["build_beam_search_graph", "BeamState"]
+__all__ = ["build_beam_search_graph", "BeamState", "beam_search_result"]
 
 STOP_REASONS = ("solved", "dead_ends", "no_proposals", "max_depth", "budget", "recursion_limit")
 DEAD_END_MODES = ("absolute", "relative")
@@ -76,8 +79,7 @@ MIN_REMAINING_STEPS = 3
 
 def _too_few(state) -> bool:
     """True when another expand -> prune round would exceed ``recursion_limit``."""
-    remaining = state.get("remaining_steps")
-    return remaining is not None and remaining < MIN_REMAINING_STEPS
+    return too_few_steps(state, MIN_REMAINING_STEPS)
 
 
 class BeamState(TypedDict, total=False):
@@ -195,6 +197,12 @@ class BeamConfig:
         for name, value in fix.items():
             object.__setattr__(self, name, value)
 
+    @property
+    def guard(self) -> SearchBudget:
+        """The shared budget guard: ``budget`` limits policy calls (each proposal is scored once,
+        so critic calls equal policy calls)."""
+        return SearchBudget(policy_calls=self.budget)
+
 
 def _beam_init(state: BeamState) -> dict:
     """The ``init`` node: check the input and start the beam at the root env state."""
@@ -225,19 +233,11 @@ def _make_expand_node(expand):
 
     def expand_node(inp: ExpandInput) -> dict:
         item, k = inp["item"], inp["k"]
-        proposals = expand(item["state"], tuple(item["steps"]), k)
-        try:
-            proposals = list(proposals)
-        except TypeError:
-            raise TypeError(f"expand: expected a sequence of (step_text, next_env_state) pairs, got {proposals!r}") from None
-        if len(proposals) > k:
-            raise ValueError(f"expand: asked for at most k={k} proposals, got {len(proposals)}")
+        proposals = check_proposals(expand(item["state"], tuple(item["steps"]), k), k)
         cands = []
-        for p in proposals:
-            if not (isinstance(p, (tuple, list)) and len(p) == 2 and isinstance(p[0], str)):
-                raise TypeError(f"expand: expected (step_text: str, next_env_state) pairs, got {p!r}")
-            cands.append({"steps": list(item["steps"]) + [p[0]], "step_scores": list(item["step_scores"]),
-                          "state": p[1], "terminal": False})
+        for text, next_state, _ in proposals:
+            cands.append({"steps": list(item["steps"]) + [text], "step_scores": list(item["step_scores"]),
+                          "state": next_state, "terminal": False})
         return {"candidates": cands, "policy_calls": len(proposals)}
 
     return expand_node
@@ -247,7 +247,7 @@ def _beam_stop_reason(state, cfg: BeamConfig, *, solved, beam, proposed, depth, 
     """The first stop reason that applies after a prune (``""``: keep searching)."""
     if solved:
         return "solved"
-    if cfg.budget is not None and used >= cfg.budget:
+    if cfg.guard.spent(policy_used=used):
         return "budget"
     if not beam:
         return "dead_ends" if proposed else "no_proposals"
@@ -321,23 +321,45 @@ def _make_prune_node(critic, cfg: BeamConfig):
 def _make_fan_out(cfg: BeamConfig):
     """The router after ``init``/``prune``: one ``Send`` per beam item within the budget, or ``END``."""
     Send = _types.Send
-    branch_factor, budget = cfg.branch_factor, cfg.budget
+    branch_factor, guard = cfg.branch_factor, cfg.guard
 
     def fan_out(state: BeamState):
         if state.get("stop_reason"):
             return _graph.END
-        left = None if budget is None else budget - int(state.get("policy_calls", 0))
+        granted = int(state.get("policy_calls", 0))  # used so far plus what earlier Sends may use
         sends = []
         for item in state.get("beam") or []:
-            k = branch_factor if left is None else min(branch_factor, left)
+            k = guard.grant(branch_factor, policy_used=granted)
             if k <= 0:
                 break
             sends.append(Send("expand", {"item": item, "k": k}))
-            if left is not None:
-                left -= k
+            granted += k
         return sends or _graph.END
 
     return fan_out
+
+
+def beam_search_result(final: dict, events: Sequence[dict] = ()) -> SearchResult:
+    """The shared :class:`~prm_critic.langgraph.search.SearchResult` of a finished beam search.
+
+    ``final`` is the graph's final state (``graph.invoke`` output, or the last ``"values"`` chunk of
+    a stream), ``events`` the ``prm_beam_prune`` events streamed on ``stream_mode="custom"``. The
+    trajectory is the solution if one was found, else ``best`` (else no step: the root state, score
+    ``None``). Every proposal is scored once, so ``critic_calls == policy_calls``.
+    """
+    if not isinstance(final, dict) or "root" not in final:
+        raise TypeError(f"final: expected the beam graph's final state (a dict with 'root'), got {final!r:.120}")
+    path = final.get("solution") or final.get("best")
+    used = int(final.get("policy_calls", 0))
+    stats = {k: int(final.get(k, 0)) for k in ("depth", "pruned_dead_end", "pruned_beam", "all_pruned_kept_best")}
+    if path is None:
+        return SearchResult(steps=(), state=final["root"], score=None, step_scores=(), solved=False,
+                            stop_reason=final.get("stop_reason", ""), policy_calls=used, critic_calls=used,
+                            events=tuple(events), stats=stats)
+    return SearchResult(steps=tuple(path["steps"]), state=path["state"], score=float(path["score"]),
+                        step_scores=tuple(float(x) for x in path["step_scores"]), solved=bool(path["terminal"]),
+                        stop_reason=final.get("stop_reason", ""), policy_calls=used, critic_calls=used,
+                        events=tuple(events), stats=stats)
 
 
 def _wire_beam_graph(init, expand_node, prune, fan_out):

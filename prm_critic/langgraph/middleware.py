@@ -49,7 +49,8 @@ from prm_critic.langgraph._common import (
     ascore_text_steps,
     score_text_steps,
 )
-from prm_critic.langgraph.node import emit_event, add_step_records
+from prm_critic.langgraph.node import add_step_records
+from prm_critic.langgraph.search import emit_event
 from prm_critic.text.steps import TextStep, format_tool_step
 
 _mw = lg("langchain.agents.middleware")

@@ -70,6 +70,8 @@ from prm_critic.langgraph._common import (
     ascore_text_steps,
     score_text_steps,
 )
+# emit_event lives in search.py (what the searches share); importing it from here still works
+from prm_critic.langgraph.search import emit_event
 from prm_critic.text.fencing import DEFAULT_MAX_UNTRUSTED_CHARS, fence_untrusted
 from prm_critic.text.steps import TextStep
 
@@ -379,16 +381,6 @@ class StepCriticNode(_Runnable):
             if new_msgs:
                 update[self.messages_key] = new_msgs
         return update
-
-
-def emit_event(event: dict) -> None:
-    """Send ``event`` on ``stream_mode="custom"``; a no-op outside a running graph."""
-    config = lg("langgraph.config")
-    try:
-        writer = config.get_stream_writer()
-    except RuntimeError:  # called outside a graph run
-        return
-    writer(event)
 
 
 def route_after_critic(
