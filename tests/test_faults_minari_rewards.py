@@ -173,3 +173,17 @@ def test_cli_refuses_an_unknown_reward_without_a_traceback(collected, tmp_path):
     assert f"reward: expected one of {list(reward_choices())}, got 'prm_nope'" in r.stderr
     assert not _written(tmp_path, "cli-bad-v0")
     correct(36, "prm-critic minari export --reward prm_nope", "exit 2, the registered choices named, no traceback")
+
+
+def test_a_missing_or_corrupt_label_parameter_file_is_refused(collected, tmp_path):
+    d = tmp_path / "data"
+    shutil.copytree(collected, d)
+    (d / "labels" / "subgoal.json").write_text("{")
+    with loud(36, "minari export reward='prm_subgoal' whose labels/subgoal.json is not JSON", ShardError,
+              match=r"label parameter file .*subgoal.json' is not valid JSON .*prm-critic label --data"):
+        export_minari(d, "prm/params-v0", datasets_path=tmp_path / "ds", reward="prm_subgoal")
+    (d / "labels" / "subgoal.json").unlink()
+    with loud(36, "minari export reward='prm_subgoal' without labels/subgoal.json", FileNotFoundError,
+              match=r"reward: family 'subgoal' has no parameter file .*subgoal.json'"):
+        export_minari(d, "prm/params-v0", datasets_path=tmp_path / "ds", reward="prm_subgoal")
+    assert not _written(tmp_path / "ds", "params-v0")

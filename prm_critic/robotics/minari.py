@@ -189,7 +189,7 @@ def export_minari(
     src = Path(collected_dir)
     meta, spec, layout, files, labels = _checked_export(src, dataset_id, labels, family)
     obs_space, act_space, env_spec = _export_spaces(src, spec, layout)
-    plan = None if family is None else _RewardPlan(reward, family, shaping, gamma)
+    plan = None if family is None else _RewardPlan(reward, family, shaping, gamma, _label_params(src, family))
     buffers = _episode_buffers(src, files, layout, labels, spec, obs_space, act_space, plan)
     with _datasets_path(datasets_path):
         ds = minari.create_dataset_from_buffers(
@@ -203,7 +203,7 @@ def export_minari(
         )
         if plan is not None:
             try:
-                ds.storage.update_metadata({REWARD_METADATA_KEY: plan.record(src)})
+                ds.storage.update_metadata({REWARD_METADATA_KEY: plan.record()})
             except BaseException:  # a dataset whose rewards are not described is not left behind
                 minari.delete_dataset(dataset_id)
                 raise
@@ -262,11 +262,24 @@ def _export_spaces(src: Path, spec: TaskSpec, layout: CriticInputLayout):
     return obs_space, act_space, env_spec
 
 
+def _label_params(src: Path, family: str) -> dict[str, Any]:
+    """The parameters ``labels/<family>.json`` records (checked to exist by :func:`_checked_export`)."""
+    f = src / "labels" / f"{family}.json"
+    try:
+        params = json.loads(f.read_text())
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ShardError(f"label parameter file {str(f)!r} is not valid JSON ({exc}); relabel with "
+                         f"`prm-critic label --data {src} --family {family}`") from exc
+    if not isinstance(params, dict):
+        raise ShardError(f"label parameter file {str(f)!r}: expected a JSON object, got {type(params).__name__}")
+    return params
+
+
 class _RewardPlan:
     """The rewards of a ``reward="prm_<family>"`` export: the checked choice and the hash of the labels used."""
 
-    def __init__(self, reward: str, family: str, shaping: str | None, gamma: float | None):
-        self.reward, self.family, self.shaping, self.gamma = reward, family, shaping, gamma
+    def __init__(self, reward: str, family: str, shaping: str | None, gamma: float | None, params: dict[str, Any]):
+        self.reward, self.family, self.shaping, self.gamma, self.params = reward, family, shaping, gamma, params
         self.hash = LabelHash()
         self.held = 0  # truncated episodes whose last shaping term holds Phi(s_T) at label_{T-1}
 
@@ -291,11 +304,11 @@ class _RewardPlan:
             self.held += 1
         return episode_rewards(labels, ep["reward"], term, shaping=self.shaping, gamma=self.gamma)
 
-    def record(self, src: Path) -> dict[str, Any]:
+    def record(self) -> dict[str, Any]:
         """What the dataset's metadata records under :data:`REWARD_METADATA_KEY`."""
-        params = json.loads((src / "labels" / f"{self.family}.json").read_text())
         rec: dict[str, Any] = {"reward": self.reward, "family": self.family, "shaping": self.shaping,
-                               "gamma": self.gamma, "labels_sha256": self.hash.hexdigest(), "label_params": params,
+                               "gamma": self.gamma, "labels_sha256": self.hash.hexdigest(),
+                               "label_params": self.params,
                                "original_reward_info": ORIGINAL_REWARD_KEY}
         if self.shaping is not None:
             rec["truncated_final_potential"] = "label of the last step (s_T has no label)"
