@@ -6,8 +6,10 @@ exactly, the same numbers PRMRewardShaper pays on a replay of the episodes, and 
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -195,43 +197,46 @@ def test_cli_minari_export_with_prm_rewards(collected, tmp_path):
     assert ds.storage.metadata[REWARD_METADATA_KEY]["gamma"] == GAMMA
 
 
-def _d3rlpy_dataset(d3rlpy, ds):
-    """The export as a d3rlpy MDPDataset: per episode its T transitions (observations[:-1], the
-    observation and desired goal concatenated), rewards, terminations and truncations (timeouts)."""
-    def flat(o):
-        return np.concatenate([o["observation"], o["desired_goal"]], axis=-1)
-
-    eps = list(ds.iterate_episodes())
-    return d3rlpy.dataset.MDPDataset(
-        observations=np.concatenate([flat(ep.observations)[:-1] for ep in eps]),
-        actions=np.concatenate([ep.actions for ep in eps]), rewards=np.concatenate([ep.rewards for ep in eps]),
-        terminals=np.concatenate([ep.terminations for ep in eps]),
-        timeouts=np.concatenate([ep.truncations for ep in eps])), flat
-
-
-def test_d3rlpy_trains_on_the_prm_rewards(collected, tmp_path, monkeypatch):
-    """d3rlpy reads the export (the recipe of the docs), its episodes and rewards are the exported
-    ones, and a few IQL updates on the PRM rewards run with finite losses."""
-    d3rlpy = pytest.importorskip("d3rlpy", reason="d3rlpy (offline RL) is not installed")
+def test_d3rlpy_trains_on_the_prm_rewards_as_the_docs_show(collected, tmp_path, monkeypatch):
+    """The d3rlpy example of docs/readme/robotics-data.md runs as written (10 update steps of batch 32
+    instead of 10,000 of 256) on an export with shaped PRM rewards: its MDPDataset holds the exported episodes, rewards
+    and observations, and the IQL updates give finite losses and a policy that acts."""
+    pytest.importorskip("d3rlpy", reason="d3rlpy (offline RL) is not installed")
     import torch
 
+    text = (Path(__file__).resolve().parents[1] / "docs" / "readme" / "robotics-data.md").read_text()
+    code = next(b for b in re.findall(r"```python\n(.*?)```", text, re.S) if "d3rlpy" in b)
+    steps = "n_steps=10_000, n_steps_per_epoch=1_000"
+    assert steps in code and "gamma=0.99" in code
+    code = code.replace(steps, "n_steps=10, n_steps_per_epoch=10, show_progress=False")
+    assert code.count("IQLConfig(gamma=0.99)") == 1
+    code = code.replace("IQLConfig(gamma=0.99)", "IQLConfig(gamma=0.99, batch_size=32)")  # a few cheap updates
+    assert code.count("\niql.fit(") == 1
+    code = code.replace("\niql.fit(", "\nlosses = iql.fit(")  # keep what fit returns
+    export_minari(collected, "prm/umaze-shaped-v0", datasets_path=tmp_path / "minari_data", reward="prm_subgoal",
+                  shaping="potential", gamma=0.99)
+    monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "minari_data"))
+    monkeypatch.chdir(tmp_path)  # d3rlpy writes its logs to ./d3rlpy_logs
     torch.manual_seed(0)
-    export_minari(collected, "prm/d3-v0", datasets_path=tmp_path, reward="prm_subgoal", shaping="potential",
-                  gamma=GAMMA)
-    monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path))
-    ds = minari.load_dataset("prm/d3-v0")
-    dataset, flat = _d3rlpy_dataset(d3rlpy, ds)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    ns = {}
+    try:
+        exec(compile(code, "robotics-data.md", "exec"), ns)
+    finally:
+        torch.set_num_threads(threads)
+    ds, dataset, flat, iql = ns["ds"], ns["dataset"], ns["flat"], ns["iql"]
     assert len(dataset.episodes) == 4
     for e, ep in zip(dataset.episodes, ds.iterate_episodes()):
-        np.testing.assert_array_equal(np.asarray(e.rewards).reshape(-1), ep.rewards)
+        np.testing.assert_array_equal(np.asarray(e.rewards).reshape(-1), ep.rewards)  # the PRM rewards
         np.testing.assert_array_equal(e.observations, flat(ep.observations)[:-1])
         assert bool(e.terminated) == bool(ep.terminations[-1])
-    algo = d3rlpy.algos.IQLConfig(batch_size=32, gamma=GAMMA).create(device="cpu:0")
-    losses = algo.fit(dataset, n_steps=20, n_steps_per_epoch=20, show_progress=False, save_interval=10**9,
-                      logger_adapter=d3rlpy.logging.NoopAdapterFactory())
+    assert ds.storage.metadata[REWARD_METADATA_KEY]["gamma"] == 0.99
+    assert iql.grad_step == 10
+    losses = ns["losses"]
     assert len(losses) == 1 and losses[0][1] and all(np.isfinite(v) for v in losses[0][1].values())
     env = ds.recover_environment()
     obs, _ = env.reset(seed=0)
-    action = algo.predict(flat({k: np.asarray(v)[None] for k, v in obs.items()}))
+    action = iql.predict(flat({k: np.asarray(v)[None] for k, v in obs.items()}))
     assert action.shape == (1, 2) and np.isfinite(action).all()
     env.close()
