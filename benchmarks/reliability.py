@@ -60,6 +60,7 @@ ITEMS = {
     30: "Best-of-N candidates cut at max_tokens or identical",
     31: "Declared critic metadata: a critic without a task, another task's critic with other widths",
     32: "ONNX critic on a device provider (CUDA): refilled IOBinding buffers scored, not the bound snapshot",
+    36: "Minari export with PRM rewards: unknown or unlabelled family, non-finite label, gamma outside (0, 1]",
     37: "MCTS over a forkable tool environment: policy and critic call budgets honoured, with the stop reason",
 }
 

@@ -1,6 +1,8 @@
 """``prm-critic minari``: write collected trajectories as a Minari dataset, or read one back.
 
     prm-critic minari export DATA prm/pointmaze-umaze-v0 --datasets-path minari_data --labels mc
+    prm-critic minari export DATA prm/pointmaze-umaze-mc-v0 --reward prm_mc --datasets-path minari_data
+    prm-critic minari export DATA prm/pointmaze-umaze-shaped-v0 --reward prm_mc --shaping potential --gamma 0.99
     prm-critic minari import prm/pointmaze-umaze-v0 DATA2 --spec PointMaze_UMaze-v3 --datasets-path minari_data
 
 Needs ``pip install "prm-critic[minari]"``.
@@ -10,6 +12,8 @@ from __future__ import annotations
 
 
 def register(sub) -> None:
+    from prm_critic.robotics.families import label_families
+
     p = sub.add_parser("minari", help="export collected trajectories to a Minari dataset, or import one",
                        description=__doc__)
     msub = p.add_subparsers(dest="minari_command", metavar="{export,import}", required=True)
@@ -19,6 +23,15 @@ def register(sub) -> None:
     e.add_argument("--datasets-path", default=None,
                    help="folder of the Minari datasets (default: MINARI_DATASETS_PATH, else ~/.minari/datasets)")
     e.add_argument("--labels", nargs="*", default=[], help="label families to store as infos['prm_<family>']")
+    e.add_argument("--reward", default="env",
+                   help="what the dataset's rewards are: env (the env reward, default), or prm_<family> for a "
+                        f"label family ({', '.join(label_families())}): the label of each step is the reward of "
+                        "its transition; the env reward goes to infos['prm_original_reward']")
+    e.add_argument("--shaping", default=None,
+                   help="potential: with --reward prm_<family>, the env reward shaped by the labels, "
+                        "r + gamma * Phi(s') - Phi(s) (Phi(s') = 0 on a true termination)")
+    e.add_argument("--gamma", type=float, default=None,
+                   help="discount of --shaping potential, in (0, 1]: the offline learner's gamma")
     e.add_argument("--description", default=None, help="dataset description")
     e.add_argument("--author", default=None, help="dataset author")
     e.set_defaults(func=run_export)
@@ -32,12 +45,21 @@ def register(sub) -> None:
 
 
 def run_export(args) -> int:
-    from prm_critic.robotics.minari import export_minari
+    from prm_critic.robotics.minari import REWARD_METADATA_KEY, export_minari
 
     ds = export_minari(args.data, args.dataset_id, datasets_path=args.datasets_path, labels=args.labels,
+                       reward=args.reward, shaping=args.shaping, gamma=args.gamma,
                        description=args.description, author=args.author)
     print(f"wrote Minari dataset {args.dataset_id!r}: {ds.total_episodes} episodes, {ds.total_steps} steps, "
           f"in {ds.storage.data_path.parent}")
+    rec = ds.storage.metadata.get(REWARD_METADATA_KEY)
+    if rec is not None:
+        how = "the labels" if rec["shaping"] is None else f"the env reward shaped by the labels (gamma {rec['gamma']})"
+        print(f"rewards: {how} of family {rec['family']!r} (labels sha256 {rec['labels_sha256'][:16]}...); "
+              f"env reward in infos[{rec['original_reward_info']!r}]")
+        if rec.get("truncated_episodes"):
+            print(f"{rec['truncated_episodes']} truncated episode(s): s_T has no label, so the last transition's "
+                  "Phi(s_T) is the last step's label")
     return 0
 
 

@@ -13,6 +13,15 @@ the spec's ``critic_input``, concatenated in that order)::
                        entry 0, the reset, is False: collection records success after each step
     infos["prm_<family>"][i] = the family's label of s_i (float32; NaN where unlabelled and at i = T)
 
+With ``reward="prm_<family>"`` (optionally ``shaping="potential"``, ``gamma``) the ``rewards`` array
+holds rewards made from that family's labels instead of the env reward, one per transition, no
+NaN (the mapping from the label of step ``t`` to the reward of transition ``t`` is in
+:mod:`prm_critic.robotics.label_rewards`); the env reward is kept as
+``infos["prm_original_reward"][t + 1]`` (entry 0, the reset, is NaN) and the choice is recorded in
+the dataset's metadata under ``"prm_reward"``: the reward, family, shaping, gamma, the labels' SHA-256
+(:class:`~prm_critic.robotics.label_rewards.LabelHash`) and the family's parameters
+(``labels/<family>.json``). ``reward="env"`` (the default) writes the env reward and nothing else.
+
 The env spec stored in the dataset is gymnasium's spec of the task's env (``env_id``, the spec's
 ``make_kwargs`` and ``max_episode_steps``), so ``dataset.recover_environment()`` rebuilds it. Tasks
 whose prm-critic env is wrapped (``flatten_goals``) or whose ``critic_input`` leaves out observation
@@ -40,14 +49,19 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
+from prm_critic import validate
 from prm_critic._optional import require
 from prm_critic.robotics.collect import (
     ShardError, _maze_dict, atomic_savez, atomic_write_json, load_shard, read_meta, step_success,
 )
+from prm_critic.robotics.label_rewards import ORIGINAL_REWARD_KEY, LabelHash, check_reward, episode_rewards
 from prm_critic.robotics.make import CriticInputLayout, make_env
 from prm_critic.robotics.spec import TaskSpec, load_spec
 
-__all__ = ["export_minari", "import_minari", "MinariLayoutError"]
+__all__ = ["export_minari", "import_minari", "MinariLayoutError", "REWARD_METADATA_KEY"]
+
+#: the dataset metadata key recording a ``reward="prm_<family>"`` export's choice (absent for ``"env"``)
+REWARD_METADATA_KEY = "prm_reward"
 
 #: ``py`` of an imported step: no simulator snapshot to restore (``mc`` labels are refused).
 _NO_SNAPSHOT = json.dumps({"kind": None}, sort_keys=True, separators=(",", ":"))
@@ -112,6 +126,7 @@ def _episode_rows(files: list[Path]) -> Iterator[dict[str, np.ndarray]]:
             ep["ep_seed"] = np.int64(d["ep_seed"][list(d["ep_index"]).index(e)])
             ep["rows"] = rows
             ep["shard"] = f
+            ep["shard_rows"] = len(d["t"])
             yield ep
 
 
@@ -121,6 +136,9 @@ def export_minari(
     *,
     datasets_path: "str | os.PathLike | None" = None,
     labels: Sequence[str] = (),
+    reward: str = "env",
+    shaping: str | None = None,
+    gamma: float | None = None,
     algorithm_name: str | None = None,
     author: str | None = None,
     author_email: str | None = None,
@@ -137,6 +155,16 @@ def export_minari(
         datasets_path: folder of the Minari datasets (default: ``MINARI_DATASETS_PATH``, else
             Minari's own default).
         labels: label families of ``collected_dir/labels`` to store as ``infos["prm_<family>"]``.
+        reward: what the ``rewards`` array holds: ``"env"`` (the env reward, default) or
+            ``"prm_<family>"`` for a registered label family
+            (:func:`~prm_critic.robotics.label_rewards.reward_choices`): ``reward_t = label_t``, the
+            label of step ``t`` (of the state ``s_t`` the transition starts from).
+        shaping: ``None`` (default), or ``"potential"`` with a ``"prm_<family>"`` reward:
+            ``reward_t = r_t + gamma * Phi'(s_{t+1}) - Phi(s_t)`` with ``Phi`` the labels, ``Phi' = 0``
+            on a true termination and, on the last transition of a truncated episode (``s_T`` has
+            no label), ``Phi'(s_T) = label_{T-1}`` (:mod:`prm_critic.robotics.label_rewards`).
+        gamma: the discount of ``shaping="potential"``, in (0, 1] (required there, refused otherwise):
+            the offline learner's discount.
         algorithm_name, author, author_email, code_permalink, description: Minari metadata (the
             collecting policy and the task are used when not given).
         data_format: Minari storage format (``"hdf5"``, the default, needs ``h5py``).
@@ -145,20 +173,26 @@ def export_minari(
         The :class:`minari.MinariDataset`.
 
     Raises:
-        FileNotFoundError: no collected data, or a requested label family is missing.
+        FileNotFoundError: no collected data, or a requested label family (of ``labels`` or
+            ``reward``) is missing.
+        ArgumentError: an unknown ``reward`` (the registered choices are named), a bad ``shaping``
+            or ``gamma`` (outside (0, 1], missing with shaping, given without it), or a label of the
+            ``reward`` family that is not a finite number (NaN, inf, or an unlabelled step).
         MinariLayoutError: the task cannot be written faithfully (wrapped env, ``critic_input``
             leaving out observation keys).
-        ShardError: a corrupt shard or meta file.
+        ShardError: a corrupt shard or meta file, or a label file whose rows differ from its shard's.
     """
+    family, shaping, gamma = check_reward(reward, shaping, gamma)
     minari = _minari()
     if data_format == "hdf5":
         require("h5py", "minari")
     src = Path(collected_dir)
-    meta, spec, layout, files, labels = _checked_export(src, dataset_id, labels)
+    meta, spec, layout, files, labels = _checked_export(src, dataset_id, labels, family)
     obs_space, act_space, env_spec = _export_spaces(src, spec, layout)
-    buffers = _episode_buffers(src, files, layout, labels, spec, obs_space, act_space)
+    plan = None if family is None else _RewardPlan(reward, family, shaping, gamma, _label_params(src, family))
+    buffers = _episode_buffers(src, files, layout, labels, spec, obs_space, act_space, plan)
     with _datasets_path(datasets_path):
-        return minari.create_dataset_from_buffers(
+        ds = minari.create_dataset_from_buffers(
             dataset_id, buffers, env=env_spec, eval_env=env_spec,
             algorithm_name=algorithm_name or f"prm-critic collect (policy {meta.get('policy')!r})",
             author=author or "prm-critic", author_email=author_email or "unknown",
@@ -167,12 +201,19 @@ def export_minari(
                                         f"(policy {meta.get('policy')!r}, seed {meta.get('seed')})"),
             data_format=data_format,
         )
+        if plan is not None:
+            try:
+                ds.storage.update_metadata({REWARD_METADATA_KEY: plan.record()})
+            except BaseException:  # a dataset whose rewards are not described is not left behind
+                minari.delete_dataset(dataset_id)
+                raise
+        return ds
 
 
-def _checked_export(src: Path, dataset_id: Any, labels: Sequence[str]
+def _checked_export(src: Path, dataset_id: Any, labels: Sequence[str], reward_family: str | None = None
                     ) -> tuple[dict[str, Any], TaskSpec, CriticInputLayout, list[Path], list[str]]:
-    """:func:`export_minari`'s checks of its id, collected data and label families: the data's meta,
-    spec, layout, shard files and the families as a list."""
+    """:func:`export_minari`'s checks of its id, collected data and label families (those of ``labels``
+    and the ``reward_family``): the data's meta, spec, layout, shard files and ``labels`` as a list."""
     from prm_critic.robotics.dataset import _check_meta
     from prm_critic.robotics.families import label_families
 
@@ -187,10 +228,16 @@ def _checked_export(src: Path, dataset_id: Any, labels: Sequence[str]
     for fam in labels:
         if fam not in label_families():
             raise ValueError(f"labels: expected families from {list(label_families())}, got {fam!r}")
+    wanted = [("labels", fam) for fam in labels] + ([("reward", reward_family)] if reward_family else [])
+    for arg, fam in wanted:
         missing = [f.name for f in files if not (src / "labels" / fam / f.name).is_file()]
         if missing:
-            raise FileNotFoundError(f"labels: family {fam!r} has no label shards {missing} in "
+            raise FileNotFoundError(f"{arg}: family {fam!r} has no label shards {missing} in "
                                     f"{str(src / 'labels' / fam)!r} (run `prm-critic label --data {src} --family {fam}`)")
+    if reward_family and not (src / "labels" / f"{reward_family}.json").is_file():
+        raise FileNotFoundError(f"reward: family {reward_family!r} has no parameter file "
+                                f"{str(src / 'labels' / (reward_family + '.json'))!r}, which the dataset's metadata "
+                                f"records (run `prm-critic label --data {src} --family {reward_family}`)")
     if spec.flatten_goals:
         raise MinariLayoutError(f"task {spec.name!r}: its prm-critic env flattens the goals (flatten_goals), so its "
                                 f"observations are not those of gymnasium's {spec.env_id!r}, which Minari recreates; "
@@ -215,12 +262,85 @@ def _export_spaces(src: Path, spec: TaskSpec, layout: CriticInputLayout):
     return obs_space, act_space, env_spec
 
 
+def _label_params(src: Path, family: str) -> dict[str, Any]:
+    """The parameters ``labels/<family>.json`` records (checked to exist by :func:`_checked_export`)."""
+    f = src / "labels" / f"{family}.json"
+    try:
+        params = json.loads(f.read_text())
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ShardError(f"label parameter file {str(f)!r} is not valid JSON ({exc}); relabel with "
+                         f"`prm-critic label --data {src} --family {family}`") from exc
+    if not isinstance(params, dict):
+        raise ShardError(f"label parameter file {str(f)!r}: expected a JSON object, got {type(params).__name__}")
+    return params
+
+
+class _RewardPlan:
+    """The rewards of a ``reward="prm_<family>"`` export: the checked choice and the hash of the labels used."""
+
+    def __init__(self, reward: str, family: str, shaping: str | None, gamma: float | None, params: dict[str, Any]):
+        self.reward, self.family, self.shaping, self.gamma, self.params = reward, family, shaping, gamma, params
+        self.hash = LabelHash()
+        self.held = 0  # truncated episodes whose last shaping term holds Phi(s_T) at label_{T-1}
+
+    def rewards(self, labels: np.ndarray, mask: np.ndarray, ep: dict[str, Any]) -> np.ndarray:
+        """The rewards of episode ``ep`` from its rows' ``labels`` and ``mask``; a label that is not a
+        finite number is refused, naming the family, episode, step and value."""
+        bad = np.flatnonzero(~mask | ~np.isfinite(labels))
+        if len(bad):
+            i = int(bad[0])
+            where = (f"label family {self.family!r}, episode {int(ep['ep_index'])} step t={int(ep['t'][i])} "
+                     f"(label file {str(ep['label_file'])!r}; {len(bad)} of {len(labels)} steps of the episode)")
+            if not mask[i]:
+                raise validate.ArgumentError(
+                    f"reward: {where} is unlabelled (mask False); expected a finite label at every step for "
+                    f"reward={self.reward!r} (a family labelled with stride > 1 leaves steps unlabelled: relabel "
+                    f"with --stride 1, or use a family that labels every step)")
+            raise validate.ArgumentError(f"reward: {where} has label {float(labels[i])!r}; expected a finite number "
+                                         f"for reward={self.reward!r}")
+        self.hash.update(labels)
+        term = ep["terminated"].astype(bool)
+        if self.shaping is not None and not term[-1]:
+            self.held += 1
+        return episode_rewards(labels, ep["reward"], term, shaping=self.shaping, gamma=self.gamma)
+
+    def record(self) -> dict[str, Any]:
+        """What the dataset's metadata records under :data:`REWARD_METADATA_KEY`."""
+        rec: dict[str, Any] = {"reward": self.reward, "family": self.family, "shaping": self.shaping,
+                               "gamma": self.gamma, "labels_sha256": self.hash.hexdigest(),
+                               "label_params": self.params,
+                               "original_reward_info": ORIGINAL_REWARD_KEY}
+        if self.shaping is not None:
+            rec["truncated_final_potential"] = "label of the last step (s_T has no label)"
+            rec["truncated_episodes"] = self.held
+        return rec
+
+
 def _episode_buffers(src: Path, files: list[Path], layout: CriticInputLayout, labels: list[str], spec: TaskSpec,
-                     obs_space, act_space) -> list:
-    """One Minari ``EpisodeBuffer`` per collected episode of ``files`` (see the module's mapping)."""
+                     obs_space, act_space, plan: _RewardPlan | None = None) -> list:
+    """One Minari ``EpisodeBuffer`` per collected episode of ``files`` (see the module's mapping); with
+    a ``plan`` the rewards are its label rewards and the env reward goes to the infos."""
     gym = require("gymnasium")
     succ_key = _success_key(spec)
     EpisodeBuffer = require("minari.data_collector").EpisodeBuffer
+    label_cache: dict[tuple[str, str], dict[str, np.ndarray]] = {}
+
+    def label_rows(fam: str, ep: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+        """The ``(label, mask)`` rows of episode ``ep`` in family ``fam``'s label file of its shard."""
+        f = src / "labels" / fam / ep["shard"].name
+        key = (fam, ep["shard"].name)
+        if key not in label_cache:
+            if any(k[1] != key[1] for k in label_cache):
+                label_cache.clear()  # one shard at a time: the episodes come shard by shard
+            lab = load_shard(f, ("label", "mask"))
+            if len(lab["label"]) != ep["shard_rows"] or len(lab["mask"]) != ep["shard_rows"]:
+                raise ShardError(f"label file {str(f)!r} has {len(lab['label'])} rows, its data shard "
+                                 f"{str(ep['shard'])!r} has {ep['shard_rows']}; relabel with `prm-critic label "
+                                 f"--data {src} --family {fam}`")
+            label_cache[key] = lab
+        lab = label_cache[key]
+        ep["label_file"] = f
+        return lab["label"][ep["rows"]], lab["mask"][ep["rows"]].astype(bool)
 
     def cast_obs(o):
         if isinstance(obs_space, gym.spaces.Dict):
@@ -235,13 +355,17 @@ def _episode_buffers(src: Path, files: list[Path], layout: CriticInputLayout, la
         obs = cast_obs(states if layout.keys == ("obs",) else {k: states[:, layout.slices[k]] for k in layout.keys})
         infos: dict[str, np.ndarray] = {succ_key: np.concatenate([[False], ep["success"].astype(bool)])}
         for fam in labels:
-            lab = load_shard(src / "labels" / fam / ep["shard"].name, ("label", "mask"))
-            v = np.where(lab["mask"][ep["rows"]], lab["label"][ep["rows"]], np.nan).astype(np.float32)
+            lab, mask = label_rows(fam, ep)
+            v = np.where(mask, lab, np.nan).astype(np.float32)
             infos[f"prm_{fam}"] = np.concatenate([v, [np.nan]]).astype(np.float32)
+        rewards = np.asarray(ep["reward"], dtype=np.float64)
+        if plan is not None:
+            rewards = plan.rewards(*label_rows(plan.family, ep), ep)
+            infos[ORIGINAL_REWARD_KEY] = np.concatenate([[np.nan], np.asarray(ep["reward"], dtype=np.float64)])
         buffers.append(EpisodeBuffer(
             id=len(buffers), seed=int(ep["ep_seed"]), observations=obs,
             actions=np.asarray(ep["action"], dtype=act_space.dtype).reshape((T,) + act_space.shape),
-            rewards=list(np.asarray(ep["reward"], dtype=np.float64)), terminations=list(ep["terminated"].astype(bool)),
+            rewards=list(rewards), terminations=list(ep["terminated"].astype(bool)),
             truncations=list(ep["truncated"].astype(bool)), infos=infos))
     return buffers
 

@@ -8,6 +8,7 @@ import numpy as np
 
 from prm_critic._optional import require
 from prm_critic.critic import BaseCritic
+from prm_critic.robotics.label_rewards import potential_shaping
 from prm_critic.robotics.layout import CriticInputLayout
 from prm_critic.wrappers._common import (
     ObsFlattener, ShaperBase, env_id_of, goal_keys, setup_shaper,
@@ -156,6 +157,7 @@ class PRMRewardShaper(ShaperBase, gym.Wrapper, gym.utils.RecordConstructorArgs):
         elif phi_next is None or phi is None:  # fell back: no shaping this step
             shaping = 0.0
         elif self.mode == "potential":
+            # potential_shaping's formula on floats (no numpy call on the per-step path)
             shaping = self.scale * (self.gamma * (0.0 if terminated else phi_next) - phi)
         else:  # replace
             shaping = self.scale * phi_next - r
@@ -315,7 +317,7 @@ class PRMRewardShaper(ShaperBase, gym.Wrapper, gym.utils.RecordConstructorArgs):
         phi = self._caller.direct(np.concatenate([x, xn]))
         phi_s, phi_n = phi[:k], phi[k:]
         if self.mode == "potential":
-            shaping[todo] = self.scale * (self.gamma * np.where(term, 0.0, phi_n) - phi_s)
+            shaping[todo] = potential_shaping(phi_s, phi_n, term, gamma=self.gamma, scale=self.scale)
         else:  # replace: r' = scale * Phi(s'), expressed as a shaping term on top of the base reward
             shaping[todo] = self.scale * phi_n - base[todo]
         return shaping

@@ -8,6 +8,7 @@ import numpy as np
 
 from prm_critic._optional import require
 from prm_critic.critic import BaseCritic
+from prm_critic.robotics.label_rewards import potential_shaping
 from prm_critic.robotics.layout import CriticInputLayout
 from prm_critic.wrappers._common import (
     ObsFlattener, ShaperBase, env_id_of, setup_shaper,
@@ -198,7 +199,7 @@ class PRMRewardShaperVector(ShaperBase, gym.vector.VectorWrapper):
                 shaping[i] = self.subgoal_bonus * len(new)
         else:
             if self.mode == "potential":
-                shaping = self.scale * (self.gamma * np.where(terminated, 0.0, phi_next) - phi)
+                shaping = potential_shaping(phi, phi_next, terminated, gamma=self.gamma, scale=self.scale)
             else:  # replace
                 shaping = self.scale * phi_next - r
             shaping[np.isnan(phi) | np.isnan(phi_next)] = 0.0
