@@ -60,6 +60,8 @@ ITEMS = {
     30: "Best-of-N candidates cut at max_tokens or identical",
     31: "Declared critic metadata: a critic without a task, another task's critic with other widths",
     32: "ONNX critic on a device provider (CUDA): refilled IOBinding buffers scored, not the bound snapshot",
+    33: "Local model server: tools / tool_choice served as schema-constrained tool calls, or refused, never dropped",
+    34: "Local model server: OpenAI's errors for an unknown model name (404) and malformed tools (400)",
     36: "Minari export with PRM rewards: unknown or unlabelled family, non-finite label, gamma outside (0, 1]",
     37: "MCTS over a forkable tool environment: policy and critic call budgets honoured, with the stop reason",
 }

@@ -137,16 +137,17 @@ def test_cli_serves_until_sigint_and_reports_errors(tmp_path):
     missing = subprocess.run([sys.executable, "-m", "prm_critic.cli", "serve-llm", "--model", str(tmp_path / "x.gguf")],
                              capture_output=True, text=True, timeout=120, env=ENV)
     assert missing.returncode == 2 and "serve-llm: error: model: file" in missing.stderr and "Traceback" not in missing.stderr
-    proc = subprocess.Popen([sys.executable, "-m", "prm_critic.cli", "serve-llm", "--model", "smollm2"],
+    proc = subprocess.Popen([sys.executable, "-m", "prm_critic.cli", "serve-llm", "--model", "smollm2", "--alias", "smol"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
     try:
         line = proc.stdout.readline()
         assert line.startswith("serving SmolLM2-135M-Instruct.Q4_1.gguf") and "Ctrl-C" in line, line + proc.stderr.read()
+        assert "as model 'smol' at " in line
         base_url = line.split(" at ", 1)[1].split(" ", 1)[0]
         assert base_url.startswith("http://127.0.0.1:") and base_url.endswith("/v1")
         port = int(base_url.rsplit(":", 1)[1].split("/")[0])
         with urllib.request.urlopen(base_url + "/models", timeout=10) as r:
-            assert json.loads(r.read())["data"]
+            assert [m["id"] for m in json.loads(r.read())["data"]] == ["smol"]  # the name clients pass
         busy = subprocess.run([sys.executable, "-m", "prm_critic.cli", "serve-llm", "--model", "smollm2",
                                "--port", str(port)], capture_output=True, text=True, timeout=120, env=ENV)
         assert busy.returncode == 2 and f"127.0.0.1:{port} is already in use" in busy.stderr

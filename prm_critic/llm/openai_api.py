@@ -265,6 +265,14 @@ def _call_id() -> str:
     return "call_" + uuid.uuid4().hex[:24]
 
 
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
+
+
 def _partial_answer(text: str) -> str | None:
     """The text of ``{"answer": "...`` cut before its end, or ``None``."""
     m = _ANSWER_START.match(text)
@@ -340,7 +348,7 @@ class ChatPlan:
             return APIError(400, f"max_tokens: the reply was cut at max_tokens={limit} before its tool call was "
                                  f"complete ({text!r:.200}); expected a limit that fits one call (raise max_tokens)",
                             param="max_tokens", code="tool_call_incomplete")
-        if self.original.get("stop"):
+        if self.original.get("stop") and not _is_json(text):
             return APIError(400, f"stop: the stop sequences {self.original['stop']!r} cut the tool call "
                                  f"({text!r:.200}); expected stop sequences that cannot occur in a JSON call, or none",
                             param="stop", code="tool_call_incomplete")
