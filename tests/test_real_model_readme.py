@@ -1,6 +1,6 @@
 """The README section docs/readme/real-model.md runs exactly as written, offline, on the real
 packaged SmolLM2 served by LocalLLMServer, and prints what the section shows (the structure of the
-lines: a real model's words vary). Its commands are the ones the CLI and pip take.
+lines: a real model's words vary): the ``openai`` client's tool call, then the LangChain example. Its commands are the ones the CLI and pip take.
 
 Skipped without the ``llm`` extra or the packaged model (the skip names the install command).
 """
@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import io
+import json
 import re
 import shlex
 from pathlib import Path
@@ -42,9 +43,19 @@ def _check_lines(lines: list[str], *, real: bool) -> None:
         assert 0.0 <= float(m.group(1)) <= 1.0
 
 
+def _check_tool_call_line(line: str) -> None:
+    """The openai-client example: ``tool_calls get_weather {"city": ...}``, arguments valid for the tool."""
+    m = re.fullmatch(r"tool_calls get_weather (\{.*\})", line)
+    assert m, line
+    args = json.loads(m.group(1))
+    assert set(args) == {"city"} and isinstance(args["city"], str), line
+
+
 def test_the_documented_output_has_the_tested_structure():
     text = DOC.read_text()
-    shown = re.search(r"prints \(.*?\)\n\n```text\n(.*?)```", text, re.S).group(1)
+    tool_call, shown = re.findall(r"prints \(.*?\)\n\n```text\n(.*?)```", text, re.S)
+    assert len(tool_call.splitlines()) == 1
+    _check_tool_call_line(tool_call.strip())
     _check_lines(shown.splitlines(), real=False)
 
 
@@ -67,4 +78,6 @@ def test_readme_section_runs_as_written_on_the_real_model():
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
         exec(compile(code, str(DOC), "exec"), {"__name__": "readme_real_model"})
-    _check_lines(buf.getvalue().splitlines(), real=True)
+    lines = buf.getvalue().splitlines()
+    _check_tool_call_line(lines[0])  # the openai-client example comes first
+    _check_lines(lines[1:], real=True)

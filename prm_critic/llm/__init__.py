@@ -1,7 +1,8 @@
 """Real language models for the agent loop: a local OpenAI-compatible server and robust tool calls.
 
 * :class:`LocalLLMServer`: llama.cpp (``xllamacpp``) serving a GGUF model on ``127.0.0.1`` with the
-  OpenAI chat API, as a context manager (``prm-critic serve-llm`` on the command line);
+  OpenAI chat API (``tools`` served as schema-constrained tool calls, OpenAI's errors), as a
+  context manager (``prm-critic serve-llm`` on the command line);
   :func:`smollm2_path` finds and verifies the packaged SmolLM2-135M-Instruct.
 * :class:`ToolCallChatModel`: wraps any chat model so its replies carry real ``tool_calls``
   (JSON-schema-constrained output, bare-JSON parsing, or the model's own tool calls).
