@@ -3,8 +3,9 @@
 Small instruct models served by llama.cpp write a tool call, if at all, as bare JSON in the reply
 text, so ``ChatOpenAI(...).bind_tools(tools)`` returns no ``tool_calls``. :class:`ToolCallChatModel`
 wraps a chat model and always returns an ``AIMessage`` whose ``tool_calls`` LangGraph's
-``ToolNode``, :class:`~prm_critic.langgraph.StepCriticNode` and ``create_agent`` use as usual (``prm-critic serve-llm`` itself answers ``tools`` with constrained
-calls, :mod:`prm_critic.llm.openai_api`; other servers may not):
+``ToolNode``, :class:`~prm_critic.langgraph.StepCriticNode` and ``create_agent`` use as usual
+(``prm-critic serve-llm`` itself answers ``tools`` with constrained calls,
+:mod:`prm_critic.llm.openai_api`; other servers may not):
 
 * ``mode="json_schema"``: one call with an OpenAI ``response_format`` JSON schema (llama.cpp turns it
   into a grammar; vLLM, Ollama and OpenAI accept it too) that only admits::
