@@ -429,6 +429,7 @@ def plan_chat(body: dict[str, Any]) -> ChatPlan:
 # --------------------------------------------------------------------------- the HTTP front
 class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
+    request_queue_size = 128  # many clients connecting at once wait in the backlog, not in SYN retries
     front: "OpenAIFront"
 
 
@@ -469,7 +470,8 @@ class _Handler(BaseHTTPRequestHandler):
                   ) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
         front = self.server.front
         conn = http.client.HTTPConnection(front.host, front.backend_port, timeout=front.timeout)
-        headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP}
+        # no Accept-Encoding: the replies rewritten here are read as plain JSON
+        headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP and k.lower() != "accept-encoding"}
         if body is not None:
             headers["Content-Length"] = str(len(body))
         try:
