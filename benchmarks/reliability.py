@@ -60,6 +60,7 @@ ITEMS = {
     30: "Best-of-N candidates cut at max_tokens or identical",
     31: "Declared critic metadata: a critic without a task, another task's critic with other widths",
     32: "ONNX critic on a device provider (CUDA): refilled IOBinding buffers scored, not the bound snapshot",
+    35: "rl-baselines3-zoo YAML: PRMWrapper gamma against the algorithm's, critic given by name or path",
 }
 
 

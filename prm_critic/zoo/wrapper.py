@@ -37,6 +37,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from types import FrameType
 from typing import Any, Mapping, NamedTuple
 
 from prm_critic import validate
@@ -107,7 +108,7 @@ def find_zoo_build() -> ZooBuild | None:
     if manager_mod is None and "rl_zoo3.utils" not in sys.modules:
         return None
     manager_cls = getattr(manager_mod, "ExperimentManager", None)
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     manager: Any = None
     evaluation: bool | None = None
     hyper: Any = None
@@ -134,7 +135,10 @@ def find_zoo_build() -> ZooBuild | None:
         del frame
     if evaluation is None:
         return None
+    if hyper is None and manager is not None:  # create_envs called after setup_experiment: its hyperparams
+        hyper = getattr(manager, "_hyperparams", None)
     hyper = hyper if isinstance(hyper, Mapping) else None
+    gamma: float | None
     if hyper is not None and hyper.get("gamma") is not None:
         gamma = validate.check_gamma("hyperparams['gamma']", hyper["gamma"])
         source = "the hyperparams' gamma"
@@ -147,14 +151,14 @@ def _file_key(paths: list[Path]) -> tuple:
     return tuple((str(p.resolve()), p.stat().st_size, p.stat().st_mtime_ns) for p in paths)
 
 
-def resolve_zoo_critic(critic: Any, spec: TaskSpec | None, env: Any) -> BaseCritic:
+def resolve_zoo_critic(critic: Any, spec: TaskSpec | None, env: Any, *, share: bool = True) -> BaseCritic:
     """``critic:`` of the YAML as a :class:`BaseCritic`.
 
     A name from :data:`~prm_critic.sb3.envs.CRITIC_NAMES` (``subgoal``: the spec's
     ``SubgoalCritic`` on this env); a path (relative to the working directory) to an ``.onnx`` file
     (``OnnxCritic``) or a critic checkpoint (``.json`` / ``.safetensors`` / their stem: the torch state
     critic), loaded by :func:`~prm_critic.sb3.envs.resolve_critic` once per process and shared by the
-    envs that name it; or a :class:`BaseCritic` (from Python). Anything else is refused with one
+    envs that name it (``share=False``: loaded for this env alone); or a :class:`BaseCritic` (from Python). Anything else is refused with one
     error naming the value, the names and the file kinds accepted.
     """
     if isinstance(critic, BaseCritic):
@@ -186,11 +190,12 @@ def resolve_zoo_critic(critic: Any, spec: TaskSpec | None, env: Any) -> BaseCrit
             f"critic: expected {accepted}, got {critic!r}: not a name, and no such file "
             f"(relative to {os.getcwd()}){hint}")
     key = _file_key(files)
-    crit = _LOADED.get(key)
+    crit = _LOADED.get(key) if share else None
     if crit is None:
         crit = resolve_critic(str(p), spec, env)
         assert crit is not None
-        _LOADED[key] = crit
+        if share:
+            _LOADED[key] = crit
     return crit
 
 
@@ -286,7 +291,8 @@ class PRMWrapper(gym.Wrapper, gym.utils.RecordConstructorArgs):
             not building the env in this process); ``True`` / ``False``: as given.
             :meth:`set_evaluation` changes it later (``PRMZooCallback`` does so on every
             ``EvalCallback``'s env).
-        deadline_s: per-call critic deadline in seconds (``None``: synchronous; see the shaper).
+        deadline_s: per-call critic deadline in seconds (``None``: synchronous; see the shaper). A
+            critic file is then loaded for this env alone (not shared with the other envs).
         allow_task_mismatch: accept a critic made for another task than the env's.
     """
 
@@ -314,7 +320,8 @@ class PRMWrapper(gym.Wrapper, gym.utils.RecordConstructorArgs):
         self.evaluation = bool(build.evaluation) if evaluation is None and build is not None else bool(evaluation)
         _check_her(build.hyperparams if build is not None else None, self.shaping)
         self.task_spec = _task_spec(spec, env)
-        self.critic = resolve_zoo_critic(critic, self.task_spec, env)
+        # a deadline runs the critic on a worker thread: a late call may overlap another env's, so no sharing
+        self.critic = resolve_zoo_critic(critic, self.task_spec, env, share=deadline_s is None)
         self.critic_ref = critic_reference(critic)
 
         from prm_critic.wrappers import DeadEndPruner, PRMRewardShaper
@@ -361,7 +368,7 @@ class PRMWrapper(gym.Wrapper, gym.utils.RecordConstructorArgs):
                     "expected gamma: <the algorithm's gamma> in the PRMWrapper kwargs")
             return zoo_gamma
         g = validate.check_gamma("gamma", gamma, hint=" equal to the learner's discount")
-        if zoo_gamma is not None and not math.isclose(g, zoo_gamma, rel_tol=0.0, abs_tol=1e-12):
+        if build is not None and zoo_gamma is not None and not math.isclose(g, zoo_gamma, rel_tol=0.0, abs_tol=1e-12):
             raise validate.ArgumentError(
                 f"gamma: PRMWrapper's gamma={g} differs from the algorithm's gamma={zoo_gamma} ({build.gamma_source}); "
                 "potential-based shaping keeps the optimal policy only with the learner's own discount. "
@@ -415,10 +422,11 @@ class PRMWrapper(gym.Wrapper, gym.utils.RecordConstructorArgs):
         self._len = 0
         self._success_any = False
 
-    def _active(self):
-        if self._pruning:
+    def _active(self) -> Any:
+        """The wrapper chain this episode steps: the pruner on top, or (evaluation) what is under it."""
+        if self._pruning or self.pruner is None:
             return self.env
-        return self.shaper if self.shaper is not None else self.pruner.env  # type: ignore[union-attr]
+        return self.shaper if self.shaper is not None else self.pruner.env
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         self._pruning = self.pruner is not None and not self.evaluation
