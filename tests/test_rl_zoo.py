@@ -57,11 +57,20 @@ def _write_yaml(path: Path, hyper: dict) -> Path:
     return path
 
 
+class _Manager(ExperimentManager):
+    def objective(self, trial):
+        """The start of zoo's ``objective`` (an optuna trial): sampled values over the hyperparams,
+        then the trial's training env."""
+        kwargs = self._hyperparams.copy()
+        kwargs.update(trial)
+        return self.create_envs(1, no_log=True)
+
+
 def _manager(tmp_path: Path, conf: Path, **overrides) -> ExperimentManager:
     """zoo's ExperimentManager as ``rl_zoo3.train`` builds it, small buffers, evaluation every 100 steps."""
-    return ExperimentManager(argparse.Namespace(), "sac", ENV_ID, str(tmp_path / "logs"), n_timesteps=300,
-                             eval_freq=100, n_eval_episodes=1, hyperparams={"buffer_size": 1000, **overrides},
-                             seed=0, verbose=0, config=str(conf))
+    return _Manager(argparse.Namespace(), "sac", ENV_ID, str(tmp_path / "logs"), n_timesteps=300,
+                    eval_freq=100, n_eval_episodes=1, hyperparams={"buffer_size": 1000, **overrides},
+                    seed=0, verbose=0, config=str(conf))
 
 
 def _fetch(**monitor_kwargs):
@@ -136,10 +145,21 @@ def test_zoo_builds_training_env_pruned_and_eval_env_not_with_the_algorithms_gam
     later = manager.create_envs(1, eval_env=True)  # after setup: the manager's hyperparams give gamma
     assert later.env_method("prm_zoo_settings")[0]["gamma"] == 0.95
     later.close()
+    trial = manager.objective({"gamma": 0.9})  # an optuna trial's env: the trial's sampled gamma
+    assert trial.env_method("prm_zoo_settings")[0]["gamma"] == 0.9
+    assert trial.env_method("prm_zoo_settings")[0]["evaluation"] is False
+    trial.close()
     train_env.close()
     eval_cb.eval_env.close()
     rows = (Path(manager.save_path) / "0.monitor.csv").read_text().splitlines()
     assert rows[1] == "r,l,t,is_success" and rows[2].startswith("-10.0,10,") and rows[2].endswith(",0.0")
+
+
+def test_the_docs_show_the_yaml_file():
+    text = (ROOT / "docs" / "rl_zoo.md").read_text()
+    block = text.split("```yaml\n", 1)[1].split("```", 1)[0]
+    assert yaml.safe_load(block) == yaml.safe_load(YAML.read_text())
+    assert block in YAML.read_text()  # comments included
 
 
 def test_enjoy_env_is_an_evaluation_env():
