@@ -8,6 +8,7 @@ in a subprocess; the rest goes through zoo's own construction (``ExperimentManag
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import subprocess
 import sys
@@ -241,18 +242,33 @@ def test_a_bad_critic_string_is_one_error_naming_the_value_and_the_choices(tmp_p
         make(3)(_fetch())
 
 
-def test_critic_files_are_loaded_once_and_shared(tmp_path):
-    """A checkpoint path (the torch state critic) is loaded once per process for every env naming it."""
+def test_critic_files_are_loaded_once_and_shared(tmp_path, monkeypatch):
+    """A checkpoint path (the torch state critic) and an .onnx path (OnnxCritic), relative to the
+    working directory, are loaded once per process for every env naming them (per env under a deadline)."""
     from prm_critic.models.checkpoint import save_state_critic
     from sb3_helpers import tiny_state_critic
 
     net, meta, _ = tiny_state_critic(ENV_ID)
-    save_state_critic(tmp_path / "reach", net, meta)
-    envs = [PRMWrapper(_fetch(), critic=str(tmp_path / "reach.json"), gamma=0.95) for _ in range(2)]
-    assert envs[0].critic is envs[1].critic and type(envs[0].critic).__name__ == "TorchStateCritic"
-    envs[0].reset(seed=0)
-    _, _, _, _, info = envs[0].step(envs[0].action_space.sample())
-    assert np.isfinite(info["prm_shaping"])
+    ckpt = save_state_critic(tmp_path / "reach", net, meta)
+    critics = {"reach.json": "TorchStateCritic"}
+    if importlib.util.find_spec("onnxruntime") is not None:
+        from prm_critic.onnx import export_state_critic
+
+        export_state_critic(ckpt, tmp_path / "reach.onnx")
+        critics["reach.onnx"] = "OnnxCritic"
+    monkeypatch.chdir(tmp_path)
+    for name, kind in critics.items():
+        envs = [PRMWrapper(_fetch(), critic=name, gamma=0.95) for _ in range(2)]
+        assert envs[0].critic is envs[1].critic and type(envs[0].critic).__name__ == kind
+        late = PRMWrapper(_fetch(), critic=name, gamma=0.95, deadline_s=5.0)
+        assert late.critic is not envs[0].critic
+        late.close()
+        env = envs[0]
+        obs, _ = env.reset(seed=0)
+        obs, _, _, _, info = env.step(env.action_space.sample())
+        x = info["prm_next_x"]
+        assert info["prm_next_phi"] == pytest.approx(float(env.critic.score(x[None]).progress[0]), abs=1e-6)
+        assert np.isfinite(info["prm_shaping"])
 
 
 def test_settings_that_would_fail_later_are_refused_at_construction(tmp_path):
