@@ -288,13 +288,17 @@ def test_settings_that_would_fail_later_are_refused_at_construction(tmp_path):
 def test_her_relabels_through_the_wrapper_with_compact_rows():
     """``PRMHerReplayBuffer`` (a Python config's ``replay_buffer_class``) relabels through the
     wrapper's ``relabel_rows`` / ``compute_reward_rows``: the same rewards as ``compute_reward``."""
+    import torch
+
     from prm_critic.sb3.her import PRMHerReplayBuffer
 
     venv = DummyVecEnv([lambda: PRMWrapper(_fetch(), critic="subgoal", gamma=0.95, scale=10.0)])
-    model = SAC("MultiInputPolicy", venv, gamma=0.95, learning_starts=60, buffer_size=1000, batch_size=16,
+    model = SAC("MultiInputPolicy", venv, gamma=0.95, learning_starts=1000, buffer_size=1000,
                 replay_buffer_class=PRMHerReplayBuffer, policy_kwargs=dict(net_arch=[8]), seed=0)
-    model.learn(120)
+    model.learn(120)  # two episodes stored through the wrapper's relabel_rows
     buf = model.replay_buffer
+    batch = buf.sample(32)  # relabelled through the wrapper's compute_reward_rows
+    assert torch.isfinite(batch.rewards).all()
     idx = np.arange(buf.pos)
     rows = buf.prm_rows
     (wrapper,) = venv.envs
