@@ -226,7 +226,8 @@ def test_gamma_mismatch_is_one_error_naming_both_values(tmp_path):
 
 
 @pytest.mark.fault
-def test_a_bad_critic_string_is_one_error_naming_the_value_and_the_choices(tmp_path):
+def test_a_bad_critic_string_is_one_error_naming_the_value_and_the_choices(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the error names the working directory a relative path is read from
     make = lambda critic: get_wrapper_class({"env_wrapper": [{WRAPPER: {"critic": critic, "gamma": 0.95}}]})
     with loud(35, "zoo YAML critic: subgol (a misspelt name)", ValueError,
               match=r"critic: expected one of \['subgoal'\] or the path of a critic file \(.onnx, or a critic "
