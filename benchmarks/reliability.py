@@ -62,6 +62,7 @@ ITEMS = {
     32: "ONNX critic on a device provider (CUDA): refilled IOBinding buffers scored, not the bound snapshot",
     33: "Local model server: tools / tool_choice served as schema-constrained tool calls, or refused, never dropped",
     34: "Local model server: OpenAI's errors for an unknown model name (404) and malformed tools (400)",
+    35: "rl-baselines3-zoo YAML: PRMWrapper gamma against the algorithm's, critic given by name or path",
     36: "Minari export with PRM rewards: unknown or unlabelled family, non-finite label, gamma outside (0, 1]",
     37: "MCTS over a forkable tool environment: policy and critic call budgets honoured, with the stop reason",
 }

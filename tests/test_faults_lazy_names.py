@@ -23,7 +23,7 @@ pytestmark = pytest.mark.fault
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = {"prm_critic.robotics": "_LAZY", "prm_critic.text": "_LAZY", "prm_critic.llm": "_LAZY",
-            "prm_critic.onnx": "_LAZY", "prm_critic.wrappers": "_MODULES"}
+            "prm_critic.onnx": "_LAZY", "prm_critic.wrappers": "_MODULES", "prm_critic.zoo": "_MODULES"}
 
 
 def _lazy_names():

@@ -93,7 +93,7 @@ class PRMStatsCallback(BaseCallback):
                 self._phi.append(float(np.mean(info["prm_phi"])))
             if "prm_shaping" in info:
                 self._shaping.append(float(np.mean(info["prm_shaping"])))
-            ep = info.get("episode")
+            ep = self._episode_of(info)
             if ep is not None:
                 self.n_episodes += 1
                 self.pruned_episodes += int(bool(ep.get("pruned", False)))
@@ -104,6 +104,12 @@ class PRMStatsCallback(BaseCallback):
                                      "success": bool(ep.get("success", False))})
         self._record()
         return True
+
+    def _episode_of(self, info: dict[str, Any]) -> dict[str, Any] | None:
+        """The finished episode's record in a step's ``info`` (``r`` = the shaped return, ``r_original``,
+        ``l``, ``pruned``, ``success``, ``subgoals``), or ``None`` when the step ended no episode:
+        :class:`~prm_critic.sb3.monitor.PRMMonitor`'s ``info["episode"]``."""
+        return info.get("episode")
 
     def state_dict(self) -> dict[str, Any]:
         """JSON-able state (for resumable training)."""

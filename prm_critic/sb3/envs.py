@@ -26,11 +26,13 @@ from prm_critic.critic import BaseCritic
 from prm_critic.robotics.spec import TaskSpec, load_spec
 from prm_critic.sb3.monitor import PRMMonitor
 
-__all__ = ["SHAPING_MODES", "resolve_critic", "make_train_env", "make_vec_train_env", "check_prune", "critic_reference",
+__all__ = ["SHAPING_MODES", "CRITIC_NAMES", "resolve_critic", "make_train_env", "make_vec_train_env", "check_prune", "critic_reference",
            "critic_fingerprint"]
 
 #: Values of ``shaping`` accepted by :func:`make_train_env` (passed to the shaper as ``mode``).
 SHAPING_MODES = ("potential", "subgoal", "replace")
+#: Critics :func:`resolve_critic` knows by name (anything else is a path to a critic file).
+CRITIC_NAMES = ("subgoal",)
 
 
 def check_prune(prune: Any) -> dict[str, Any] | None:
@@ -83,25 +85,29 @@ def critic_fingerprint(critic: Any) -> str | None:
     return None
 
 
-def resolve_critic(critic: Any, spec: "str | TaskSpec", env=None) -> BaseCritic | None:
+def resolve_critic(critic: Any, spec: "str | TaskSpec | None", env=None) -> BaseCritic | None:
     """Turn ``critic`` into a :class:`BaseCritic`.
 
     Args:
-        critic: ``None``; ``"subgoal"`` (:class:`SubgoalCritic` of the spec, needs ``env``); a
-            :class:`BaseCritic`; or a path: ``.json`` / ``.safetensors`` / checkpoint stem ->
-            :func:`prm_critic.models.load_state_critic`, ``.onnx`` -> ``prm_critic.onnx.OnnxCritic``.
-        spec: the task spec.
+        critic: ``None``; a name from :data:`CRITIC_NAMES` (``"subgoal"``: the :class:`SubgoalCritic`
+            of the spec, needs ``env``); a :class:`BaseCritic`; or a path: ``.json`` /
+            ``.safetensors`` / checkpoint stem -> :func:`prm_critic.models.load_state_critic`,
+            ``.onnx`` -> ``prm_critic.onnx.OnnxCritic``.
+        spec: the task spec; only ``"subgoal"`` needs it (a checkpoint carries its own task).
         env: the env (for ``"subgoal"``: observation layout and maze geometry).
     """
     if critic is None or isinstance(critic, BaseCritic):
         return critic
-    spec = load_spec(spec)
     if isinstance(critic, str) and critic == "subgoal":
         from prm_critic.robotics.subgoals import SubgoalCritic
 
+        if spec is None:
+            raise ValueError("spec: critic='subgoal' needs the task spec (a built-in name or a TOML path), got None")
         if env is None:
             raise ValueError("env: critic='subgoal' needs the env, got None")
-        return SubgoalCritic(spec, env)
+        return SubgoalCritic(load_spec(spec), env)
+    if spec is not None:
+        load_spec(spec)  # a bad spec is named here, as for every critic
     if isinstance(critic, (str, os.PathLike)):
         p = Path(critic)
         if p.suffix == ".onnx":
