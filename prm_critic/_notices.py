@@ -30,7 +30,7 @@ def known_notices() -> list[str]:
         from farama_notifications import notifications
     except Exception:
         return []
-    out = []
+    out: list[str] = []
     for per_version in notifications.values():
         if isinstance(per_version, dict):
             out.extend(str(v) for v in per_version.values())

@@ -52,7 +52,7 @@ def run(args) -> int:
                   shard_size=args.shard_size, max_episode_steps=args.max_episode_steps,
                   progress=not args.no_progress, trust_pickle=args.trust_pickle, policy_loader=load_policy_on_cpu,
                   **executor_kwargs(args))
-    ok = [load_shard(f, ("ep_success",))["ep_success"] for f in sorted((out / "shards").glob("shard_*.npz"))]
-    ok = np.concatenate(ok) if ok else np.zeros(0, bool)
+    per_shard = [load_shard(f, ("ep_success",))["ep_success"] for f in sorted((out / "shards").glob("shard_*.npz"))]
+    ok = np.concatenate(per_shard) if per_shard else np.zeros(0, bool)
     print(f"{out}: {len(ok)} episodes, success rate {ok.mean() if len(ok) else float('nan'):.3f}")
     return 0

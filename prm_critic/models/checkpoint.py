@@ -25,7 +25,9 @@ from pathlib import Path
 from typing import Any
 
 try:
-    from safetensors import SafetensorError as _SafetensorsError
+    from safetensors import SafetensorError
+
+    _SafetensorsError: type[Exception] = SafetensorError
 except ImportError:  # pragma: no cover - older safetensors
     _SafetensorsError = Exception
 from safetensors.torch import load

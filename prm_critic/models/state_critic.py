@@ -67,6 +67,11 @@ class StateCriticNet(nn.Module):
         activation: one of ``relu``, ``tanh``, ``silu``, ``elu``.
     """
 
+    # registered buffers (``register_buffer`` in ``__init__``): tensors, not submodules
+    obs_mean: torch.Tensor
+    obs_std: torch.Tensor
+    obs_clip: torch.Tensor
+
     def __init__(self, obs_dim: int, hidden: Sequence[int] = (256, 256), activation: str = "relu"):
         super().__init__()
         if isinstance(obs_dim, bool) or not isinstance(obs_dim, int) or obs_dim <= 0:

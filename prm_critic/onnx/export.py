@@ -234,8 +234,9 @@ def _export_proto(net, batch: int | str, opset: int, obs_dim: int | None = None)
     buf = io.BytesIO()
     with quiet_exporter(), torch.no_grad():
         dyn = {INPUT_NAME: {0: "batch"}, OUTPUT_NAME: {0: "batch"}} if batch == "dynamic" else None
+        # the legacy (dynamo=False) exporter writes to a file-like object; torch annotates f as a path only
         torch.onnx.export(
-            module, (x,), buf, dynamo=False, opset_version=opset,
+            module, (x,), buf, dynamo=False, opset_version=opset,  # type: ignore[arg-type]
             input_names=[INPUT_NAME], output_names=[OUTPUT_NAME], dynamic_axes=dyn,
         )
     return onnx.load_from_string(buf.getvalue()), "legacy"

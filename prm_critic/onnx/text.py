@@ -153,6 +153,8 @@ def _trace(net, example: Mapping[str, np.ndarray], opset: int, *, max_length: in
         prog = torch.onnx.export(net, args, None, dynamo=True, opset_version=opset, external_data=False,
                                  input_names=list(TEXT_INPUTS), output_names=[TEXT_OUTPUT],
                                  dynamic_shapes=dyn, verbose=False)
+    if prog is None:
+        raise RuntimeError("torch.onnx.export returned no program")
     proto = prog.model_proto
     from prm_critic.onnx.export import strip_stack_traces
 
@@ -241,7 +243,7 @@ class OnnxTextCritic(TextCritic):
             raise OnnxModelError(f"path: {str(p)!r} is corrupt or not an ONNX model ({type(exc).__name__}: {exc})") from exc
         self.path = p
         self.provider = self.session.get_providers()[0]
-        self.meta = {k: (json.loads(v) if k in ("contract", "inputs", "heads", "encoder", "meta", "extra") else v)
+        self.meta: dict[str, Any] = {k: (json.loads(v) if k in ("contract", "inputs", "heads", "encoder", "meta", "extra") else v)
                      for k, v in raw.items()}
         self.contract = StepContract.from_dict(self.meta["contract"])
         if isinstance(tokenizer, (str, os.PathLike)):

@@ -28,7 +28,7 @@ import functools
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -66,7 +66,8 @@ def atomic_savez(path: Path, **arrays: np.ndarray) -> None:
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
         with open(tmp, "wb") as f:
-            np.savez(f, **arrays)
+            # Any: savez also takes allow_pickle: bool by keyword, and mypy checks **arrays against it
+            np.savez(f, **cast("dict[str, Any]", arrays))
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -259,7 +260,7 @@ def collect(
                               trust_pickle, policy_loader)
     tasks = [Task(key=(k, e), desc=f"episode {e} of {shard_path(out, k).name}", payload=e)
              for k in todo for e in range(k * shard_size, min((k + 1) * shard_size, episodes))]
-    pending = {k: {} for k in todo}
+    pending: dict[int, dict[int, dict[str, Any]]] = {k: {} for k in todo}
     bar = tqdm(total=episodes, initial=done_eps, desc=f"collect {spec.name}", unit="ep", disable=not progress)
     try:
         with ex.start(setup) as pool:
@@ -415,7 +416,11 @@ class CollectWorker:
                 from prm_critic.robotics.subgoals import MazeGeometry, SubgoalEvaluator
 
                 self.evaluator = SubgoalEvaluator(self.spec, self.layout, MazeGeometry.from_dict(maze) if maze else None)
-            pol = unship_policy(policy, self._tmp.name) if self._tmp is not None else policy
+            if isinstance(policy, str):
+                pol = policy
+            else:
+                assert self._tmp is not None, "a shipped policy (not a str) gets its temp folder above"
+                pol = unship_policy(policy, self._tmp.name)
             self.ctrl = make_policy(self.spec, self.env, pol, trust_pickle=trust_pickle, policy_loader=policy_loader)
             self.snap = Snapshotter(self.env, strict=False)  # an env without a snapshot hook: subgoal/outcome labels only
         except BaseException:
@@ -432,16 +437,18 @@ class CollectWorker:
 def run_episode_task(ctx: CollectWorker, e: int) -> dict[str, Any]:
     """Episode ``e`` (reset with ``seed + e``, controller rng ``[seed + e, 1]``) as arrays of its steps."""
     ep = _run_episode(ctx.env, ctx.spec, ctx.layout, ctx.ctrl, ctx.snap, ctx.evaluator, ctx.base_seed + e)
-    arrays = {key: np.asarray(ep[key], dtype=_STEP_DTYPES[key]) for key in _STEP_KEYS}
+    arrays: dict[str, Any] = {key: np.asarray(ep[key], dtype=_STEP_DTYPES[key]) for key in _STEP_KEYS}
     arrays["episode"] = int(e)
     arrays["ep_success"] = bool(ep["ep_success"])
     return arrays
 
 
-def step_success(spec: TaskSpec, info, next_x: np.ndarray, evaluator) -> bool:
-    """Success flag of ``s_{t+1}`` per the spec (info key, kitchen tasks or all subgoals hold)."""
+def step_success(spec: TaskSpec, info, next_x: np.ndarray | None, evaluator) -> bool:
+    """Success flag of ``s_{t+1}`` per the spec (info key, kitchen tasks or all subgoals hold).
+    ``next_x`` and ``evaluator`` may be ``None`` unless success comes from the subgoals."""
     s = success_from_info(spec, info)
     if s is None:
+        assert next_x is not None, "success source 'subgoals': callers pass next_x with the evaluator"
         s = bool(evaluator.all_hold(next_x[None])[0])
     return bool(s)
 
@@ -449,7 +456,7 @@ def step_success(spec: TaskSpec, info, next_x: np.ndarray, evaluator) -> bool:
 def _run_episode(env, spec, layout, ctrl, snap, evaluator, ep_seed: int) -> dict[str, Any]:
     obs, _ = env.reset(seed=ep_seed)
     ctrl.reset(obs, np.random.default_rng([ep_seed, 1]))
-    out: dict[str, list] = {k: [] for k in ("x", "next_x", "action", "reward", "terminated", "truncated",
+    out: dict[str, Any] = {k: [] for k in ("x", "next_x", "action", "reward", "terminated", "truncated",
                                              "success", "t", "sim", "py")}
     x = layout.flatten(obs)
     t = 0

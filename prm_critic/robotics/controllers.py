@@ -88,6 +88,7 @@ class Controller:
         """Action ``(A,)`` float32 for one raw observation."""
         if self._hold_left > 0:
             self._hold_left -= 1
+            assert self._held is not None, "_hold_left > 0 only after a random action was held"
             return self._held
         if self.eps > 0 and self.rng.random() < self.eps:
             a = self.rng.uniform(self.low, self.high)
@@ -304,7 +305,7 @@ class SB3Controller:
         """Seed the model's sampling from ``rng`` (one draw): torch's RNG, or an SBX policy's JAX key."""
         seed = int(rng.integers(0, 2**31 - 1))
         policy = getattr(self.model, "policy", None)
-        if type(self.model).__module__.split(".")[0] == "sbx" and hasattr(policy, "key"):
+        if type(self.model).__module__.split(".")[0] == "sbx" and policy is not None and hasattr(policy, "key"):
             random = require("jax").random
             # SBX policies split policy.key into a fresh noise_key per sampled action (noise_key alone
             # is reused under gSDE): set both

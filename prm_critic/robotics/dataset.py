@@ -189,7 +189,7 @@ def load_steps(out_dir: "str | Path", family: str = "mc") -> StepTable:
         progress = evaluator.progress(cat["x"]).astype(np.float32)
     else:
         progress = np.full(len(cat["t"]), np.nan, dtype=np.float32)
-    extra = {k: cat[k] for k in ("hard", "action", "reward", "terminated", "truncated", "step_success") if k in cat}
+    extra: dict[str, np.ndarray] = {k: cat[k] for k in ("hard", "action", "reward", "terminated", "truncated", "step_success") if k in cat}
     return StepTable(
         x=cat["x"], next_x=cat["next_x"], episode=cat["episode"], t=cat["t"], ep_len=cat["ep_len"],
         ep_success=cat["ep_success"], progress=progress, success=cat["success"], mask=cat["mask"],

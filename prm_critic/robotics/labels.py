@@ -458,6 +458,7 @@ def _label_arrays(tqdm: Any, out: Path, family: str, meta: dict[str, Any], param
         d = load_shard(f)
         n = len(d["t"])
         if family == "subgoal":
+            assert evaluator is not None, "family 'subgoal' builds the evaluator above"
             lab = evaluator.progress(d["x"]).astype(np.float32)
         else:
             ep_len = dict(zip(d["ep_index"].tolist(), d["ep_len"].tolist()))

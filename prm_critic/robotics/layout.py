@@ -111,9 +111,12 @@ def success_from_info(spec: TaskSpec, info: Mapping[str, Any], terminated: bool 
     """Success flag of one step from ``info`` per the spec (``None`` when it comes from subgoals)."""
     src = spec.success.source
     if src == "info":
-        if spec.success.key not in info:
-            raise KeyError(f"info: missing success key {spec.success.key!r} (spec {spec.name})")
-        return bool(info[spec.success.key])
+        key = spec.success.key
+        if key is None:
+            raise KeyError(f"spec {spec.name}: success.key is None; source 'info' needs the info key as a string")
+        if key not in info:
+            raise KeyError(f"info: missing success key {key!r} (spec {spec.name})")
+        return bool(info[key])
     if src == "kitchen_tasks":
         return len(info.get("tasks_to_complete", [1])) == 0
     return None

@@ -428,14 +428,13 @@ class Snapshotter:
             raise ValueError(
                 f"env: Snapshotter needs a MuJoCo env (with .model and .data), got {type(base).__name__}"
             )
+        self.unsupported: Optional[str] = None  # why the env has no hook (strict=False only)
         try:
             self.hook: Optional[SnapshotHook] = snapshot_hook_for(env)
         except SnapshotUnsupportedError as exc:
             if strict:
                 raise
             self.hook, self.unsupported = None, str(exc)
-        else:
-            self.unsupported = None
         self.kind = None if self.hook is None else self.hook.name
         self.model, self.data = model, data
         self._sig = self.mujoco.mjtState.mjSTATE_INTEGRATION
@@ -450,6 +449,7 @@ class Snapshotter:
         if self._time_limits:
             py["elapsed_steps"] = [int(w._elapsed_steps or 0) for w in self._time_limits]
         if self.hook is not None:
+            assert self.hook.capture is not None, "snapshot_hook_for returns only hooks that do not refuse (capture set)"
             state = self.hook.capture(self.base)
             clash = sorted(set(state) & {"kind", "elapsed_steps"})
             if clash:
@@ -475,6 +475,7 @@ class Snapshotter:
                 f"snapshot.py['kind']: expected {self.kind!r} for env {self.env_id!r}, got {py.get('kind')!r}{hint}"
             )
         self.mujoco.mj_setState(self.model, self.data, sim, self._sig)
+        assert self.hook.restore is not None, "snapshot_hook_for returns only hooks that do not refuse (restore set)"
         self.hook.restore(self.base, py)
         self.mujoco.mj_forward(self.model, self.data)
         if self.hook.after_forward is not None:

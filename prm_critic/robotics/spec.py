@@ -60,7 +60,7 @@ import re
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping, NoReturn
 
 try:
     import tomllib  # Python >= 3.11
@@ -189,7 +189,7 @@ def expr_width(node: tuple, ref_width, on_error) -> int | None:
 class _Parser:
     """Recursive descent over the expression grammar (see :class:`Expr`); never ``eval``."""
 
-    def __init__(self, text: str, fail):
+    def __init__(self, text: str, fail: Callable[[str], NoReturn]):
         self.text, self.fail, self.pos = text, fail, 0
         self.toks: list[tuple[str, str, int]] = []
         i = 0
@@ -202,6 +202,7 @@ class _Parser:
                 fail(f"unexpected character {text[j]!r} at position {j}; expected a key such as 'obs[0:3]', "
                      "a number, a list of numbers, + - * / or parentheses")
             kind = m.lastgroup
+            assert kind is not None, "every alternative of _TOKEN is a named group"
             self.toks.append((kind, m.group(kind), m.start(kind)))
             i = m.end()
         self.k = 0
@@ -366,7 +367,7 @@ class Expr:
                 raise SpecError(f"{where}: expected finite numbers, got {value!r}")
             return cls(("const", float(value) if isinstance(value, (int, float)) else tuple(float(v) for v in vals)))
 
-        def fail(msg: str):
+        def fail(msg: str) -> NoReturn:
             raise SpecError(f"{where}: cannot read {value!r}: {msg}")
 
         node = _Parser(value, fail).parse()

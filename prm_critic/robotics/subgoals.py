@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -428,6 +428,7 @@ class SubgoalEvaluator:
                     raise SpecError(f"{s.field_where('a')}: maze_path compares 2-D positions, got "
                                     f"a = {str(s.a)!r} of width {w}")
             self.exprs.append((nodes["a"], nodes["b"], nodes.get("behind")))
+            assert w is not None, "every key selection resolved against the layout, so every width is known"
             self.widths.append(int(w))
         # the one-row path (compiled from the resolved nodes; None: the batched path serves one row too)
         self._rows = _compile_rows(self)
@@ -522,6 +523,7 @@ class SubgoalEvaluator:
             close = np.empty((x.shape[0], n))
             for k, s in enumerate(self.spec.subgoals):
                 if s.kind == "maze_path":
+                    assert self.maze is not None, "__init__ refuses a maze_path subgoal without a maze"
                     geo, _ = self.maze.geodesic(self.point(x, k, "a"), self.point(x, k, "b"))
                     close[:, k] = 1.0 - geo / self.maze.geo_max
                 else:
@@ -538,6 +540,7 @@ class SubgoalEvaluator:
             if not sel.any():
                 continue
             if s.kind == "maze_path":
+                assert self.maze is not None, "__init__ refuses a maze_path subgoal without a maze"
                 geo, _ = self.maze.geodesic(self.point(x[sel], k, "a"), self.point(x[sel], k, "b"))
                 inside[sel] = np.clip(1.0 - geo / self.maze.geo_max, 0.0, 1.0)
             else:
@@ -557,7 +560,8 @@ class SubgoalEvaluator:
 
     def all_hold(self, x: np.ndarray) -> np.ndarray:
         """``(B,)`` bool: every subgoal holds (success for ``source = "subgoals"``)."""
-        return self.holds(x).all(axis=1)
+        # numpy's stubs type ndarray.all(axis=...) as possibly a scalar; on (B, n) it is (B,)
+        return cast(np.ndarray, self.holds(x).all(axis=1))
 
 
 class SubgoalCritic(StateCritic):

@@ -268,6 +268,7 @@ class UnshapedSuccessEval(BaseCallback):
 
     def _write_csv(self) -> None:
         """Rewrite the CSV (atomically) to exactly ``self.rows``."""
+        assert self.csv_path is not None, "_write_csv runs only for an evaluator with a csv_path"
         buf = io.StringIO()
         w = csv.DictWriter(buf, fieldnames=list(EVAL_COLUMNS), lineterminator="\n")
         w.writeheader()

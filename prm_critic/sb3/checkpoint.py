@@ -35,7 +35,7 @@ import json
 import os
 import warnings
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping, cast
 
 import numpy as np
 
@@ -57,6 +57,9 @@ from prm_critic.sb3.backends import (
     model_backend,
     sbx_weights,
 )
+
+if TYPE_CHECKING:  # torch is imported lazily (the sbx backend needs none of it)
+    import torch
 
 __all__ = ["save_policy", "load_policy", "PolicyCheckpointError", "allowed_objects"]
 
@@ -133,8 +136,8 @@ def allowed_objects(backend: str = DEFAULT_BACKEND) -> dict[str, Any]:
     try:
         import sb3_contrib
     except ImportError:
-        sb3_contrib = None
-    if sb3_contrib is not None:
+        pass
+    else:
         objs.append(sb3_contrib.TQC)
         objs += [sb3_contrib.TQC.policy_aliases[alias] for alias in _POLICY_ALIASES]
     return {f"{o.__module__}:{o.__qualname__}": o for o in objs}
@@ -222,9 +225,10 @@ def save_policy(path: str | os.PathLike, model, *, spec: "str | TaskSpec", algo:
     vn = model.get_vec_normalize_env()
     if vn is not None:
         rms = obs_rms_arrays(vn, state) if backend == "sbx" else obs_rms_tensors(vn, state)
+        norm_obs_keys = getattr(vn, "norm_obs_keys", None)
         norm = {"keys": sorted(rms), "dict": isinstance(vn.obs_rms, dict), "clip_obs": float(vn.clip_obs),
                 "epsilon": float(vn.epsilon), "count": {k: float(r.count) for k, r in rms.items()},
-                "norm_obs_keys": list(vn.norm_obs_keys) if getattr(vn, "norm_obs_keys", None) else None}
+                "norm_obs_keys": list(norm_obs_keys) if norm_obs_keys else None}
     meta = _policy_meta(model, backend=backend, spec=spec, algo=algo, her=her, algo_kwargs=algo_kwargs, extra=extra)
     meta["vec_normalize"] = norm
     header = {"format": FORMAT, "backend": backend}
@@ -233,7 +237,8 @@ def save_policy(path: str | os.PathLike, model, *, spec: "str | TaskSpec", algo:
     else:
         from safetensors.torch import save as save_bytes
 
-        data = save_bytes(state, metadata=header)
+        # not sbx: the policy's tensors (and VecNormalize's, from obs_rms_tensors)
+        data = save_bytes(cast("dict[str, torch.Tensor]", state), metadata=header)
     atomic_write_bytes(w, data)
     atomic_write_bytes(j, json.dumps(meta, indent=2, sort_keys=True).encode())
     return w

@@ -61,7 +61,10 @@ class PRMHerReplayBuffer(HerReplayBuffer):
             "shaping": np.full(shape, np.nan, np.float64),
         }
 
-    def add(self, obs, next_obs, action, reward, done, infos) -> None:  # type: ignore[override]
+    def add(self, obs, next_obs, action, reward, done, infos) -> None:
+        if self.env is None:  # a buffer unpickled by SB3 has no env until set_env
+            raise ValueError("env: PRMHerReplayBuffer relabels through the VecEnv's shaper, got None "
+                             "(a buffer loaded from a pickle: call set_env(env) first)")
         rows = self.env.env_method("relabel_rows", infos, indices=[0])[0]  # checks the prm_* keys are there
         for name, arr in zip(ROW_ARRAYS, rows):
             self.prm_rows[name][self.pos] = arr

@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 from collections import deque
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -26,6 +27,9 @@ from prm_critic._optional import require
 
 require("stable_baselines3.common.callbacks")  # a missing extra fails here with the exact ``pip install`` to run
 from stable_baselines3.common.callbacks import BaseCallback  # noqa: E402
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = ["CriticRefreshCallback"]
 
@@ -78,7 +82,7 @@ class CriticRefreshCallback(BaseCallback):
         self.episodes: deque = deque(maxlen=window)
         self._current: dict[int, list[np.ndarray]] = {}
         self._rng = np.random.default_rng(seed)
-        self._opt = None
+        self._opt: torch.optim.Optimizer | None = None  # built on the first refresh
         self._next = refresh_freq
         #: one dict per refresh: env_steps, loss_before, loss_after, n_steps, positive_frac
         self.history: list[dict] = []

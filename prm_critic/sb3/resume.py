@@ -130,7 +130,7 @@ def _tensor(a: np.ndarray):
 
 def _buffer_state(rb, tensors: dict, meta: dict) -> None:
     n = rb.buffer_size if rb.full else rb.pos
-    info = {"class": type(rb).__name__, "buffer_size": int(rb.buffer_size), "n_envs": int(rb.n_envs),
+    info: dict[str, Any] = {"class": type(rb).__name__, "buffer_size": int(rb.buffer_size), "n_envs": int(rb.n_envs),
             "pos": int(rb.pos), "full": bool(rb.full), "n": int(n), "arrays": [], "info_keys": []}
     for attr in _BUFFER_ARRAYS:
         v = getattr(rb, attr, None)
@@ -211,7 +211,8 @@ def save_training_state(directory: str | os.PathLike, model, *, extra: Mapping[s
         tensors["log_ent_coef"] = log_ent.detach().cpu().clone()
     for name, opt in _optimizers(model).items():
         sd = opt.state_dict()
-        keys, scalars = {}, {}
+        keys: dict[str, list[str]] = {}
+        scalars: dict[str, dict[str, Any]] = {}
         for pid, st in sd["state"].items():
             for k, v in st.items():
                 if isinstance(v, torch.Tensor):
@@ -235,6 +236,9 @@ def save_training_state(directory: str | os.PathLike, model, *, extra: Mapping[s
                                  "ret": [float(vn.ret_rms.mean), float(vn.ret_rms.var), float(vn.ret_rms.count)]}
     tensors["rng.torch"] = torch.get_rng_state().clone()
     np_state = np.random.get_state()
+    if not isinstance(np_state, tuple):  # numpy gives a dict for a bit generator other than MT19937
+        raise TrainingStateError(f"numpy's global RNG: expected the legacy MT19937 state (a tuple), got a "
+                                 f"{type(np_state).__name__} (np.random.set_bit_generator changed it?)")
     py_state = random.getstate()
     meta["rng"] = {"numpy": [np_state[0], np_state[1].tolist(), *[to_jsonable(v) for v in np_state[2:]]],
                    "python": [py_state[0], list(py_state[1]), py_state[2]]}

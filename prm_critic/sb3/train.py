@@ -18,7 +18,7 @@ import json
 import os
 import warnings
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from prm_critic import validate
 from prm_critic._optional import require
@@ -35,6 +35,9 @@ from prm_critic.sb3.backends import (
 )
 from prm_critic.sb3.envs import (SHAPING_MODES, check_prune, critic_fingerprint, critic_reference, make_vec_train_env,
                                  resolve_critic)
+
+if TYPE_CHECKING:  # the callbacks are imported lazily, with stable-baselines3
+    from stable_baselines3.common.callbacks import BaseCallback
 
 __all__ = ["ALGOS", "OFF_POLICY", "BACKENDS", "DEFAULT_BACKEND", "algo_class", "algo_default", "check_algo_kwargs",
            "train_policy", "build_model", "predict", "fit_rollout", "planned_steps"]
@@ -301,7 +304,7 @@ def _train_callbacks(spec: TaskSpec, algo: str, *, total_steps: int, eval_freq: 
     from prm_critic.sb3.callbacks import PRMStatsCallback, UnshapedSuccessEval
 
     stats = PRMStatsCallback()
-    cbs = [stats]
+    cbs: list[BaseCallback] = [stats]
     evaluator = None
     if eval_freq is not None:
         evaluator = UnshapedSuccessEval(spec, eval_freq=eval_freq, n_episodes=eval_episodes,
@@ -416,6 +419,7 @@ def fit_rollout(kw: dict[str, Any], algo: str, total_steps: int, n_envs: int) ->
         return fitted
     default = int(algo_default(algo, "n_steps"))
     per_env = total_steps // n_envs
+    n_steps: int | None
     if per_env <= default:
         n_steps = per_env
     else:

@@ -105,7 +105,10 @@ class VecPRMRewardShaper(ShaperBase, vec_env.VecEnvWrapper):
         self._started = False
 
     def _holds(self, x: np.ndarray) -> np.ndarray | None:
-        return self.evaluator.holds(x) if self._eval_subgoals else None
+        if not self._eval_subgoals:
+            return None
+        assert self.evaluator is not None, "setup_shaper refuses mode 'subgoal' and info_subgoals without a subgoal evaluator"
+        return self.evaluator.holds(x)
 
     def reset(self):
         obs = self.venv.reset()
@@ -175,6 +178,7 @@ class VecPRMRewardShaper(ShaperBase, vec_env.VecEnvWrapper):
         n = self.num_envs
         phi = self._phi
         if self.mode == "subgoal":
+            assert self.evaluator is not None and h_next is not None, "setup_shaper refuses mode 'subgoal' and info_subgoals without a subgoal evaluator"
             shaping = np.zeros(n)
             for i in range(n):
                 new = [nm for nm, b in zip(self.evaluator.names, h_next[i]) if b and nm not in self._claimed[i]]
@@ -217,6 +221,7 @@ class VecPRMRewardShaper(ShaperBase, vec_env.VecEnvWrapper):
             info["prm_x"] = xi
             info["prm_next_x"] = xni
         if self.info_subgoals:
+            assert self.evaluator is not None, "setup_shaper refuses mode 'subgoal' and info_subgoals without a subgoal evaluator"
             for i in range(n):
                 infos[i]["prm_subgoals"] = {nm: bool(b) for nm, b in zip(self.evaluator.names, h_next[i])}
         self._x_rows = now_rows

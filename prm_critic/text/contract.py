@@ -173,7 +173,7 @@ class StepContract:
             sep_tok = getattr(tokenizer, "sep_token", None)
             if sep_tok is None:
                 raise ValueError("separator: None means the tokenizer's sep_token, but this tokenizer has none; pass separator=")
-            sep_ids = (int(tokenizer.convert_tokens_to_ids(sep_tok)),)
+            sep_ids: tuple[int, ...] = (int(tokenizer.convert_tokens_to_ids(sep_tok)),)
         else:
             sep_ids = tuple(int(i) for i in tokenizer.encode(self.separator, add_special_tokens=False))
             if not sep_ids:

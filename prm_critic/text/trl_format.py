@@ -223,6 +223,7 @@ def to_columns(examples: Sequence[StepwiseExample], *, bool_threshold: float | N
         cols["completions"].append(list(ex.completions))
         cols["labels"].append(_labels_out(ex.labels, threshold))
         if with_progress:
+            assert ex.progress is not None, "with_progress: every example has progress labels"
             cols["progress"].append(list(ex.progress))
     return cols
 

@@ -159,7 +159,8 @@ class VerifierCritic(TextCritic):
             progress = _prob(fb["progress"], f"{name}['progress']")
         elif "score" in fb or "max_score" in fb:
             s, m = fb.get("score"), fb.get("max_score")
-            if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (s, m)) or m <= 0 or not 0 <= s <= m:
+            if (not isinstance(s, (int, float)) or isinstance(s, bool) or not isinstance(m, (int, float))
+                    or isinstance(m, bool) or m <= 0 or not 0 <= s <= m):
                 raise ValueError(f"{name}: expected 0 <= score <= max_score with max_score > 0, got score={s!r}, max_score={m!r}")
             progress = float(s) / float(m)
         else:
