@@ -39,7 +39,7 @@ from prm_critic.critic import as_obs_batch
 from prm_critic.models.state_critic import ACTIVATIONS, StateCriticNet, TorchStateCritic
 
 __all__ = ["DistillConfig", "distill_state_critic", "distill_critic_from_data", "student_meta", "weight_bytes",
-           "heldout_metrics", "check_data_layout", "LOSSES", "TEACHER_ONLY_META"]
+           "heldout_metrics", "check_data_layout", "load_teacher_split", "LOSSES", "TEACHER_ONLY_META"]
 
 #: distillation losses: ``bce`` on the teacher's probabilities, ``mse`` on its logits
 LOSSES = ("bce", "mse")
@@ -330,7 +330,7 @@ def _teacher_split(meta: dict[str, Any], teacher: str) -> tuple[float, int, list
     return float(rec["holdout"]), int(rec["split_seed"]), [int(e) for e in rec["test_episodes"]]
 
 
-def _load_split(folders: list[str], teacher_meta: dict[str, Any], teacher: str):
+def load_teacher_split(folders: list[str], teacher_meta: dict[str, Any], teacher: str):
     """``(train x rows, test StepTable)``: the teacher's training episodes of ``folders[0]`` (its split,
     checked against the held-out episodes the teacher records) and every episode of the other folders."""
     from prm_critic.robotics.collect import read_meta
@@ -398,7 +398,7 @@ def distill_critic_from_data(critic, data, out, *, config: DistillConfig | None 
     if not folders:
         raise validate.ArgumentError("data: expected at least one data folder, got none")
     teacher = load_state_critic(critic)
-    x_train, test = _load_split(folders, teacher.meta, str(critic))
+    x_train, test = load_teacher_split(folders, teacher.meta, str(critic))
     student, history = distill_state_critic(teacher, x_train, config=config, progress_bar=progress_bar)
     res_t = heldout_metrics(teacher, test)
     res_s = heldout_metrics(student, test, teacher=teacher)
