@@ -22,6 +22,8 @@ RENDERED = {
     "docs/critic_refresh.md": ("benchmarks/critic_refresh.py", "benchmarks/results/critic_refresh.json",
                                ["--render", "--md", "{out}"]),
     "docs/latency.md": ("benchmarks/latency.py", "benchmarks/results/latency.json", ["--render", "--md", "{out}"]),
+    "docs/critic_distill.md": ("benchmarks/critic_distill.py", "benchmarks/results/critic_distill.json",
+                               ["--render", "--md", "{out}"]),
     "docs/wrappers_overhead.md": ("benchmarks/wrappers_overhead.py", "benchmarks/results/wrappers_overhead.json",
                                   ["--render", "--md", "{out}"]),
     "docs/mc_bisect.md": ("benchmarks/mc_bisect.py", "benchmarks/results/mc_bisect.json", ["--render", "--md", "{out}"]),

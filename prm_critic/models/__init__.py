@@ -1,5 +1,6 @@
 """Learned critics (torch): the state-critic MLP, checkpoints, training, evaluation, and
-:func:`train_critic_from_data` (data folder -> evaluated checkpoint).
+:func:`train_critic_from_data` (data folder -> evaluated checkpoint), and distillation into a small deploy
+critic (:func:`distill_state_critic`, :func:`distill_critic_from_data`).
 
 Needs the ``torch`` extra (``pip install "prm-critic[torch]"``); without it, importing this package
 (or any module in it) raises one ImportError with that command.
@@ -12,6 +13,7 @@ require("safetensors.torch")
 
 from prm_critic.integrity import CheckpointError  # noqa: E402
 from prm_critic.models.checkpoint import load_state_critic, save_state_critic  # noqa: E402
+from prm_critic.models.distill import DistillConfig, distill_critic_from_data, distill_state_critic  # noqa: E402
 from prm_critic.models.evaluate import auroc, evaluate_state_critic, plot_episode_scores, spearman  # noqa: E402
 from prm_critic.models.pipeline import train_critic_from_data  # noqa: E402
 from prm_critic.models.state_critic import StateCriticNet, TorchStateCritic  # noqa: E402
@@ -20,5 +22,5 @@ from prm_critic.models.train import TrainConfig, train_state_critic  # noqa: E40
 __all__ = [
     "StateCriticNet", "TorchStateCritic", "save_state_critic", "load_state_critic", "CheckpointError",
     "TrainConfig", "train_state_critic", "evaluate_state_critic", "plot_episode_scores", "auroc", "spearman",
-    "train_critic_from_data",
+    "train_critic_from_data", "DistillConfig", "distill_state_critic", "distill_critic_from_data",
 ]

@@ -46,7 +46,7 @@ from prm_critic.integrity import (
 from prm_critic.models.state_critic import StateCriticNet, TorchStateCritic
 
 __all__ = ["CheckpointError", "save_state_critic", "load_state_critic", "checkpoint_paths", "atomic_write_bytes",
-           "sha256_bytes", "check_sha256"]
+           "sha256_bytes", "check_sha256", "weights_sha256"]
 
 FORMAT = "prm-critic/state-critic"
 #: 3: the JSON records ``config_sha256`` over itself; 2: ``weights_sha256`` only; 1: no hash
@@ -57,11 +57,23 @@ CONFIG_HASH = "config_sha256"
 
 
 
+def _weights_bytes(net: StateCriticNet) -> bytes:
+    """The bytes of the ``.safetensors`` file :func:`save_state_critic` writes for ``net``."""
+    tensors = {k: v.detach().contiguous().cpu() for k, v in net.state_dict().items()}
+    return save_bytes(tensors, metadata={"format": FORMAT})
+
+
+def weights_sha256(net: StateCriticNet) -> str:
+    """The ``weights_sha256`` a checkpoint of ``net`` records: the SHA-256 of the weights file
+    :func:`save_state_critic` writes (the same bytes for the same weights), so a loaded critic's
+    hash equals the one in its JSON."""
+    return sha256_bytes(_weights_bytes(net))
+
+
 def save_state_critic(path: str | os.PathLike, net: StateCriticNet, meta: dict[str, Any] | None = None) -> Path:
     """Save ``net`` and ``meta`` (JSON-serialisable) as a checkpoint; returns the weights path."""
     w, j = checkpoint_paths(path)
-    tensors = {k: v.detach().contiguous().cpu() for k, v in net.state_dict().items()}
-    data = save_bytes(tensors, metadata={"format": FORMAT})
+    data = _weights_bytes(net)
     atomic_write_bytes(w, data)
     doc = {"format": FORMAT, "format_version": FORMAT_VERSION, "prm_critic_version": __version__,
            "weights_sha256": sha256_bytes(data), "net": net.config(), "meta": meta or {}}

@@ -40,7 +40,7 @@ class StepTable:
         success: ``(N,)`` float32 the family's success label (NaN where ``mask`` is False).
         mask: ``(N,)`` bool, label present.
         spec: the task spec; layout: the critic-input layout; meta: ``meta.json``.
-        family: the label family; extra: other per-row arrays (``mc``: ``hard``; all: ``action``,
+        family: the label family (``None``: read without labels); extra: other per-row arrays (``mc``: ``hard``; all: ``action``,
             ``reward``, ``terminated``, ``truncated``, ``step_success``).
     """
 
@@ -56,7 +56,7 @@ class StepTable:
     spec: TaskSpec
     layout: CriticInputLayout
     meta: dict[str, Any]
-    family: str = "mc"
+    family: str | None = "mc"
     extra: dict[str, np.ndarray] = field(default_factory=dict)
 
     def __len__(self) -> int:
@@ -130,9 +130,11 @@ def _check_width(d: dict[str, np.ndarray], f: Path, meta_path: Path, obs_dim: in
             )
 
 
-def load_steps(out_dir: "str | Path", family: str = "mc") -> StepTable:
+def load_steps(out_dir: "str | Path", family: str | None = "mc") -> StepTable:
     """All steps of ``out_dir`` with the ``family`` labels (a registered label family:
-    :func:`prm_critic.robotics.families.label_families`).
+    :func:`prm_critic.robotics.families.label_families`). ``family=None`` reads the trajectories
+    without labels (``success`` NaN, ``mask`` False everywhere): what needs only the states, the
+    episodes' outcomes and the spec's progress (distilling a critic, for one) runs on unlabelled data.
 
     Raises:
         FileNotFoundError: no data, or the family was not labelled yet (names the command to run).
@@ -142,29 +144,23 @@ def load_steps(out_dir: "str | Path", family: str = "mc") -> StepTable:
     from prm_critic.robotics.families import label_families
     from prm_critic.robotics.labels import subgoal_evaluator
 
-    validate.check_choice("family", family, label_families())
+    if family is not None:
+        validate.check_choice("family", family, label_families())
     out = Path(out_dir)
     meta = read_meta(out)
     spec, layout = _check_meta(meta, out / "meta.json")
     files = sorted((out / "shards").glob("shard_*.npz"))
     if not files:
         raise FileNotFoundError(f"data: no shard files in {str(out / 'shards')!r} (run `prm-critic collect` first)")
-    lab_dir = out / "labels" / family
+    lab_dir = out / "labels" / (family or "")
     cols: dict[str, list] = {k: [] for k in ("x", "next_x", "episode", "t", "ep_len", "ep_success", "success",
                                                "mask", "hard", "action", "reward", "terminated", "truncated",
                                                "step_success")}
     for f in files:
         d = load_shard(f)
         _check_width(d, f, out / "meta.json", layout.obs_dim)
-        lf = lab_dir / f.name
-        if not lf.exists():
-            raise FileNotFoundError(
-                f"labels: {str(lf)!r} does not exist; run `prm-critic label --data {out} --family {family}`"
-            )
-        lab = load_shard(lf, ("label", "mask"))
         n = len(d["t"])
-        if len(lab["label"]) != n:
-            raise ShardError(f"label file {str(lf)!r} has {len(lab['label'])} rows, its data shard {str(f)!r} has {n}")
+        lab = _label_shard(lab_dir / f.name, f, n, out, family)
         ep_len = dict(zip(d["ep_index"].tolist(), d["ep_len"].tolist()))
         ep_ok = dict(zip(d["ep_index"].tolist(), d["ep_success"].tolist()))
         eps = d["episode"].tolist()
@@ -195,6 +191,20 @@ def load_steps(out_dir: "str | Path", family: str = "mc") -> StepTable:
         ep_success=cat["ep_success"], progress=progress, success=cat["success"], mask=cat["mask"],
         spec=spec, layout=layout, meta=meta, family=family, extra=extra,
     )
+
+
+def _label_shard(lf: Path, data_file: Path, n: int, out: Path, family: str | None) -> dict[str, np.ndarray]:
+    """The label shard ``lf`` of a data shard of ``n`` rows (``family=None``: no labels, NaN and mask False)."""
+    if family is None:
+        return {"label": np.full(n, np.nan, np.float32), "mask": np.zeros(n, bool)}
+    if not lf.exists():
+        raise FileNotFoundError(
+            f"labels: {str(lf)!r} does not exist; run `prm-critic label --data {out} --family {family}`"
+        )
+    lab = load_shard(lf, ("label", "mask"))
+    if len(lab["label"]) != n:
+        raise ShardError(f"label file {str(lf)!r} has {len(lab['label'])} rows, its data shard {str(data_file)!r} has {n}")
+    return lab
 
 
 def split_episodes(table: StepTable, holdout: float = 0.2, seed: int = 0) -> tuple[StepTable, StepTable]:
