@@ -238,14 +238,14 @@ def _with_flattener(shaper):
 
 
 def _earlier_vec_shaper():
-    """``VecPRMRewardShaper`` with the previous release's ``step_wait`` (per-env ``info.update``
+    """``SB3VecPRMRewardShaper`` with the previous release's ``step_wait`` (per-env ``info.update``
     with keyword dicts, NaN masks every step) and flattening; pair it with a critic without
     ``score_rows`` (the previous path through ``score()``)."""
-    from prm_critic.sb3 import VecPRMRewardShaper
+    from prm_critic.sb3 import SB3VecPRMRewardShaper
 
     _NO_ROWS = np.zeros(0, dtype=np.intp)
 
-    class EarlierVecShaper(VecPRMRewardShaper):
+    class EarlierVecShaper(SB3VecPRMRewardShaper):
         def __init__(self, *a, **k):
             super().__init__(*a, **k)
             self._flatten = _EarlierFlattener(self.layout)
@@ -385,8 +385,8 @@ def bench_shaper(args, paths, bar) -> dict:
     from prm_critic.robotics.make import CriticInputLayout, make_env, register_robotics_envs
     from prm_critic.robotics.spec import load_spec
     from prm_critic.robotics.subgoals import SubgoalCritic
-    from prm_critic.sb3 import VecPRMRewardShaper
-    from prm_critic.wrappers import DeadEndPruner, PRMRewardShaper, PRMRewardShaperVector
+    from prm_critic.sb3 import SB3VecPRMRewardShaper
+    from prm_critic.wrappers import DeadEndPruner, GymVectorPRMRewardShaper, PRMRewardShaper
 
     TimedEnv, TimedVector, TimedVecEnv = _timed_wrappers()
     push = "FetchPush-v4"
@@ -463,17 +463,19 @@ def bench_shaper(args, paths, bar) -> dict:
         "PointMaze: PRMRewardShaper(constant critic, deadline_s=0.005)": PRMRewardShaper(
             TimedEnv(make_env(maze)), maze_const, gamma=0.99, deadline_s=0.005),
     }
+    # row labels are the keys of the recorded data: they keep the vector shapers' former names
+    # (VecPRMRewardShaper = SB3VecPRMRewardShaper, PRMRewardShaperVector = GymVectorPRMRewardShaper)
     vec = {
         f"DummyVecEnv({n}): raw": (TimedVecEnv(DummyVecEnv([lambda: make_env(push)] * n)), "sb3"),
         f"DummyVecEnv({n}): VecPRMRewardShaper(OnnxCritic)": (
-            VecPRMRewardShaper(TimedVecEnv(DummyVecEnv([lambda: make_env(push)] * n)), dyn, gamma=0.98), "sb3"),
+            SB3VecPRMRewardShaper(TimedVecEnv(DummyVecEnv([lambda: make_env(push)] * n)), dyn, gamma=0.98), "sb3"),
         f"DummyVecEnv({n}): VecPRMRewardShaper(OnnxCritic via score()) [earlier per-step work]": (
             _earlier_vec_shaper()(TimedVecEnv(DummyVecEnv([lambda: make_env(push)] * n)), ScoreOnly(dyn),
                                   gamma=0.98), "sb3"),
         f"make_vec({n}, sync): raw": (TimedVector(gym.make_vec(push, num_envs=n, vectorization_mode="sync")), "gym"),
         f"make_vec({n}, sync): PRMRewardShaperVector(OnnxCritic)": (
-            PRMRewardShaperVector(TimedVector(gym.make_vec(push, num_envs=n, vectorization_mode="sync")), dyn,
-                                  gamma=0.98), "gym"),
+            GymVectorPRMRewardShaper(TimedVector(gym.make_vec(push, num_envs=n, vectorization_mode="sync")), dyn,
+                                     gamma=0.98), "gym"),
     }
     rng = np.random.default_rng(0)
     actions = {"single": rng.uniform(-1, 1, (512, 4)).astype(np.float32)}

@@ -7,7 +7,8 @@ and a torch state critic (256x256 MLP, one thread). Rows marked ``[reference]`` 
 per-step path in the same run: the previous flattening (a Python check per key) and, for the
 ``SubgoalCritic``, its batched numpy path (``score(x[None])``, ``holds(x[None])``), which is what the
 shaper called before the batch-1 path existed. ``n_envs`` FetchPush envs in an SB3 ``DummyVecEnv``
-raw and under ``VecPRMRewardShaper`` (one batched critic call per vector step).
+raw and under ``SB3VecPRMRewardShaper`` (one batched critic call per vector step; the row keeps the
+label of its recorded data, ``VecPRMRewardShaper``, the class's former name).
 
 Every variant runs in interleaved rounds (A for n steps, B for n steps, ... repeated; round 0 is
 warm-up), so load from other processes hits all alike. Two measurements per variant:
@@ -118,7 +119,7 @@ def _build(n_envs: int, clock: _CriticClock):
     from prm_critic.robotics.make import CriticInputLayout, make_env
     from prm_critic.robotics.spec import load_spec
     from prm_critic.robotics.subgoals import SubgoalCritic
-    from prm_critic.sb3 import VecPRMRewardShaper
+    from prm_critic.sb3 import SB3VecPRMRewardShaper
     from prm_critic.wrappers import DeadEndPruner, PRMRewardShaper
 
     torch.set_num_threads(1)
@@ -191,7 +192,7 @@ def _build(n_envs: int, clock: _CriticClock):
     sub_push = single[push]["shaper(SubgoalCritic)"].critic
     vec = {
         f"DummyVecEnv({n_envs}) raw": TimedVecEnv(DummyVecEnv([lambda: make_env(push)] * n_envs)),
-        f"DummyVecEnv({n_envs}) VecPRMRewardShaper(SubgoalCritic)": VecPRMRewardShaper(
+        f"DummyVecEnv({n_envs}) VecPRMRewardShaper(SubgoalCritic)": SB3VecPRMRewardShaper(
             TimedVecEnv(DummyVecEnv([lambda: make_env(push)] * n_envs)), sub_push, gamma=0.98),
     }
     return single, vec

@@ -2,7 +2,11 @@
 
 Each subcommand lives in a module of :mod:`prm_critic.commands` that defines
 ``register(subparsers)``; the module is imported only when the CLI starts, and heavy
-dependencies are imported inside the command function.
+dependencies are imported inside the command function. Every parser is a
+:class:`prm_critic.commands._help.Parser`: each option's help shows its default.
+
+Exit status: 0 on success, 2 on a usage error or a refused input (one line on stderr, no traceback),
+130 when interrupted (Ctrl-C: one line, ``prm-critic COMMAND: interrupted``).
 """
 
 from __future__ import annotations
@@ -13,10 +17,11 @@ import sys
 
 from prm_critic import __version__
 
-__all__ = ["main", "build_parser", "COMMAND_MODULES"]
+__all__ = ["main", "build_parser", "COMMAND_MODULES", "EXIT_INTERRUPTED"]
 
-#: Modules that register subcommands, in help order.
+#: Modules that register subcommands, in help order (the quickstart first: where a new user starts).
 COMMAND_MODULES = [
+    "prm_critic.commands.quickstart",
     "prm_critic.commands.specs",
     "prm_critic.commands.export",
     "prm_critic.commands.collect",
@@ -24,16 +29,22 @@ COMMAND_MODULES = [
     "prm_critic.commands.train_policy",
     "prm_critic.commands.train_critic",
     "prm_critic.commands.distill",
-    "prm_critic.commands.quickstart",
     "prm_critic.commands.minari",
     "prm_critic.commands.serve_llm",
 ]
 
 
+#: exit status of a command stopped by Ctrl-C (128 + SIGINT, as shells report it)
+EXIT_INTERRUPTED = 130
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    from prm_critic.commands._help import Parser
+
+    parser = Parser(
         prog="prm-critic",
-        description="Process reward models for robots and tool-using agents.",
+        description="Process reward models for robots and tool-using agents. New here? Start with "
+        "prm-critic quickstart; prm-critic COMMAND --help shows each command's options and their defaults.",
     )
     parser.add_argument("--version", action="version", version=f"prm-critic {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -54,6 +65,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         rc = args.func(args)
+    except KeyboardInterrupt:
+        # Ctrl-C: one line, no traceback; 130 as a shell reports a process stopped by SIGINT
+        print(f"prm-critic {args.command}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except (ValueError, FileNotFoundError, KeyError, ImportError, TaskError) as exc:
         # bad input, or a task that failed on a worker (named in the message): one clear line, no traceback
         print(f"prm-critic {args.command}: error: {exc}", file=sys.stderr)

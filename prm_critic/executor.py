@@ -18,7 +18,7 @@ Usage::
 and runs the tasks in order, letting their exceptions through unchanged. :class:`RayExecutor` starts
 one Ray actor per worker (each builds its own context once), keeps every worker busy and yields
 results as they finish; a task that raises fails the run with a :class:`TaskError` naming the task.
-Ray is imported only by :class:`RayExecutor` (``pip install "prm-critic[ray]"``); workers import
+Ray is imported only by :class:`RayExecutor` (the ``ray`` extra); workers import
 prm-critic themselves, so it must be installed on every node of a cluster.
 """
 

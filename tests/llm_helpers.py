@@ -10,7 +10,9 @@ import importlib.util
 
 import pytest
 
-LLM_EXTRA = 'pip install "prm-critic[llm]"'
+from prm_critic._optional import install_command
+
+LLM_EXTRA = install_command("llm")
 
 
 def require_llm_extra() -> None:

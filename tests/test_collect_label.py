@@ -183,11 +183,11 @@ def test_unknown_task_is_one_clear_error(tmp_path, capsys):
 
 
 def test_mismatched_meta_on_resume(maze_data, tmp_path, capsys):
-    with pytest.raises(ValueError, match=r"seed=0, but this run has seed=1"):
+    with pytest.raises(ValueError, match=r"other settings \(1 differ: seed: 0 there, 1 in this run\)"):
         collect(MAZE, maze_data, episodes=6, shard_size=3, max_episode_steps=60, seed=1, progress=False)
     rc = main(["collect", "--task", "FetchReach-v4", "--out", str(maze_data), "--episodes", "1", "--no-progress"])
     assert rc == 2
-    assert "task='PointMaze_UMaze-v3', but this run has task='FetchReach-v4'" in capsys.readouterr().err
+    assert "task: 'PointMaze_UMaze-v3' there, 'FetchReach-v4' in this run" in capsys.readouterr().err
     label(maze_data, "outcome", gamma=0.9, progress=False)  # same parameters: resumes (nothing to do)
     with pytest.raises(ValueError, match=r"labels made with other parameters"):
         label(maze_data, "outcome", gamma=0.5, progress=False)

@@ -1,4 +1,4 @@
-"""The deploy install without torch: ``pip install "prm-critic[onnx,robotics]"``.
+"""The deploy install without torch: the ``onnx`` and ``robotics`` extras.
 
 * A real control loop (FetchPush-v4 in MuJoCo, an exported critic run by onnxruntime in the reward
   shaper, the spec's SubgoalCritic in the dead-end pruner) runs in a subprocess in which importing
@@ -28,6 +28,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
+
+from prm_critic._optional import install_hint
 
 pytestmark = pytest.mark.deploy
 
@@ -227,8 +229,8 @@ def test_learned_critic_modules_name_the_torch_extra(tmp_path):
     res = _result(proc)
     policy = res.pop("policy")
     for stmt, msg in res.items():
-        assert msg == ("prm-critic needs the optional dependency 'torch' for this feature; "
-                       'install it with: pip install "prm-critic[torch]"'), (stmt, msg)
+        assert msg == ("prm-critic needs the optional dependency 'torch' for this feature (the 'torch' extra); "
+                       f"install it with: {install_hint('torch')}"), (stmt, msg)
     assert policy.startswith("ValueError: policy: expected 'scripted', 'random'"), policy
 
 

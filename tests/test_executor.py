@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from prm_critic.executor import LocalExecutor, RayExecutor, Task, make_executor
+from prm_critic._optional import install_hint
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -46,7 +47,7 @@ except ImportError as exc:
     print(exc)
 """)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "pip install \"prm-critic[ray]\"" in proc.stdout and "'ray'" in proc.stdout
+    assert install_hint("ray") in proc.stdout and "'ray'" in proc.stdout
 
 
 def test_executor_choices_are_checked():

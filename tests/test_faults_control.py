@@ -20,7 +20,7 @@ from prm_critic.models.state_critic import StateCriticNet, TorchStateCritic  # n
 from prm_critic.robotics.make import CriticInputLayout, make_env  # noqa: E402
 from prm_critic.robotics.spec import load_spec  # noqa: E402
 from prm_critic.robotics.subgoals import SubgoalCritic  # noqa: E402
-from prm_critic.sb3 import VecPRMRewardShaper  # noqa: E402
+from prm_critic.sb3 import SB3VecPRMRewardShaper  # noqa: E402
 from prm_critic.wrappers import DeadEndPruner, PRMRewardShaper  # noqa: E402
 from wrappers_helpers import BlockingCritic, SlowCritic, wait_for_handover  # noqa: E402
 
@@ -57,7 +57,7 @@ def test_critic_for_another_task_is_refused_by_all_three_wrappers(tmp_path):
         DeadEndPruner(env, critic, threshold=0.1, patience=5)
     venv = DummyVecEnv([lambda: make_env(PICK)])
     with loud(6, "FetchPush critic checkpoint on FetchPickAndPlace (vector shaper)", ValueError, match=match):
-        VecPRMRewardShaper(venv, critic, gamma=0.98)
+        SB3VecPRMRewardShaper(venv, critic, gamma=0.98)
     venv.close()
     with loud(6, "SubgoalCritic of FetchPush on FetchPickAndPlace", ValueError, match=match):
         PRMRewardShaper(env, SubgoalCritic(PUSH, make_env(PUSH)), gamma=0.98)
@@ -73,7 +73,7 @@ def test_deliberate_transfer_with_the_flag_runs(tmp_path):
     phi = critic.score(x).progress.astype(np.float64)
     assert info["prm_shaping"] == pytest.approx(0.98 * phi[1] - phi[0], abs=1e-6)
     assert r == pytest.approx(info["prm_original_reward"] + info["prm_shaping"], abs=1e-12)
-    venv = VecPRMRewardShaper(DummyVecEnv([lambda: make_env(PICK)]), critic, gamma=0.98, allow_task_mismatch=True)
+    venv = SB3VecPRMRewardShaper(DummyVecEnv([lambda: make_env(PICK)]), critic, gamma=0.98, allow_task_mismatch=True)
     venv.reset()
     venv.close()
     correct(6, "FetchPush critic on FetchPickAndPlace with allow_task_mismatch=True",
@@ -96,7 +96,7 @@ def test_reordered_layout_in_checkpoint_meta_names_first_differing_field(tmp_pat
         DeadEndPruner(env, critic, threshold=0.1, patience=5)
     venv = DummyVecEnv([lambda: make_env(PUSH)])
     with loud(6, "checkpoint meta layout reordered on FetchPush (vector shaper)", ValueError, match=match):
-        VecPRMRewardShaper(venv, critic, gamma=0.98)
+        SB3VecPRMRewardShaper(venv, critic, gamma=0.98)
     venv.close()
     # no task or spec in the metadata: the env's built-in spec gives the order of the same keys
     bare = _checkpoint_critic(tmp_path, PUSH, layout_keys=["observation", "desired_goal", "achieved_goal"],

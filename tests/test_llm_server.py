@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -17,6 +18,7 @@ import urllib.request
 import pytest
 from llm_helpers import require_llm_extra, smollm2
 
+from prm_critic._optional import install_hint
 from prm_critic.llm.server import (
     SMOLLM2,
     LLMServerError,
@@ -93,7 +95,7 @@ def test_smollm2_path_without_the_package_names_the_install(monkeypatch):
 
 def test_missing_xllamacpp_gives_the_extra_to_install(monkeypatch, junk_gguf):
     monkeypatch.setitem(sys.modules, "xllamacpp", None)  # an import of it now fails
-    with pytest.raises(ImportError, match=r'pip install "prm-critic\[llm\]"'):
+    with pytest.raises(ImportError, match=re.escape(install_hint("llm"))):
         LocalLLMServer(junk_gguf).start()
 
 

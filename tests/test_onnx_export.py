@@ -7,6 +7,7 @@ sessions, and critic inputs from a real FetchPush-v4 MuJoCo env.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -184,10 +185,16 @@ def test_cli_export(tmp_path, trained_like, capsys, monkeypatch):
     text = capsys.readouterr().out
     assert "task='FetchPush-v4'" in text and "batch=1" in text and "parity with torch OK" in text
     assert OnnxCritic(out, provider="cpu").batch == 1
-    # default output folder: export/<checkpoint name>.onnx relative to the working directory
+    # default output: beside the checkpoint (<checkpoint stem>.onnx, .b1.onnx for --batch 1), wherever the
+    # command runs from; nothing is written into the working directory
     monkeypatch.chdir(tmp_path)
-    assert cli_main(["export", "--checkpoint", str(trained_like["ckpt"])]) == 0
-    assert (tmp_path / "export" / "critic.onnx").is_file()
+    ckpt = Path(trained_like["ckpt"])
+    beside = ckpt.with_suffix("").with_name(ckpt.with_suffix("").name + ".b1.onnx")
+    beside.unlink(missing_ok=True)
+    assert cli_main(["export", "--checkpoint", str(ckpt), "--batch", "1"]) == 0
+    assert beside.is_file() and OnnxCritic(beside, provider="cpu").batch == 1
+    assert not (tmp_path / "export").exists() and sorted(p.name for p in tmp_path.glob("*.onnx")) == [out.name]
+    beside.unlink()
     capsys.readouterr()
     rc = cli_main(["export", "--checkpoint", str(tmp_path / "missing"), "--out", str(tmp_path / "x.onnx")])
     err = capsys.readouterr().err.strip().splitlines()

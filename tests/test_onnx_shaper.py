@@ -77,7 +77,7 @@ def test_onnx_critic_in_vec_shaper(exported):
     pytest.importorskip("stable_baselines3")
     from stable_baselines3.common.vec_env import DummyVecEnv
 
-    from prm_critic.sb3 import VecPRMRewardShaper
+    from prm_critic.sb3 import SB3VecPRMRewardShaper
 
     net, paths = exported
     critic = OnnxCritic(paths["dynamic"], provider="cpu")
@@ -97,7 +97,7 @@ def test_onnx_critic_in_vec_shaper(exported):
 
     critic.score_rows = counting
     critic.score = counting_score
-    venv = VecPRMRewardShaper(DummyVecEnv([lambda: make_env("FetchPush-v4")] * 3), critic, gamma=GAMMA)
+    venv = SB3VecPRMRewardShaper(DummyVecEnv([lambda: make_env("FetchPush-v4")] * 3), critic, gamma=GAMMA)
     try:
         venv.seed(0)
         venv.reset()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import shutil
 import sys
 
@@ -17,6 +18,7 @@ pytest.importorskip("stable_baselines3")
 pytest.importorskip("gymnasium_robotics")
 
 from prm_critic.robotics.make import make_env  # noqa: E402
+from prm_critic._optional import install_hint  # noqa: E402
 from prm_critic.sb3 import PolicyCheckpointError, load_policy, predict, save_policy, train_policy  # noqa: E402
 
 BaseCallback = pytest.importorskip("stable_baselines3.common.callbacks").BaseCallback
@@ -265,8 +267,8 @@ def test_sb3_checkpoints_without_a_backend_still_load(sb3_files, tmp_path):
 
 @pytest.mark.parametrize("kwargs, match", [
     (dict(algo="crossq"), r"algo='crossq' is not available with backend='sb3': CrossQ is trained with SBX \(JAX\) "
-                          r"here; pass backend='sbx' \(CLI: --backend sbx; install it with pip install "
-                          r"\"prm-critic\[sbx\]\"\); backend='sb3' provides algo in \['sac', 'tqc', 'ppo'\]"),
+                          r"here; pass backend='sbx' \(CLI: --backend sbx; install it with "
+                          + re.escape(install_hint("sbx")) + r"\); backend='sb3' provides algo in \['sac', 'tqc', 'ppo'\]"),
     (dict(algo="ppo", backend="sbx"), r"algo='ppo' is not available with backend='sbx': SBX's PPO has no policy for "
                                       r"Dict observations .*pass backend='sb3' for PPO; backend='sbx' provides algo "
                                       r"in \['sac', 'tqc', 'crossq'\]"),
@@ -280,7 +282,7 @@ def test_refused_backend_combinations(tmp_path, kwargs, match):
 
 def test_a_missing_sbx_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "sbx", None)  # as if sbx were not installed
-    with pytest.raises(ImportError, match=r"optional dependency 'sbx' .*pip install \"prm-critic\[sbx\]\""):
+    with pytest.raises(ImportError, match=r"optional dependency 'sbx' .*" + re.escape(install_hint("sbx"))):
         train_policy("FetchPush-v4", algo="crossq", backend="sbx", total_steps=10, progress=False)
 
 

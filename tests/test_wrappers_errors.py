@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from prm_critic.robotics.make import CriticInputLayout
-from prm_critic.sb3 import VecPRMRewardShaper
+from prm_critic.sb3 import SB3VecPRMRewardShaper
 from prm_critic.wrappers import DeadEndPruner, PRMRewardShaper
 from wrappers_helpers import ListEnv, torch_critic
 
@@ -129,13 +129,15 @@ def test_pruner_threshold_and_patience_validated():
 def test_vec_twin_argument_errors():
     from stable_baselines3.common.vec_env import DummyVecEnv
 
-    with pytest.raises(TypeError, match=r"venv: expected a stable_baselines3 VecEnv, got ListEnv"):
-        VecPRMRewardShaper(ListEnv(PATH), CRITIC, gamma=0.99)
+    with pytest.raises(TypeError, match=r"venv: expected a stable-baselines3 VecEnv for SB3VecPRMRewardShaper, got "
+                                        r"ListEnv, a single gymnasium\.Env; wrap it with "
+                                        r"prm_critic\.wrappers\.PRMRewardShaper, or vectorise it first"):
+        SB3VecPRMRewardShaper(ListEnv(PATH), CRITIC, gamma=0.99)
     venv = DummyVecEnv([lambda: ListEnv(PATH)])
     with pytest.raises(ValueError, match=r"gamma: expected a number in \(0, 1\]"):
-        VecPRMRewardShaper(venv, CRITIC, gamma=2)
+        SB3VecPRMRewardShaper(venv, CRITIC, gamma=2)
     venv = DummyVecEnv([lambda: ListEnv([[0.0, 0.0, 0.0], [np.nan, 0.0, 0.0]])])
-    shaped = VecPRMRewardShaper(venv, CRITIC, gamma=0.99)
+    shaped = SB3VecPRMRewardShaper(venv, CRITIC, gamma=0.99)
     shaped.reset()
     with pytest.raises(ValueError, match=r"infos\[0\]\['terminal_observation'\]: expected finite values, got nan at obs\[0\]"):
         shaped.step(np.zeros((1, 1), np.float32))

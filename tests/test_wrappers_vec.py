@@ -1,4 +1,4 @@
-"""VecPRMRewardShaper: one critic call per vector step; rewards equal the single-env shaper's."""
+"""SB3VecPRMRewardShaper: one critic call per vector step; rewards equal the single-env shaper's."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize  # noqa: 
 
 from prm_critic.robotics.make import make_env  # noqa: E402
 from prm_critic.robotics.subgoals import SubgoalCritic  # noqa: E402
-from prm_critic.sb3 import VecPRMRewardShaper  # noqa: E402
+from prm_critic.sb3 import SB3VecPRMRewardShaper  # noqa: E402
 from prm_critic.wrappers import PRMRewardShaper  # noqa: E402
 from wrappers_helpers import CountingCritic, ListEnv, torch_critic  # noqa: E402
 
@@ -41,7 +41,7 @@ def test_vec_twin_calls_critic_once_per_step_and_matches_single_env(mode):
     rng = np.random.default_rng(0)
     actions = rng.uniform(-1, 1, size=(13, N_ENVS, 4)).astype(np.float32)
 
-    vec = VecPRMRewardShaper(DummyVecEnv(fns), critic, **kw)
+    vec = SB3VecPRMRewardShaper(DummyVecEnv(fns), critic, **kw)
     critic.batches.clear()
     vec_out = _rollout(vec, actions)
     # 1 call at reset + exactly 1 per vector step, each with n_envs rows + one per done env
@@ -70,7 +70,7 @@ def test_vec_twin_terminal_rule_matches_single_env():
              [[1.0, 1.0, 1.0], [0.0, 1.0, 2.0]]]
     fns = [lambda p=p, t=t: ListEnv(p, terminate_at_end=t) for p, t in zip(paths, (True, False))]
     actions = np.zeros((7, 2, 1), np.float32)
-    vec_out = _rollout(VecPRMRewardShaper(DummyVecEnv(fns), critic, gamma=0.8, scale=3.0), actions)
+    vec_out = _rollout(SB3VecPRMRewardShaper(DummyVecEnv(fns), critic, gamma=0.8, scale=3.0), actions)
     single_out = _rollout(DummyVecEnv([lambda f=f: PRMRewardShaper(f(), critic, gamma=0.8, scale=3.0) for f in fns]),
                           actions)
     saw_term = False
@@ -88,12 +88,12 @@ def test_vec_twin_warns_outside_vecnormalize():
     critic = torch_critic(3)
     venv = VecNormalize(DummyVecEnv([lambda: ListEnv([[0.0] * 3, [1.0] * 3])]))
     with pytest.warns(UserWarning, match="off-policy algorithms ignore its reward"):
-        VecPRMRewardShaper(venv, critic, gamma=0.99)
+        SB3VecPRMRewardShaper(venv, critic, gamma=0.99)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         # the critic declares no task: that warning is another check's (tests/test_faults_critic_metadata.py)
         warnings.filterwarnings("ignore", message=r".*task/env check was skipped")
-        VecNormalize(VecPRMRewardShaper(DummyVecEnv([lambda: ListEnv([[0.0] * 3, [1.0] * 3])]), critic, gamma=0.99))
+        VecNormalize(SB3VecPRMRewardShaper(DummyVecEnv([lambda: ListEnv([[0.0] * 3, [1.0] * 3])]), critic, gamma=0.99))
 
 
 def test_vec_twin_deadline_fallback_zeroes_shaping_for_that_step_and_the_next():
@@ -102,7 +102,7 @@ def test_vec_twin_deadline_fallback_zeroes_shaping_for_that_step_and_the_next():
     base = torch_critic(3, seed=2)
     critic = SlowCritic(base, fail={2})  # call 0: reset, 1: step 1, 2: step 2 fails
     path = [[float(k), 0.0, 1.0] for k in range(8)]
-    venv = VecPRMRewardShaper(DummyVecEnv([lambda: ListEnv(path)] * 2), critic, gamma=0.9, deadline_s=1.0)
+    venv = SB3VecPRMRewardShaper(DummyVecEnv([lambda: ListEnv(path)] * 2), critic, gamma=0.9, deadline_s=1.0)
     out = _rollout(venv, np.zeros((4, 2, 1), np.float32))
     shaping = np.array([[i["prm_shaping"] for i in infos] for _, _, infos in out])
     fell = [infos[0]["prm_fallback"] for _, _, infos in out]
@@ -113,16 +113,22 @@ def test_vec_twin_deadline_fallback_zeroes_shaping_for_that_step_and_the_next():
     assert venv.stats == {"calls": 5, "fallbacks": 1, "timeouts": 0, "errors": 1, "busy": 0}
 
 
-def test_old_import_paths_still_work_and_warn():
+def test_old_names_and_import_paths_still_work_and_warn():
     import importlib
     import sys
 
     from prm_critic import sb3, wrappers
 
-    with pytest.warns(DeprecationWarning, match=r"moved to prm_critic\.sb3"):
+    with pytest.warns(DeprecationWarning, match=r"prm_critic\.wrappers\.VecPRMRewardShaper is deprecated: it is "
+                                                r"prm_critic\.sb3\.SB3VecPRMRewardShaper now"):
         old = wrappers.VecPRMRewardShaper
-    assert old is VecPRMRewardShaper is sb3.VecPRMRewardShaper
+    with pytest.warns(DeprecationWarning, match=r"prm_critic\.sb3\.VecPRMRewardShaper is deprecated: it is "
+                                                r"SB3VecPRMRewardShaper now"):
+        old_sb3 = sb3.VecPRMRewardShaper
+    with pytest.warns(DeprecationWarning, match=r"VecPRMRewardShaper is deprecated"):
+        from prm_critic.sb3.vec_prm_reward_shaper import VecPRMRewardShaper as old_mod
+    assert old is old_sb3 is old_mod is SB3VecPRMRewardShaper
     sys.modules.pop("prm_critic.wrappers.vec_prm_reward_shaper", None)
     with pytest.warns(DeprecationWarning, match=r"prm_critic\.wrappers\.vec_prm_reward_shaper is deprecated"):
         mod = importlib.import_module("prm_critic.wrappers.vec_prm_reward_shaper")
-    assert mod.VecPRMRewardShaper is VecPRMRewardShaper
+    assert mod.VecPRMRewardShaper is SB3VecPRMRewardShaper

@@ -1,4 +1,4 @@
-"""PRMRewardShaperVector: gymnasium vector envs (gym.make_vec), one critic call per vector step, the
+"""GymVectorPRMRewardShaper: gymnasium vector envs (gym.make_vec), one critic call per vector step, the
 single-env shaper's rewards, and no potential difference across an autoreset."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from gymnasium.vector import AutoresetMode, SyncVectorEnv  # noqa: E402
 
 from prm_critic.robotics.make import make_env, register_robotics_envs  # noqa: E402
 from prm_critic.robotics.subgoals import SubgoalCritic  # noqa: E402
-from prm_critic.wrappers import PRMRewardShaper, PRMRewardShaperVector  # noqa: E402
+from prm_critic.wrappers import GymVectorPRMRewardShaper, PRMRewardShaper  # noqa: E402
 from wrappers_helpers import CountingCritic, ListEnv, SlowCritic, torch_critic  # noqa: E402
 
 TASK = "FetchReach-v4"
@@ -56,7 +56,7 @@ def test_make_vec_fetchreach_matches_single_env_shaper(mode, autoreset):
 
     venv = gym.make_vec(TASK, num_envs=N, vectorization_mode="sync", max_episode_steps=5,
                         vector_kwargs={"autoreset_mode": autoreset})
-    vec = PRMRewardShaperVector(venv, critic, **kw)
+    vec = GymVectorPRMRewardShaper(venv, critic, **kw)
     critic.batches.clear()
     vec_out = _rollout(vec, actions)
     # one call at reset, then exactly one per vector step (+ one row per final obs in SAME_STEP mode)
@@ -97,7 +97,7 @@ def test_terminal_rule_and_no_potential_across_the_boundary():
     critic = torch_critic(3, seed=1)
     paths = [[[0.0, 0.0, 0.0], [1.0, 0.5, 0.0], [2.0, 1.0, 0.5]], [[1.0, 1.0, 1.0], [0.0, 1.0, 2.0]]]
     fns = [lambda p=p, t=t: ListEnv(p, terminate_at_end=t) for p, t in zip(paths, (True, False))]
-    vec = PRMRewardShaperVector(SyncVectorEnv(fns), critic, gamma=0.8, scale=3.0)
+    vec = GymVectorPRMRewardShaper(SyncVectorEnv(fns), critic, gamma=0.8, scale=3.0)
     out = _rollout(vec, np.zeros((6, 2, 1), np.float32))
 
     def phi(x):
@@ -121,7 +121,7 @@ def test_deadline_fallback_zeroes_shaping_for_that_step_and_the_next():
     base = torch_critic(3, seed=2)
     critic = SlowCritic(base, fail={2})  # call 0: reset, 1: step 1, 2: step 2 fails
     path = [[float(k), 0.0, 1.0] for k in range(8)]
-    vec = PRMRewardShaperVector(SyncVectorEnv([lambda: ListEnv(path)] * 2), critic, gamma=0.9, deadline_s=5.0)
+    vec = GymVectorPRMRewardShaper(SyncVectorEnv([lambda: ListEnv(path)] * 2), critic, gamma=0.9, deadline_s=5.0)
     out = _rollout(vec, np.zeros((4, 2, 1), np.float32))
     shaping = np.array([o[3]["prm_shaping"] for o in out])
     assert [bool(o[3]["prm_fallback"][0]) for o in out] == [False, True, False, False]
@@ -134,20 +134,32 @@ def test_deadline_fallback_zeroes_shaping_for_that_step_and_the_next():
 def test_refusals():
     register_robotics_envs()
     critic = SubgoalCritic("FetchPush-v4", make_env("FetchPush-v4"))
-    with pytest.raises(TypeError, match=r"env: expected a gymnasium.vector.VectorEnv"):
-        PRMRewardShaperVector(make_env(TASK), critic, gamma=0.9)
+    with pytest.raises(TypeError, match=r"env: expected a gymnasium\.vector\.VectorEnv for GymVectorPRMRewardShaper"):
+        GymVectorPRMRewardShaper(make_env(TASK), critic, gamma=0.9)
     venv = gym.make_vec("FetchPickAndPlace-v4", num_envs=2, vectorization_mode="sync")
     with pytest.raises(ValueError, match=r"'FetchPush-v4'.*'FetchPickAndPlace-v4'.*allow_task_mismatch=True"):
-        PRMRewardShaperVector(venv, critic, gamma=0.9)
+        GymVectorPRMRewardShaper(venv, critic, gamma=0.9)
     off = gym.make_vec(TASK, num_envs=2, vectorization_mode="sync",
                        vector_kwargs={"autoreset_mode": AutoresetMode.DISABLED})
     with pytest.raises(ValueError, match=r"autoreset_mode .*DISABLED.* is not supported"):
-        PRMRewardShaperVector(off, SubgoalCritic(TASK, make_env(TASK)), gamma=0.9)
+        GymVectorPRMRewardShaper(off, SubgoalCritic(TASK, make_env(TASK)), gamma=0.9)
     with pytest.raises(ValueError, match=r"spec: info_subgoals=True needs a task spec"):
-        PRMRewardShaperVector(SyncVectorEnv([lambda: ListEnv([[0.0] * 3] * 2)]), torch_critic(3), gamma=0.9,
+        GymVectorPRMRewardShaper(SyncVectorEnv([lambda: ListEnv([[0.0] * 3] * 2)]), torch_critic(3), gamma=0.9,
                               info_subgoals=True)
-    bad = PRMRewardShaperVector(SyncVectorEnv([lambda: ListEnv([[0.0] * 3, [np.nan, 0.0, 0.0]])]), torch_critic(3),
+    bad = GymVectorPRMRewardShaper(SyncVectorEnv([lambda: ListEnv([[0.0] * 3, [np.nan, 0.0, 0.0]])]), torch_critic(3),
                                 gamma=0.9, deadline_s=1.0)
     bad.reset(seed=0)
     with pytest.raises(ValueError, match=r"observation: expected finite values, got nan at obs\[0\] \(batch row 0\)"):
         bad.step(np.zeros((1, 1), np.float32))
+
+
+def test_old_name_still_works_and_warns():
+    from prm_critic import wrappers
+    from prm_critic.wrappers import vector_prm_reward_shaper
+
+    with pytest.warns(DeprecationWarning, match=r"prm_critic\.wrappers\.PRMRewardShaperVector is deprecated: it is "
+                                                r"prm_critic\.wrappers\.GymVectorPRMRewardShaper now"):
+        old = wrappers.PRMRewardShaperVector
+    with pytest.warns(DeprecationWarning, match=r"PRMRewardShaperVector is deprecated: it is GymVectorPRMRewardShaper"):
+        old_mod = vector_prm_reward_shaper.PRMRewardShaperVector
+    assert old is old_mod is GymVectorPRMRewardShaper

@@ -3,15 +3,34 @@
 from __future__ import annotations
 
 
+DESCRIPTION = """\
+Roll out a behaviour policy on a task and store the trajectories, with the MuJoCo state of every step
+(what Monte-Carlo labels restore), as resumable shard files in OUT:
+
+  OUT/meta.json        the task spec, observation layout, policy and seeds
+  OUT/shards/*.npz     SHARD_SIZE episodes each; episode e is reset with seed SEED + e
+
+Re-running with the same settings resumes (complete shards are kept); a folder that holds data
+collected with other settings is refused, naming each setting that differs. Next step:
+prm-critic label --data OUT --family subgoal (or mc, mc_bisect, outcome).
+
+  prm-critic collect --task PointMaze_UMaze-v3 --episodes 60 --out runs/pm
+"""
+
+
 def register(sub) -> None:
-    p = sub.add_parser("collect", help="collect trajectories (with MuJoCo snapshots) into shards")
-    p.add_argument("--task", required=True, help="built-in spec name or a .toml spec path")
+    p = sub.add_parser("collect", help="collect trajectories (with MuJoCo snapshots) into shards",
+                       description=DESCRIPTION)
+    p.add_argument("--task", required=True, help="built-in task spec name or a .toml spec path")
     p.add_argument("--out", required=True, help="output folder (re-run with the same settings to resume)")
     p.add_argument("--episodes", type=int, required=True, help="number of episodes")
-    p.add_argument("--policy", default="scripted", help="scripted | random | PATH/policy.json (a train-policy checkpoint) | PATH.zip (a stable-baselines3 model; needs --trust-pickle)")
-    p.add_argument("--seed", type=int, default=0, help="episode e is reset with seed + e (default 0)")
-    p.add_argument("--shard-size", type=int, default=10, help="episodes per shard file (default 10)")
-    p.add_argument("--max-episode-steps", type=int, default=None, help="TimeLimit override")
+    p.add_argument("--policy", default="scripted",
+                   help="scripted (the spec's noisy controller), random, PATH/policy.json (a train-policy checkpoint) "
+                        "or PATH.zip (a stable-baselines3 model; needs --trust-pickle)")
+    p.add_argument("--seed", type=int, default=0, help="episode e is reset with seed + e")
+    p.add_argument("--shard-size", type=int, default=10, help="episodes per shard file")
+    p.add_argument("--max-episode-steps", type=int, default=None,
+                   help="TimeLimit override (default: the spec's max_episode_steps)")
     p.add_argument("--trust-pickle", action="store_true",
                    help="allow --policy to be a stable-baselines3 .zip: loading one unpickles objects stored in the "
                         "file, which runs arbitrary code from it (only for files you trust)")
@@ -22,14 +41,17 @@ def register(sub) -> None:
 
 def add_executor_args(p) -> None:
     """``--executor`` / ``--workers`` / ``--address`` (prm_critic.executor)."""
+    from prm_critic.commands._help import install
+
     p.add_argument("--executor", choices=["local", "ray"], default="local",
-                   help="local: this process (default); ray: Ray workers (pip install \"prm-critic[ray]\"); results are "
-                        "bit-identical either way")
+                   help=f"local: this process; ray: Ray workers (needs the ray extra: {install('ray')}); results "
+                        "are bit-identical either way")
     p.add_argument("--workers", type=int, default=None,
                    help="ray: worker processes (default: one per CPU of the Ray cluster)")
     p.add_argument("--address", default=None,
-                   help="ray: address of an existing cluster (`ray start --head` prints it; 'auto' finds a local one; "
-                        "gives up after $PRM_RAY_CONNECT_S seconds, default 60)")
+                   help="ray: address of an existing cluster ('ray start --head' prints it; 'auto' finds a local one; "
+                        "gives up after $PRM_RAY_CONNECT_S seconds, 60 unless set) (default: the Ray instance this "
+                        "process started, or a new local one)")
 
 
 def executor_kwargs(args) -> dict:

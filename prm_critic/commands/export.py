@@ -15,7 +15,11 @@ def register(sub) -> None:
         "export",
         help="export a state-critic checkpoint to ONNX (opset 18, parity-checked against torch)",
         description="Export a state-critic checkpoint (.safetensors + .json) to one .onnx file with "
-        "normalisation and metadata inside; the export is checked against torch before it is written.",
+        "normalisation and metadata inside, written beside the checkpoint unless --out is given; the export is "
+        "checked against torch before it is written.\n\n"
+        "  prm-critic export --checkpoint runs/pm_critic/critic            # -> runs/pm_critic/critic.onnx\n"
+        "  prm-critic export --checkpoint runs/pm_critic/critic --batch 1  # -> runs/pm_critic/critic.b1.onnx\n"
+        "  prm-critic export --subgoal-spec FetchPush-v4                   # -> ./subgoal_FetchPush-v4.onnx",
     )
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--checkpoint", help="state-critic checkpoint path (.safetensors, .json or their common stem)")
@@ -26,11 +30,12 @@ def register(sub) -> None:
                           "write the content hash of its current bytes, so it loads verified again (in place, or "
                           "to --out)")
     p.add_argument("--out", default=None,
-                   help="output .onnx file (default: export/<checkpoint name>.onnx or export/subgoal_<task>.onnx; "
-                        ".b1.onnx for --batch 1)")
+                   help="output .onnx file (default: beside the input: CHECKPOINT.onnx next to the checkpoint, "
+                        "subgoal_TASK.onnx next to a .toml spec or in the current folder for a built-in spec name, "
+                        "the file itself for --reseal; .b1.onnx for --batch 1)")
     p.add_argument("--batch", default="dynamic", choices=["1", "dynamic"],
-                   help="'dynamic' (any batch size) or '1' (fixed batch 1, for control loops); default dynamic")
-    p.add_argument("--opset", type=int, default=18, help="ONNX opset (default 18)")
+                   help="'dynamic' (any batch size) or '1' (fixed batch 1, for control loops)")
+    p.add_argument("--opset", type=int, default=18, help="ONNX opset")
     p.add_argument("--ir-version", type=int, default=None,
                    help="ONNX IR version of the file (default: the exporter's, 10, which needs onnxruntime >= 1.18; "
                         "9 loads in onnxruntime 1.16 and 1.17; at least what the opset needs, 8 for opset 18)")
@@ -59,12 +64,28 @@ def report_phases(enabled: bool = True) -> Iterator[None]:
         logger.setLevel(level)
 
 
+def default_out(args) -> Path:
+    """Where ``export`` writes without ``--out``: beside its input (``CHECKPOINT.onnx`` next to the
+    checkpoint; ``subgoal_TASK.onnx`` next to a ``.toml`` spec, or in the current folder for a
+    built-in spec name), ``.b1.onnx`` for ``--batch 1``."""
+    from prm_critic._io import checkpoint_paths
+
+    suffix = ".b1.onnx" if args.batch == "1" else ".onnx"
+    if args.subgoal_spec is not None:
+        from prm_critic.robotics.spec import load_spec
+
+        spec_path = Path(args.subgoal_spec)
+        folder = spec_path.parent if spec_path.suffix == ".toml" else Path(".")
+        return folder / f"subgoal_{load_spec(args.subgoal_spec).name}{suffix}"
+    stem = checkpoint_paths(args.checkpoint)[0].with_suffix("")
+    return stem.parent / f"{stem.name}{suffix}"
+
+
 def _export(args) -> Path:
-    from prm_critic.models.checkpoint import checkpoint_paths
     from prm_critic.onnx.export import export_state_critic
 
     batch = 1 if args.batch == "1" else "dynamic"
-    out = args.out
+    out = args.out if args.out is not None else default_out(args)
     if args.subgoal_spec is not None:
         from prm_critic.onnx.export import export_subgoal_critic
         from prm_critic.robotics.make import make_env
@@ -74,18 +95,13 @@ def _export(args) -> Path:
         if args.task is not None:
             raise ValueError("--task: not used with --subgoal-spec (the spec names the task)")
         spec = load_spec(args.subgoal_spec)
-        stem = f"subgoal_{spec.name}"
         env = make_env(spec)
         try:
             critic = SubgoalCritic(spec, env)
         finally:
             env.close()
-        out = out if out is not None else Path("export") / (f"{stem}.b1.onnx" if batch == 1 else f"{stem}.onnx")
         path = export_subgoal_critic(critic, out, batch=batch, opset=args.opset, ir_version=args.ir_version)
     else:
-        if out is None:
-            stem = checkpoint_paths(args.checkpoint)[0].with_suffix("").name
-            out = Path("export") / (f"{stem}.b1.onnx" if batch == 1 else f"{stem}.onnx")
         path = export_state_critic(args.checkpoint, out, batch=batch, opset=args.opset, task=args.task,
                                    ir_version=args.ir_version)
     return Path(path)

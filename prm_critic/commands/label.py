@@ -6,32 +6,54 @@ from __future__ import annotations
 from prm_critic.commands.collect import add_executor_args
 
 
+DESCRIPTION = """\
+Write one label family's step labels for the trajectories in a folder written by prm-critic collect,
+as DATA/labels/FAMILY/shard_*.npz (resumable per shard: a labelled shard is kept). The families:
+
+{families}
+
+An option a family does not take is refused. Next step: prm-critic train-critic --data DATA
+--family FAMILY --out CRITIC.
+
+  prm-critic label --data runs/pm --family mc --k 8 --stride 4
+"""
+
+
 def register(sub) -> None:
-    from prm_critic.robotics.families import families_taking, get_label_family, label_families
+    from prm_critic.robotics.families import OPTION_DEFAULTS, families_taking, get_label_family, label_families
 
     def takers(option: str) -> str:
         return ", ".join(families_taking(option))
 
+    def default(option: str) -> str:
+        # family options default to None (not given): label() refuses one given to a family that does not take it
+        return f" (default: {OPTION_DEFAULTS[option]})"
+
     names = label_families()
-    p = sub.add_parser("label", help=f"label collected steps: {' | '.join(names)}")
-    p.add_argument("--data", required=True, help="folder written by `prm-critic collect`")
-    p.add_argument("--family", required=True, choices=names,
-                   help="label family (" + "; ".join(f"{n}: {get_label_family(n).description}" for n in names
-                                                     if get_label_family(n).description) + ")")
-    # family options default to None (not given): label() refuses one given to a family that does not take it
-    p.add_argument("--k", type=int, default=None, help=f"{takers('k')}: continuations per estimated state (default 8)")
-    p.add_argument("--stride", type=int, default=None, help=f"{takers('stride')}: label every stride-th step (default 1)")
-    p.add_argument("--gamma", type=float, default=None, help=f"{takers('gamma')}: discount (default 0.99)")
+    width = max(len(n) for n in names)
+    families = "\n".join(f"  {n:<{width}}  {get_label_family(n).description or '(a registered family)'}" for n in names)
+    p = sub.add_parser("label", help=f"label collected steps: {' | '.join(names)}",
+                       description=DESCRIPTION.format(families=families))
+    p.add_argument("--data", required=True, help="folder written by prm-critic collect")
+    p.add_argument("--family", "--label", dest="family", required=True, choices=names,
+                   help="label family (the list above); --label is the same option")
+    p.add_argument("--k", type=int, default=None, help=f"{takers('k')}: continuations per estimated state" + default("k"))
+    p.add_argument("--stride", type=int, default=None,
+                   help=f"{takers('stride')}: label every stride-th step" + default("stride"))
+    p.add_argument("--gamma", type=float, default=None, help=f"{takers('gamma')}: discount" + default("gamma"))
     p.add_argument("--threshold", type=float, default=None,
-                   help=f"{takers('threshold')}: a success estimate at or below this counts as dropped (default 0)")
+                   help=f"{takers('threshold')}: a success estimate at or below this counts as dropped"
+                        + default("threshold"))
     p.add_argument("--resolution", type=int, default=None,
-                   help=f"{takers('resolution')}: stop bisecting when the drop is located within this many steps "
-                        "(default 1)")
-    p.add_argument("--seed", type=int, default=None, help=f"{takers('seed')}: rollout seed (default 0)")
-    p.add_argument("--rollout-policy", default=None, help=f"{takers('rollout_policy')}: scripted | random | PATH/policy.json (train-policy checkpoint) | PATH.zip (needs --trust-pickle)")
+                   help=f"{takers('resolution')}: stop bisecting when the drop is located within this many steps"
+                        + default("resolution"))
+    p.add_argument("--seed", type=int, default=None, help=f"{takers('seed')}: rollout seed" + default("seed"))
+    p.add_argument("--rollout-policy", default=None,
+                   help=f"{takers('rollout_policy')}: scripted, random, PATH/policy.json (train-policy checkpoint) or "
+                        "PATH.zip (needs --trust-pickle)" + default("rollout_policy"))
     p.add_argument("--trust-pickle", action="store_true",
-                   help="allow --rollout-policy to be a stable-baselines3 .zip: loading one unpickles objects stored in the "
-                        "file, which runs arbitrary code from it (only for files you trust)")
+                   help="allow --rollout-policy to be a stable-baselines3 .zip: loading one unpickles objects stored "
+                        "in the file, which runs arbitrary code from it (only for files you trust)")
     add_executor_args(p)
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p.set_defaults(func=run)

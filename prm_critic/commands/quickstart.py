@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 
-#: The extra the README's quickstart install (``pip install ".[train]"``) provides.
+#: The extra the README's quickstart install (``pip install -c constraints-cpu.txt ".[train]"``) provides.
 QUICKSTART_EXTRA = "train"
 
 
@@ -26,9 +26,11 @@ def next_commands(task: str, checkpoint: "str | Path", out: "str | Path") -> lis
 
 
 def _next_lines(task: str, checkpoint: "str | Path", out: "str | Path") -> list[str]:
+    from prm_critic._optional import install_command
+
     lines = []
     for extra, cmd in next_commands(task, checkpoint, out):
-        lines.append(cmd if extra == QUICKSTART_EXTRA else f'pip install "prm-critic[{extra}]" && {cmd}')
+        lines.append(cmd if extra == QUICKSTART_EXTRA else f"{install_command(extra)} && {cmd}")
     return lines
 
 
@@ -77,17 +79,30 @@ def _explain_line(ep: int, steps: int, terminated: bool, env_return: float, b: d
             f"depends on the start and the end alone (gamma={gamma}), so the shaping favours no policy")
 
 
+DESCRIPTION = """\
+The whole robotics chain on PointMaze in about a minute, every stage written under OUT:
+
+  1. collect EPISODES episodes with the spec's noisy scripted controller   -> OUT/data
+  2. label their steps: subgoal progress, Monte-Carlo (K continuations every STRIDE-th step), outcome
+  3. train a state critic on the Monte-Carlo labels                        -> OUT/critic_mc.safetensors / .json
+  4. run five episodes in the env wrapped by the PRM reward shaper and the dead-end pruner
+
+Every stage is resumable: re-running skips what is already on disk. It prints where everything went
+and the next commands (train a policy with the critic, export it to ONNX).
+"""
+
+
 def register(sub) -> None:
-    p = sub.add_parser("quickstart", help="run collect -> label -> train-critic -> shaped, pruned env on PointMaze",
-                       description=__doc__)
-    p.add_argument("--task", default="PointMaze_UMaze-v3", help="task spec (default PointMaze_UMaze-v3)")
-    p.add_argument("--out", default="prm_runs/quickstart", help="output folder (default prm_runs/quickstart)")
-    p.add_argument("--episodes", type=int, default=60, help="episodes to collect (default 60)")
-    p.add_argument("--max-episode-steps", type=int, default=150, help="episode length cap (default 150)")
-    p.add_argument("--k", type=int, default=4, help="MC continuations per labelled state (default 4)")
-    p.add_argument("--stride", type=int, default=8, help="MC-label every stride-th step (default 8)")
-    p.add_argument("--epochs", type=int, default=25, help="critic training epochs (default 25)")
-    p.add_argument("--seed", type=int, default=0, help="seed (default 0)")
+    p = sub.add_parser("quickstart", help="start here: collect -> label -> train-critic -> shaped, pruned env on "
+                                          "PointMaze", description=DESCRIPTION)
+    p.add_argument("--task", default="PointMaze_UMaze-v3", help="task spec")
+    p.add_argument("--out", default="prm_runs/quickstart", help="output folder")
+    p.add_argument("--episodes", type=int, default=60, help="episodes to collect")
+    p.add_argument("--max-episode-steps", type=int, default=150, help="episode length cap")
+    p.add_argument("--k", type=int, default=4, help="MC continuations per labelled state")
+    p.add_argument("--stride", type=int, default=8, help="MC-label every stride-th step")
+    p.add_argument("--epochs", type=int, default=25, help="critic training epochs")
+    p.add_argument("--seed", type=int, default=0, help="seed of the collection, the MC rollouts and the training")
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
     p.set_defaults(func=run)
 

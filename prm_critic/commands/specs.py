@@ -13,10 +13,23 @@ from __future__ import annotations
 from pathlib import Path
 
 
+DESCRIPTION = """\
+List the built-in task specs, or print one as TOML with its path.
+
+  prm-critic specs                      # the built-in names
+  prm-critic specs FetchReach-v4        # the spec's TOML text (the file to copy and edit)
+  prm-critic specs my_task.toml         # validate a spec file and print it back
+
+The first line printed is a TOML comment with the file's path, so prm-critic specs NAME > my.toml
+writes a valid spec to start from.
+"""
+
+
 def register(sub) -> None:
     p = sub.add_parser("specs", help="list built-in task specs, or print one as TOML with its path",
-                       description=__doc__)
-    p.add_argument("name", nargs="?", help="a built-in spec name or a .toml path to validate and show")
+                       description=DESCRIPTION)
+    p.add_argument("name", nargs="?",
+                   help="a built-in spec name or a .toml path to validate and show (default: list the built-in names)")
     p.set_defaults(func=run)
 
 

@@ -14,9 +14,10 @@ The library form is :func:`prm_critic.models.pipeline.train_critic_from_data`.
 
 from __future__ import annotations
 
-import argparse
 import warnings
 from typing import Any
+
+from prm_critic.commands._help import HelpFormatter
 
 
 #: Options whose default is the library's: ``TrainConfig()`` fields, and ``holdout`` of
@@ -39,13 +40,14 @@ def library_defaults() -> dict:
     return d
 
 
-class _LibraryDefaultsFormatter(argparse.HelpFormatter):
+class _LibraryDefaultsFormatter(HelpFormatter):
     """Shows the library's default in ``--help`` (resolved only when help is printed)."""
 
     def _expand_help(self, action):
         text = super()._expand_help(action)
         if action.dest in LIBRARY_DEFAULTS:
-            text = f"{text} (default {library_defaults()[action.dest]})"
+            value = library_defaults()[action.dest]
+            text = f"{text} (default: {'none' if value is None else value})"
         return text
 
 
@@ -55,13 +57,15 @@ def register(sub) -> None:
     p = sub.add_parser(
         "train-critic",
         help="train a state critic (MLP) on collected + labelled steps, evaluate on held-out episodes",
-        description="Train a state critic on the steps in --data with the --label family's success labels and "
+        description="Train a state critic on the steps in --data with the --family's success labels and "
         "the spec's subgoal progress, evaluate it on held-out episodes, and save a safetensors + JSON checkpoint, "
         "OUT.metrics.json and OUT.scores.png. Unset options take the library's defaults (TrainConfig).",
         formatter_class=_LibraryDefaultsFormatter,
     )
-    p.add_argument("--data", required=True, help="data folder written by `prm-critic collect` (and `label`)")
-    p.add_argument("--label", required=True, choices=label_families(), help="success label family")
+    p.add_argument("--data", required=True, help="data folder written by prm-critic collect (and label)")
+    p.add_argument("--family", "--label", dest="label", required=True, choices=label_families(),
+                   help="label family of the success labels (written by prm-critic label --family); --label is the "
+                        "same option")
     p.add_argument("--out", required=True, help="checkpoint path (stem, or .safetensors / .json)")
     p.add_argument("--epochs", type=int, help="training epochs")
     p.add_argument("--pairwise-weight", type=float,
@@ -79,7 +83,7 @@ def register(sub) -> None:
     p.add_argument("--batch-size", type=int, help="batch size")
     p.add_argument("--weight-decay", type=float, help="AdamW weight decay")
     p.add_argument("--val-fraction", type=float, help="fraction of training episodes used for early stopping (0: none)")
-    p.add_argument("--patience", type=int, help="early-stopping patience in epochs (needs --val-fraction)")
+    p.add_argument("--patience", type=int, help="early-stopping patience in epochs (needs --val-fraction; none: no early stopping)")
     p.add_argument("--device", help="torch device")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p.set_defaults(func=run)

@@ -12,6 +12,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from prm_critic.commands._help import HelpFormatter, install
+
 
 def library_backend() -> str:
     """``train_policy``'s default backend (imports the SB3 integration)."""
@@ -22,7 +24,7 @@ def library_backend() -> str:
     return inspect.signature(train_policy).parameters["backend"].default
 
 
-class _BackendDefaultFormatter(argparse.HelpFormatter):
+class _BackendDefaultFormatter(HelpFormatter):
     """Shows the library's default backend in ``--help`` (resolved only when help is printed)."""
 
     def _expand_help(self, action):
@@ -32,49 +34,69 @@ class _BackendDefaultFormatter(argparse.HelpFormatter):
         return text
 
 
+DESCRIPTION = """\
+Train a policy on a task with PRM rewards: the spec's subgoal progress or a trained critic as the
+potential of a shaped reward (or a subgoal bonus, or the critic's score as the reward), optional
+dead-end pruning and HER, evaluated on the unshaped env. Writes OUT/policy.safetensors +
+OUT/policy.json (load with prm_critic.sb3.load_policy), OUT/eval.csv (unshaped success) and OUT/logs
+(TensorBoard + CSV).
+
+  prm-critic train-policy --task FetchReach-v4 --algo sac --critic subgoal --her --steps 10000 --out runs/reach
+  prm-critic train-policy --task PointMaze_UMaze-v3 --critic runs/pm_critic/critic.json --steps 20000 --out runs/pm
+"""
+
+
 def register(sub) -> None:
     p = sub.add_parser("train-policy", help="train an SB3 policy with PRM subgoal rewards (SAC/TQC/PPO, HER)",
-                       formatter_class=_BackendDefaultFormatter)
+                       description=DESCRIPTION, formatter_class=_BackendDefaultFormatter)
     p.add_argument("--task", required=True, help="built-in task name or a spec .toml path")
-    p.add_argument("--algo", default="sac", help="sac, tqc or ppo; crossq with --backend sbx (default sac)")
+    p.add_argument("--algo", default="sac", help="sac, tqc or ppo; crossq with --backend sbx")
     p.add_argument("--backend", default=None,
-                   help='sb3 (stable-baselines3, torch) or sbx (SBX, JAX: sac, tqc, crossq; pip install '
-                        '"prm-critic[sbx]"; no --checkpoint-freq / --resume)')
+                   help=f"sb3 (stable-baselines3, torch) or sbx (SBX, JAX: sac, tqc, crossq; needs the sbx extra: "
+                        f"{install('sbx')}; no --checkpoint-freq / --resume)")
     p.add_argument("--critic", default=None,
-                   help="'subgoal' (spec progress, no training) or a critic checkpoint (.json/.safetensors/.onnx)")
+                   help="'subgoal' (spec progress, no training) or a critic checkpoint (.json/.safetensors/.onnx) "
+                        "(default: none, the env reward alone)")
     p.add_argument("--shaping", default=None,
-                   help="potential (default with --critic), subgoal, replace, or none")
-    p.add_argument("--scale", type=float, default=1.0, help="shaping scale (default 1.0)")
+                   help="potential, subgoal, replace, or none (default: potential with --critic, else none)")
+    p.add_argument("--scale", type=float, default=1.0, help="shaping scale")
     p.add_argument("--head", default="progress", help="critic head used as the potential (progress or success)")
     p.add_argument("--her", action="store_true", help="HerReplayBuffer (off-policy algos, goal-conditioned tasks)")
-    p.add_argument("--prune-threshold", type=float, default=None, help="dead-end pruning threshold (critic success)")
-    p.add_argument("--prune-patience", type=int, default=None, help="dead-end pruning patience (steps)")
+    p.add_argument("--prune-threshold", type=float, default=None,
+                   help="dead-end pruning threshold on the critic's success score; give with --prune-patience "
+                        "(default: no pruning)")
+    p.add_argument("--prune-patience", type=int, default=None,
+                   help="dead-end pruning patience in steps; give with --prune-threshold (default: no pruning)")
     p.add_argument("--steps", type=int, required=True,
                    help="env-step budget (PPO's n_steps is fitted to it unless given in --algo-kwargs; "
                         "a budget the algorithm must round up is stated with the number trained)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--n-envs", type=int, default=1)
-    p.add_argument("--eval-freq", type=int, default=None, help="evaluate on the unshaped env every N steps")
-    p.add_argument("--eval-episodes", type=int, default=50)
-    p.add_argument("--algo-kwargs", default=None, help='JSON dict of algorithm arguments, e.g. \'{"batch_size": 512}\'')
+    p.add_argument("--seed", type=int, default=0, help="seed of the envs, the algorithm and the evaluation")
+    p.add_argument("--n-envs", type=int, default=1, help="training envs stepped together (one vector env)")
+    p.add_argument("--eval-freq", type=int, default=None,
+                   help="evaluate on the unshaped env every N steps (default: no evaluation)")
+    p.add_argument("--eval-episodes", type=int, default=50, help="episodes per evaluation")
+    p.add_argument("--algo-kwargs", default=None,
+                   help='JSON dict of algorithm arguments, e.g. \'{"batch_size": 512}\' (default: none, the '
+                        "library's per-algorithm settings)")
     p.add_argument("--normalize-obs", action="store_true",
                    help="normalise observations with VecNormalize (obs only; the statistics are saved inside the "
                         "policy checkpoint). The RL benchmark trains with it on every task")
     p.add_argument("--out", required=True, help="output folder")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=True,
-                   help="progress bar on stderr over the env-step budget, with ETA (default on; "
-                        "--no-progress hides it)")
+                   help="progress bar on stderr over the env-step budget, with ETA (--no-progress hides it)")
     p.add_argument("--checkpoint-freq", type=int, default=None,
-                   help="save the whole training state (safetensors + JSON) to OUT/resume every N env steps")
+                   help="save the whole training state (safetensors + JSON) to OUT/resume every N env steps "
+                        "(default: never)")
     p.add_argument("--resume", action="store_true",
                    help="continue from OUT/resume when it holds a training state (same settings; --steps is the total)")
     p.add_argument("--torch-threads", type=int, default=1,
-                   help="torch intra-op CPU threads while training (default 1, the fastest measured for these "
+                   help="torch intra-op CPU threads while training (1 is the fastest measured for these "
                         "network sizes; 0: torch's own default)")
     p.add_argument("--early-stop", type=float, default=None, metavar="SUCCESS",
-                   help="stop once two consecutive evaluations reach this success rate (needs --eval-freq)")
+                   help="stop once two consecutive evaluations reach this success rate (needs --eval-freq) "
+                        "(default: train the whole budget)")
     p.add_argument("--early-stop-min-steps", type=int, default=0,
-                   help="--early-stop: not before this many env steps (default 0)")
+                   help="--early-stop: not before this many env steps")
     p.set_defaults(func=run)
 
 

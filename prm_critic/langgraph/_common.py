@@ -8,7 +8,7 @@ call before it runs.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Literal, Sequence, overload
 
 import numpy as np
 
@@ -44,6 +44,10 @@ check_str = validate.check_str
 check_choice = validate.check_choice
 
 
+@overload
+def check_prob(name: str, value: Any, *, allow_none: Literal[False] = ...) -> float: ...
+@overload
+def check_prob(name: str, value: Any, *, allow_none: bool) -> float | None: ...
 def check_prob(name: str, value: Any, *, allow_none: bool = False) -> float | None:
     """:func:`prm_critic.validate.check_prob`, worded "a float" (what the LangGraph messages say)."""
     return validate.check_prob(name, value, allow_none=allow_none, noun="a float")

@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass
-from typing import Annotated, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Annotated, Any, Callable, Iterable, Sequence
 
 from typing_extensions import TypedDict
 
@@ -66,7 +66,10 @@ from prm_critic.text.steps import TextStep
 
 _graph = lg("langgraph.graph")
 _types = lg("langgraph.types")
-_managed = lg("langgraph.managed")
+if TYPE_CHECKING:
+    from langgraph.managed import RemainingSteps
+else:  # through require(), so a missing package names the extra to install
+    RemainingSteps = lg("langgraph.managed").RemainingSteps
 
 __all__ = ["build_beam_search_graph", "BeamState", "beam_search_result"]
 
@@ -101,7 +104,7 @@ class BeamState(TypedDict, total=False):
     solution: dict | None
     best: dict | None
     stop_reason: str
-    remaining_steps: _managed.RemainingSteps
+    remaining_steps: RemainingSteps
 
 
 class ExpandInput(TypedDict):
@@ -181,11 +184,13 @@ class BeamConfig:
     on_all_pruned: str = "keep_best"
 
     def __post_init__(self) -> None:
-        fix = {"beam_width": check_int("beam_width", self.beam_width, minimum=1),
-               "branch_factor": check_int("branch_factor", self.branch_factor, minimum=1),
-               "max_depth": check_int("max_depth", self.max_depth, minimum=1),
-               "dead_end_threshold": check_prob("dead_end_threshold", self.dead_end_threshold),
-               "budget": check_int("budget", self.budget, minimum=1, allow_none=True)}
+        fix: dict[str, object] = {
+            "beam_width": check_int("beam_width", self.beam_width, minimum=1),
+            "branch_factor": check_int("branch_factor", self.branch_factor, minimum=1),
+            "max_depth": check_int("max_depth", self.max_depth, minimum=1),
+            "dead_end_threshold": check_prob("dead_end_threshold", self.dead_end_threshold),
+            "budget": check_int("budget", self.budget, minimum=1, allow_none=True),
+        }
         if self.is_terminal is not None and not callable(self.is_terminal):
             raise TypeError(f"is_terminal: expected a callable is_terminal(env_state) -> bool or None, "
                             f"got {self.is_terminal!r}")
@@ -269,7 +274,7 @@ def _make_prune_node(critic, cfg: BeamConfig):
         depth = int(state.get("depth", 0)) + 1
         if cands:
             steps = [TextStep(prompt, tuple(c["steps"][:-1]), c["steps"][-1]) for c in cands]
-            new = score_text_steps(critic, steps).get(cfg.head)
+            new: Iterable[float] = score_text_steps(critic, steps).get(cfg.head)
         else:
             new = []
         scored = []

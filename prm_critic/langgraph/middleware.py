@@ -29,7 +29,7 @@
 from __future__ import annotations
 
 import random
-from typing import Annotated, Any, Literal, Sequence
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Sequence
 
 from typing_extensions import NotRequired
 
@@ -53,7 +53,11 @@ from prm_critic.langgraph.node import add_step_records
 from prm_critic.langgraph.search import emit_event
 from prm_critic.text.steps import TextStep, format_tool_step
 
-_mw = lg("langchain.agents.middleware")
+if TYPE_CHECKING:
+    from langchain.agents.middleware import AgentMiddleware, AgentState
+else:  # through require(), so a missing package names the extra to install
+    AgentMiddleware = lg("langchain.agents.middleware").AgentMiddleware
+    AgentState = lg("langchain.agents.middleware").AgentState
 _types = lg("langchain.agents.middleware.types")
 _msgs = lg("langchain_core.messages")
 _lgtypes = lg("langgraph.types")
@@ -61,13 +65,13 @@ _lgtypes = lg("langgraph.types")
 __all__ = ["PRMBestOfNMiddleware", "PRMStepScoringMiddleware", "BestOfNState", "StepScoresState"]
 
 
-class BestOfNState(_mw.AgentState):
+class BestOfNState(AgentState):
     """Agent state with the best-of-N choice records."""
 
     prm_best_of_n: NotRequired[Annotated[list[dict], add_step_records]]
 
 
-class StepScoresState(_mw.AgentState):
+class StepScoresState(AgentState):
     """Agent state with the executed-step critic records."""
 
     step_scores: NotRequired[Annotated[list[dict], add_step_records]]
@@ -107,7 +111,7 @@ def _is_length_error(exc: BaseException) -> bool:
     return type(exc).__name__ == "LengthFinishReasonError"
 
 
-class PRMBestOfNMiddleware(_mw.AgentMiddleware):
+class PRMBestOfNMiddleware(AgentMiddleware):
     """Best-of-N tool-call selection by a step critic, before any tool runs.
 
     Args:
@@ -253,7 +257,7 @@ class PRMBestOfNMiddleware(_mw.AgentMiddleware):
 DEFAULT_FLAG = "[step critic: {head} score {score:.2f} < {threshold:.2f}; this step looks like a dead end]"
 
 
-class PRMStepScoringMiddleware(_mw.AgentMiddleware):
+class PRMStepScoringMiddleware(AgentMiddleware):
     """Score every executed tool step; record it in ``state["step_scores"]``; flag/end dead ends.
 
     Args:

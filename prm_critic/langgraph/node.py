@@ -52,7 +52,7 @@ left, leaving the last AI message's tool calls unanswered).
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Callable, Literal, Mapping
+from typing import TYPE_CHECKING, Annotated, Any, Callable, Literal, Mapping
 
 from typing_extensions import TypedDict
 
@@ -75,9 +75,13 @@ from prm_critic.langgraph.search import emit_event
 from prm_critic.text.fencing import DEFAULT_MAX_UNTRUSTED_CHARS, fence_untrusted
 from prm_critic.text.steps import TextStep
 
-_managed = lg("langgraph.managed")
 _END = lg("langgraph.graph").END
-_Runnable = lg("langchain_core.runnables").Runnable
+if TYPE_CHECKING:
+    from langchain_core.runnables import Runnable
+    from langgraph.managed import RemainingSteps
+else:  # through require(), so a missing package names the extra to install
+    Runnable = lg("langchain_core.runnables").Runnable
+    RemainingSteps = lg("langgraph.managed").RemainingSteps
 
 __all__ = [
     "StepCriticNode",
@@ -132,7 +136,7 @@ class CriticState(TypedDict, total=False):
     critic_revisions: Annotated[int, _latest]
     critic_verdict: str
     critic_stop_reason: Annotated[str, _latest]
-    remaining_steps: _managed.RemainingSteps
+    remaining_steps: RemainingSteps
 
 
 def _latest(left: Any, right: Any) -> Any:
@@ -153,7 +157,7 @@ def _get(state: Any, key: str, default: Any = None) -> Any:
     return getattr(state, key, default)
 
 
-class StepCriticNode(_Runnable):
+class StepCriticNode(Runnable):
     """Score the latest agent step with a critic; record, stream, and decide retry/continue/end.
 
     A LangChain ``Runnable``: LangGraph calls it with ``invoke`` in sync runs and ``ainvoke`` in

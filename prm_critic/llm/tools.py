@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import itertools
 import uuid
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from prm_critic import validate
 from prm_critic._optional import require
@@ -42,7 +42,10 @@ from prm_critic.llm.toolschema import args_schema as _args_schema
 from prm_critic.llm.toolschema import check_call as _check_call
 from prm_critic.llm.toolschema import parse_reply as _parse
 
-_lcm = require("langchain_core.language_models.chat_models", "llm")
+if TYPE_CHECKING:
+    from langchain_core.language_models.chat_models import BaseChatModel
+else:  # through require(), so a missing package names the extra to install
+    BaseChatModel = require("langchain_core.language_models.chat_models", "llm").BaseChatModel
 _msgs = require("langchain_core.messages", "llm")
 _outputs = require("langchain_core.outputs", "llm")
 _fn = require("langchain_core.utils.function_calling", "llm")
@@ -92,7 +95,7 @@ def _call_id() -> str:
 
 
 # --------------------------------------------------------------------------- the chat model
-class ToolCallChatModel(_lcm.BaseChatModel):
+class ToolCallChatModel(BaseChatModel):
     """A chat model whose replies carry real ``tool_calls``, from any wrapped chat model (module doc).
 
     Args:
@@ -240,7 +243,7 @@ class ToolCallChatModel(_lcm.BaseChatModel):
                                                               "parameters": _args_schema(s, arg_choices.get(s["name"]))}}
                             for s in specs]
             n_native = 1 if self.mode == "auto" else self.max_attempts
-            reason = ""
+            reason: str | None = ""  # a str whenever no usable message came back
             for _ in range(n_native):
                 resp = yield "native", conv, native_tools, call_kwargs
                 attempts += 1

@@ -2,8 +2,8 @@
 :func:`train_critic_from_data` (data folder -> evaluated checkpoint), and distillation into a small deploy
 critic (:func:`distill_state_critic`, :func:`distill_critic_from_data`).
 
-Needs the ``torch`` extra (``pip install "prm-critic[torch]"``); without it, importing this package
-(or any module in it) raises one ImportError with that command.
+Needs the ``torch`` extra; without it, importing this package
+(or any module in it) raises one ImportError with the command that installs it.
 """
 
 from prm_critic._optional import require

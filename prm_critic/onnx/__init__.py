@@ -6,7 +6,7 @@
 * :func:`seal_onnx`: re-seal an export you changed on purpose (e.g. re-saved by onnxsim);
 * :func:`export_text_prm` / :class:`OnnxTextCritic`: the text PRM (MiniLM) on onnxruntime.
 
-``onnx``/``onnxruntime`` come with ``pip install "prm-critic[onnx]"`` (GPU: ``prm-critic[gpu]``).
+``onnx``/``onnxruntime`` come with the ``onnx`` extra (GPU: the ``gpu`` extra).
 The runtime does not import torch; the exporter does (imported on first use).
 """
 

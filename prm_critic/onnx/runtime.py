@@ -44,7 +44,7 @@ import numpy as np
 import numpy.typing as npt
 
 from prm_critic import validate
-from prm_critic._optional import require
+from prm_critic._optional import install_hint, require
 from prm_critic.critic import CriticInfo, StateCritic, StepScores, as_obs_batch, check_row
 from prm_critic.onnx._meta import FORMAT, INPUT_NAME, OUTPUT_NAME, check_model_bytes, decode_metadata
 
@@ -90,7 +90,7 @@ def _warn_double_install() -> None:
         warnings.warn(
             "both 'onnxruntime' and 'onnxruntime-gpu' are installed; they share the 'onnxruntime' module and "
             "whichever was installed last wins, which may hide the CUDA provider. Keep one: "
-            'pip uninstall -y onnxruntime onnxruntime-gpu && pip install "prm-critic[gpu]"',
+            f"pip uninstall -y onnxruntime onnxruntime-gpu && {install_hint('gpu')}",
             RuntimeWarning,
             stacklevel=3,
         )
@@ -344,7 +344,7 @@ class OnnxCritic(StateCritic):
             msg = (
                 f"provider={provider!r}: {requested} is not available in this onnxruntime "
                 f"(available: {available}); for CUDA install the GPU runtime alone: "
-                'pip uninstall -y onnxruntime && pip install "prm-critic[gpu]"'
+                f"pip uninstall -y onnxruntime && {install_hint('gpu')}"
             )
             if strict:
                 raise OnnxModelError(msg + " (strict=True: not falling back to CPU)")
@@ -386,7 +386,7 @@ class OnnxCritic(StateCritic):
                 f"provider={provider!r}: {requested} is listed by onnxruntime.get_available_providers() but failed "
                 f"to load, so {str(self.path)!r} cannot run on it; onnxruntime reported: {cause.rstrip('.')}. Usually the CUDA / "
                 "cuDNN libraries that this onnxruntime build needs are missing or of another version: "
-                'pip install "prm-critic[gpu]" (onnxruntime-gpu[cuda,cudnn]) or see onnxruntime\'s CUDA requirements'
+                f"install onnxruntime-gpu[cuda,cudnn] with {install_hint('gpu')}, or see onnxruntime's CUDA requirements"
             )
         return OnnxModelError(
             f"provider={provider!r}: onnxruntime could not run {str(self.path)!r} on {requested} "

@@ -312,16 +312,42 @@ def _write_meta(out: Path, spec: TaskSpec, pol: str, seed: int, shard_size: int,
     meta_path = out / "meta.json"
     if meta_path.exists():
         old = read_meta(out)
-        for key in ("task", "spec", "policy", "seed", "shard_size", "layout"):
-            if old.get(key) != meta[key]:
-                ov = old.get(key) if key != "spec" else "(a different spec)"
-                nv = meta[key] if key != "spec" else "(this spec)"
-                raise ValueError(
-                    f"out_dir: {str(out)!r} already holds data with {key}={ov!r}, but this run has {key}={nv!r}; "
-                    f"use another folder (or the same settings to resume)"
-                )
+        diffs = [d for key in _RUN_SETTINGS for d in setting_diffs(key, old.get(key, _MISSING), meta[key])]
+        if diffs:
+            shown = "; ".join(f"{name}: {ov!r} there, {nv!r} in this run" for name, ov, nv in diffs)
+            raise ValueError(
+                f"out_dir: {str(out)!r} already holds data collected with other settings ({len(diffs)} differ: "
+                f"{shown}); use another folder (or the same settings to resume)"
+            )
     atomic_write_json(meta_path, meta)
     return maze
+
+
+#: the settings of meta.json a resumed run must repeat
+_RUN_SETTINGS = ("task", "spec", "policy", "seed", "shard_size", "layout")
+
+
+class _Missing:
+    def __repr__(self) -> str:
+        return "(not recorded)"
+
+
+_MISSING = _Missing()
+
+
+def setting_diffs(name: str, old: Any, new: Any) -> list[tuple[str, Any, Any]]:
+    """``(dotted name, old value, new value)`` of every leaf where two recorded settings differ:
+    nested dicts (the spec, the layout) are compared key by key and lists of one length item by item
+    (``spec.max_episode_steps``, ``spec.subgoals[1].threshold``), so the refusal names the field that
+    changed rather than the whole spec."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        out: list[tuple[str, Any, Any]] = []
+        for key in list(old) + [k for k in new if k not in old]:
+            out += setting_diffs(f"{name}.{key}", old.get(key, _MISSING), new.get(key, _MISSING))
+        return out
+    if isinstance(old, (list, tuple)) and isinstance(new, (list, tuple)) and len(old) == len(new):
+        return [d for i, (o, n) in enumerate(zip(old, new)) for d in setting_diffs(f"{name}[{i}]", o, n)]
+    return [] if old == new else [(name, old, new)]
 
 
 def _shards_todo(out: Path, episodes: int, shard_size: int) -> tuple[list[int], int]:

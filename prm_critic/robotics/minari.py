@@ -45,7 +45,7 @@ import contextlib
 import json
 import os
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -112,8 +112,9 @@ def _space_sizes(space, where: str) -> dict[str, int]:
     raise MinariLayoutError(f"{where}: observation space {space} is neither a Dict of Box spaces nor a Box")
 
 
-def _episode_rows(files: list[Path]) -> Iterator[dict[str, np.ndarray]]:
-    """One dict of per-step arrays per episode, in episode order, from the trajectory shards."""
+def _episode_rows(files: list[Path]) -> Iterator[dict[str, Any]]:
+    """One dict per episode, in episode order, from the trajectory shards: its per-step arrays, its index
+    and seed, its rows in the shard, the shard file and the shard's number of rows."""
     for f in files:
         d = load_shard(f)
         for e, n in zip(d["ep_index"].tolist(), d["ep_len"].tolist()):
@@ -121,7 +122,8 @@ def _episode_rows(files: list[Path]) -> Iterator[dict[str, np.ndarray]]:
             if len(rows) != n or not np.array_equal(d["t"][rows], np.arange(n)):
                 raise ShardError(f"shard file {str(f)!r}: episode {e} has {len(rows)} rows with t={d['t'][rows][:5]}..., "
                                  f"expected ep_len={n} rows with t = 0..{n - 1}")
-            ep = {k: d[k][rows] for k in ("x", "next_x", "action", "reward", "terminated", "truncated", "success", "t")}
+            ep: dict[str, Any] = {k: d[k][rows] for k in ("x", "next_x", "action", "reward", "terminated", "truncated",
+                                                          "success", "t")}
             ep["ep_index"] = np.int64(e)
             ep["ep_seed"] = np.int64(d["ep_seed"][list(d["ep_index"]).index(e)])
             ep["rows"] = rows
@@ -348,7 +350,7 @@ def _episode_buffers(src: Path, files: list[Path], layout: CriticInputLayout, la
                     for k, v in o.items()}
         return np.asarray(o, dtype=obs_space.dtype).reshape((-1,) + obs_space.shape)
 
-    buffers = []
+    buffers: list[Any] = []  # minari EpisodeBuffer objects
     for ep in _episode_rows(files):
         T = len(ep["t"])
         states = np.concatenate([ep["x"], ep["next_x"][-1:]], axis=0)  # (T+1, D)
@@ -480,10 +482,12 @@ def _make_kwargs_defaults(env_id: str) -> dict[str, Any]:
 
     reg = gym.spec(env_id)
     creator = load_env_creator(reg.entry_point) if isinstance(reg.entry_point, str) else reg.entry_point
-    try:
-        params = inspect.signature(creator).parameters.values()
-    except (TypeError, ValueError):  # a creator without an inspectable signature: registered kwargs only
-        params = []  # type: ignore[assignment]
+    params: Iterable[inspect.Parameter] = []
+    if creator is not None:  # a spec without an entry point: registered kwargs only
+        try:
+            params = inspect.signature(creator).parameters.values()
+        except (TypeError, ValueError):  # a creator without an inspectable signature: registered kwargs only
+            params = []
     defaults = {p.name: p.default for p in params
                 if p.default is not inspect.Parameter.empty and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
     return {**defaults, **dict(reg.kwargs or {})}
@@ -541,9 +545,9 @@ def _import_episodes(ds: Any, ds_id: Any, out: Path, spec: TaskSpec, layout: Cri
                         ("episode", np.full(T, n_eps)), ("t", np.arange(T))):
             rows.setdefault(name, []).append(v)
         seed = seeds[i] if i < len(seeds) else None
-        for name, v in (("ep_index", n_eps), ("ep_seed", -1 if seed is None else int(seed)), ("ep_len", T),
-                        ("ep_success", ep_ok)):
-            rows.setdefault(name, []).append(v)
+        for name, value in (("ep_index", n_eps), ("ep_seed", -1 if seed is None else int(seed)), ("ep_len", T),
+                            ("ep_success", ep_ok)):
+            rows.setdefault(name, []).append(value)
         n_eps += 1
         if n_eps % shard_size == 0:
             _write_rows(out, k, rows)

@@ -1,16 +1,19 @@
-"""Train stable-baselines3 policies with PRM subgoal rewards (needs ``prm-critic[train]``).
+"""Train stable-baselines3 policies with PRM subgoal rewards (needs the ``train`` extra).
 
 * :func:`train_policy` - SAC / TQC / PPO (+ HER) on a task with PRM shaping and dead-end pruning;
-  ``backend="sbx"`` trains SAC / TQC / CrossQ with SBX (JAX, ``prm-critic[sbx]``; :data:`BACKENDS`);
+  ``backend="sbx"`` trains SAC / TQC / CrossQ with SBX (JAX, the ``sbx`` extra; :data:`BACKENDS`);
 * :func:`save_policy` / :func:`load_policy` - safetensors + JSON policy checkpoints (no pickle);
 * :class:`PRMStatsCallback`, :class:`UnshapedSuccessEval` - PRM logging and unshaped evaluation;
 * :class:`CriticRefreshCallback` - online fine-tuning of a learned critic on outcome labels;
 * :func:`save_training_state` / :func:`load_training_state` / :class:`TrainingStateCheckpoint` -
   resumable training (weights, optimisers, replay buffer, RNGs; safetensors + JSON);
 * :func:`make_train_env` - the gym-level env chain ``make_env -> shaper -> pruner -> PRMMonitor``;
-* :class:`VecPRMRewardShaper` - PRM reward shaping on a stable-baselines3 ``VecEnv`` (one critic
-  call per vector step).
+* :class:`SB3VecPRMRewardShaper` - PRM reward shaping on a stable-baselines3 ``VecEnv`` (one critic
+  call per vector step; ``VecPRMRewardShaper`` is its deprecated name).
 """
+
+import warnings
+from typing import Any
 
 from prm_critic.sb3.backends import BACKENDS
 from prm_critic.sb3.callbacks import PRMStatsCallback, UnshapedSuccessEval, read_eval_csv
@@ -25,11 +28,20 @@ from prm_critic.sb3.resume import (
     save_training_state,
 )
 from prm_critic.sb3.train import ALGOS, predict, train_policy
-from prm_critic.sb3.vec_prm_reward_shaper import VecPRMRewardShaper
+from prm_critic.sb3.vec_prm_reward_shaper import SB3VecPRMRewardShaper
 
 __all__ = [
     "train_policy", "predict", "ALGOS", "BACKENDS", "SHAPING_MODES", "save_policy", "load_policy", "PolicyCheckpointError",
     "PRMStatsCallback", "UnshapedSuccessEval", "CriticRefreshCallback", "read_eval_csv", "PRMMonitor", "make_train_env",
     "make_vec_train_env", "resolve_critic", "save_training_state", "load_training_state", "TrainingStateCheckpoint",
-    "TrainingStateError", "VecPRMRewardShaper",
+    "TrainingStateError", "SB3VecPRMRewardShaper",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "VecPRMRewardShaper":
+        warnings.warn("prm_critic.sb3.VecPRMRewardShaper is deprecated: it is SB3VecPRMRewardShaper now "
+                      "(from prm_critic.sb3 import SB3VecPRMRewardShaper); the old name will be removed in a future "
+                      "release", DeprecationWarning, stacklevel=2)
+        return SB3VecPRMRewardShaper
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,5 +1,5 @@
 """Which RL library trains the policy: ``"sb3"`` (stable-baselines3 / sb3-contrib, torch; the
-default) or ``"sbx"`` (SBX, the JAX implementations, ``pip install "prm-critic[sbx]"``).
+default) or ``"sbx"`` (SBX, the JAX implementations, the ``sbx`` extra).
 
 Both backends run the same env chain (:mod:`prm_critic.sb3.envs`: the shaper inside the vector env,
 HER relabelling through its ``compute_reward``), the same callbacks and the same unshaped
@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 import numpy as np
 
 from prm_critic import validate
-from prm_critic._optional import require
+from prm_critic._optional import install_hint, require
 
 if TYPE_CHECKING:  # the lazily imported algorithm classes, for type checkers
     from stable_baselines3.common.base_class import BaseAlgorithm
@@ -52,7 +52,7 @@ _CLASSES: dict[str, dict[str, tuple[str, str]]] = {
 #: why an algorithm is not on a backend, and what to pass instead
 _NOT_ON = {
     ("crossq", "sb3"): "CrossQ is trained with SBX (JAX) here; pass backend='sbx' (CLI: --backend sbx; "
-                       'install it with pip install "prm-critic[sbx]")',
+                       "install it with {install})",
     ("ppo", "sbx"): "SBX's PPO has no policy for Dict observations (MultiInputPolicy), which the goal-conditioned "
                     "tasks have; pass backend='sb3' for PPO",
 }
@@ -76,7 +76,7 @@ def check_algo_backend(algo: Any, backend: Any) -> None:
     validate.check_choice("algo", algo, ALGOS)
     check_backend(backend)
     if algo not in _CLASSES[backend]:
-        raise ValueError(f"algo={algo!r} is not available with backend={backend!r}: {_NOT_ON[(algo, backend)]}; "
+        raise ValueError(f"algo={algo!r} is not available with backend={backend!r}: {_NOT_ON[(algo, backend)].format(install=install_hint('sbx'))}; "
                          f"backend={backend!r} provides algo in {list(_CLASSES[backend])}")
 
 

@@ -138,8 +138,8 @@ def train_policy(task: "str | TaskSpec", *, algo: str = "sac", critic: Any = Non
             The run's configuration must match the checkpoint's (``total_steps`` aside).
         verbose: SB3's verbosity.
         progress_bar: older name of ``progress`` (``None``: not given).
-        backend: ``"sb3"`` (stable-baselines3 / sb3-contrib, torch) or ``"sbx"`` (SBX, JAX; ``pip
-            install "prm-critic[sbx]"``): SAC, TQC and CrossQ, same env chain, callbacks and
+        backend: ``"sb3"`` (stable-baselines3 / sb3-contrib, torch) or ``"sbx"`` (SBX, JAX; the ``sbx``
+            extra): SAC, TQC and CrossQ, same env chain, callbacks and
             evaluation; its policy checkpoint is safetensors + JSON too, and so is its training state
             (``checkpoint_freq`` / ``resume``: the JAX train states, optimiser states and PRNG keys).
         torch_threads: torch intra-op CPU threads while training (restored afterwards); ``None``

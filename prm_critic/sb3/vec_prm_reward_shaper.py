@@ -1,7 +1,8 @@
-"""Vectorised PRM reward shaping for stable-baselines3 VecEnvs (one critic call per vector step).
+"""Vectorised PRM reward shaping for stable-baselines3 VecEnvs (one critic call per vector step):
+:class:`SB3VecPRMRewardShaper` (``VecPRMRewardShaper`` is its deprecated name).
 
 For gymnasium vector envs (``gym.make_vec``) use
-:class:`~prm_critic.wrappers.PRMRewardShaperVector`.
+:class:`~prm_critic.wrappers.GymVectorPRMRewardShaper`.
 """
 
 from __future__ import annotations
@@ -15,13 +16,13 @@ from prm_critic._optional import require
 from prm_critic.critic import BaseCritic
 from prm_critic.robotics.layout import CriticInputLayout
 from prm_critic.wrappers._common import (
-    ObsFlattener, ShaperBase, setup_shaper,
+    SB3_VEC_ENV, ObsFlattener, ShaperBase, refuse_env_kind, setup_shaper,
 )
 
 require("stable_baselines3.common.vec_env")  # a missing extra fails here with the exact ``pip install`` to run
 from stable_baselines3.common import vec_env  # noqa: E402
 
-__all__ = ["VecPRMRewardShaper"]
+__all__ = ["SB3VecPRMRewardShaper"]
 
 _NO_ROWS = np.zeros(0, dtype=np.intp)
 
@@ -36,8 +37,12 @@ def _venv_env_id(venv) -> str | None:
     return env_id if isinstance(env_id, str) and env_id else None
 
 
-class VecPRMRewardShaper(ShaperBase, vec_env.VecEnvWrapper):
-    r"""The vector twin of :class:`~prm_critic.wrappers.PRMRewardShaper`.
+class SB3VecPRMRewardShaper(ShaperBase, vec_env.VecEnvWrapper):
+    r"""The stable-baselines3 ``VecEnv`` twin of :class:`~prm_critic.wrappers.PRMRewardShaper`.
+
+    A gymnasium vector env (``gym.make_vec``; refused here, with its name) is wrapped by
+    :class:`prm_critic.wrappers.GymVectorPRMRewardShaper`. Formerly ``VecPRMRewardShaper`` (that name
+    still works and warns).
 
     For each env ``i`` of the vector step, with ``Phi`` the critic's ``head`` score::
 
@@ -59,7 +64,7 @@ class VecPRMRewardShaper(ShaperBase, vec_env.VecEnvWrapper):
 
     Pitfalls (stable-baselines3):
 
-    * Place this wrapper INSIDE ``VecNormalize`` (``VecNormalize(VecPRMRewardShaper(venv))``).
+    * Place this wrapper INSIDE ``VecNormalize`` (``VecNormalize(SB3VecPRMRewardShaper(venv))``).
       Off-policy algorithms (SAC, TD3, TQC, DDPG) store ``VecNormalize.get_original_reward()``: a
       reward VecEnvWrapper placed outside ``VecNormalize`` is silently ignored by them; placed
       outside, it would also see normalised observations. A warning is raised when the wrapped
@@ -81,7 +86,7 @@ class VecPRMRewardShaper(ShaperBase, vec_env.VecEnvWrapper):
                  subgoal_bonus: float = 1.0, deadline_s: float | None = None, fallback: str = "zero",
                  allow_task_mismatch: bool = False, info_subgoals: bool = False):
         if not isinstance(venv, vec_env.VecEnv):
-            raise TypeError(f"venv: expected a stable_baselines3 VecEnv, got {type(venv).__name__}")
+            raise refuse_env_kind(venv, name="venv", expected=SB3_VEC_ENV)
         super().__init__(venv)
         setup_shaper(self, critic=critic, gamma=gamma, mode=mode, head=head, scale=scale,
                      subgoal_bonus=subgoal_bonus, deadline_s=deadline_s, fallback=fallback, layout=layout, spec=spec,
@@ -89,9 +94,9 @@ class VecPRMRewardShaper(ShaperBase, vec_env.VecEnvWrapper):
                      space=venv.observation_space, env_id=_venv_env_id(venv), where="venv")
         if vec_env.unwrap_vec_normalize(venv) is not None:
             warnings.warn(
-                "VecPRMRewardShaper wraps a VecNormalize: it sees normalised observations and off-policy "
+                "SB3VecPRMRewardShaper wraps a VecNormalize: it sees normalised observations and off-policy "
                 "algorithms ignore its reward (they store VecNormalize.get_original_reward()); wrap it inside "
-                "VecNormalize instead: VecNormalize(VecPRMRewardShaper(venv, ...))",
+                "VecNormalize instead: VecNormalize(SB3VecPRMRewardShaper(venv, ...))",
                 stacklevel=2,
             )
         self._flatten = ObsFlattener(self.layout)
@@ -229,3 +234,12 @@ class VecPRMRewardShaper(ShaperBase, vec_env.VecEnvWrapper):
     def close(self) -> None:
         self._caller.close()
         self.venv.close()
+
+
+def __getattr__(name: str) -> Any:
+    if name == "VecPRMRewardShaper":
+        warnings.warn("VecPRMRewardShaper is deprecated: it is SB3VecPRMRewardShaper now "
+                      "(from prm_critic.sb3 import SB3VecPRMRewardShaper); the old name will be removed in a future "
+                      "release", DeprecationWarning, stacklevel=2)
+        return SB3VecPRMRewardShaper
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

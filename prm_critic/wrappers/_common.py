@@ -165,6 +165,44 @@ def critic_task(critic: BaseCritic) -> tuple[str | None, str | None, TaskSpec | 
     return task, env_id, spec
 
 
+#: the kinds of env a shaper can wrap, and the shaper of each (named by the refusal of another kind)
+SINGLE_ENV = "single gymnasium.Env"
+GYM_VECTOR_ENV = "gymnasium.vector.VectorEnv"
+SB3_VEC_ENV = "stable-baselines3 VecEnv"
+SHAPER_FOR = {
+    SINGLE_ENV: "prm_critic.wrappers.PRMRewardShaper",
+    GYM_VECTOR_ENV: "prm_critic.wrappers.GymVectorPRMRewardShaper",
+    SB3_VEC_ENV: "prm_critic.sb3.SB3VecPRMRewardShaper",
+}
+_KIND_OF_BASE = {("gymnasium", "Env"): SINGLE_ENV, ("gymnasium", "VectorEnv"): GYM_VECTOR_ENV,
+                 ("stable_baselines3", "VecEnv"): SB3_VEC_ENV}
+
+
+def env_kind(env: Any) -> str | None:
+    """Which kind of env ``env`` is (:data:`SHAPER_FOR`'s keys), from its class's bases, without
+    importing gymnasium or stable-baselines3; ``None`` for anything else."""
+    for cls in type(env).__mro__:
+        kind = _KIND_OF_BASE.get(((cls.__module__ or "").split(".")[0], cls.__name__))
+        if kind is not None:
+            return kind
+    return None
+
+
+def refuse_env_kind(env: Any, *, name: str, expected: str) -> validate.ArgumentError:
+    """The error for an ``env`` that is not of the ``expected`` kind: names what it is and the shaper
+    that wraps that kind (raise it where the shaper's own ``isinstance`` check failed)."""
+    kind = env_kind(env)
+    got = type(env).__name__ + (f", a {kind}" if kind is not None else "")
+    hint = ""
+    if kind is not None and kind != expected:
+        hint = f"; wrap it with {SHAPER_FOR[kind]}"
+        if kind == SINGLE_ENV:
+            hint += (", or vectorise it first: DummyVecEnv([lambda: env])" if expected == SB3_VEC_ENV
+                     else ", or make a vector env with gym.make_vec(...)")
+    return validate.ArgumentError(f"{name}: expected a {expected} for {SHAPER_FOR[expected].rsplit('.', 1)[1]}, "
+                                  f"got {got}{hint}")
+
+
 def env_id_of(env: Any) -> str | None:
     """The gymnasium id of ``env`` (``env.unwrapped.spec.id``), or ``None`` for an unregistered env."""
     for e in (getattr(env, "unwrapped", None), env):

@@ -1,7 +1,9 @@
-"""PRM reward shaping for gymnasium vector envs (``gym.make_vec``; one critic call per vector step)."""
+"""PRM reward shaping for gymnasium vector envs (``gym.make_vec``; one critic call per vector step):
+:class:`GymVectorPRMRewardShaper` (``PRMRewardShaperVector`` is its deprecated name)."""
 
 from __future__ import annotations
 
+import warnings
 from typing import Any, Mapping
 
 import numpy as np
@@ -11,13 +13,13 @@ from prm_critic.critic import BaseCritic
 from prm_critic.robotics.label_rewards import potential_shaping
 from prm_critic.robotics.layout import CriticInputLayout
 from prm_critic.wrappers._common import (
-    ObsFlattener, ShaperBase, env_id_of, setup_shaper,
+    GYM_VECTOR_ENV, ObsFlattener, ShaperBase, env_id_of, refuse_env_kind, setup_shaper,
 )
 
 require("gymnasium")  # a missing extra fails here with the exact ``pip install`` to run
 import gymnasium as gym  # noqa: E402
 
-__all__ = ["PRMRewardShaperVector"]
+__all__ = ["GymVectorPRMRewardShaper"]
 
 _NO_ROWS = np.zeros(0, dtype=np.intp)
 
@@ -34,11 +36,13 @@ def _rows_of_next(v: np.ndarray, n: int, done_idx: np.ndarray) -> np.ndarray:
     return a
 
 
-class PRMRewardShaperVector(ShaperBase, gym.vector.VectorWrapper):
+class GymVectorPRMRewardShaper(ShaperBase, gym.vector.VectorWrapper):
     r"""The gymnasium vector twin of :class:`~prm_critic.wrappers.PRMRewardShaper`.
 
     Wraps a ``gymnasium.vector.VectorEnv`` (``gym.make_vec(...)``, ``SyncVectorEnv``,
-    ``AsyncVectorEnv``). For each sub-env ``i`` of a vector step, with ``Phi`` the critic's ``head``
+    ``AsyncVectorEnv``); a stable-baselines3 ``VecEnv`` (refused here, with its name) is wrapped by
+    :class:`prm_critic.sb3.SB3VecPRMRewardShaper`. Formerly ``PRMRewardShaperVector`` (that name
+    still works and warns). For each sub-env ``i`` of a vector step, with ``Phi`` the critic's ``head``
     score of the critic input of a state::
 
         potential:  r'_i = r_i + scale * (gamma * (0 if terminated_i else Phi(s'_i)) - Phi(s_i))
@@ -81,10 +85,7 @@ class PRMRewardShaperVector(ShaperBase, gym.vector.VectorWrapper):
                  subgoal_bonus: float = 1.0, deadline_s: float | None = None, fallback: str = "zero",
                  allow_task_mismatch: bool = False, info_subgoals: bool = False):
         if not isinstance(env, gym.vector.VectorEnv):
-            raise TypeError(
-                f"env: expected a gymnasium.vector.VectorEnv (gym.make_vec(...)), got {type(env).__name__}; "
-                "wrap a single env with PRMRewardShaper, a stable-baselines3 VecEnv with prm_critic.sb3.VecPRMRewardShaper"
-            )
+            raise refuse_env_kind(env, name="env", expected=GYM_VECTOR_ENV)
         super().__init__(env)
         AutoresetMode = gym.vector.AutoresetMode
         mode_ar = env.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP)
@@ -226,3 +227,12 @@ class PRMRewardShaperVector(ShaperBase, gym.vector.VectorWrapper):
     def close(self, **kwargs):
         self._caller.close()
         return super().close(**kwargs)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "PRMRewardShaperVector":
+        warnings.warn("PRMRewardShaperVector is deprecated: it is GymVectorPRMRewardShaper now "
+                      "(from prm_critic.wrappers import GymVectorPRMRewardShaper); the old name will be removed in a "
+                      "future release", DeprecationWarning, stacklevel=2)
+        return GymVectorPRMRewardShaper
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
