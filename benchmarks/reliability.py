@@ -66,6 +66,7 @@ ITEMS = {
     36: "Minari export with PRM rewards: unknown or unlabelled family, non-finite label, gamma outside (0, 1]",
     37: "MCTS over a forkable tool environment: policy and critic call budgets honoured, with the stop reason",
     38: "Ecosystem fit: install hints from the installed distribution, vector shapers given the other env kind, collect into a folder of other settings, Ctrl-C",
+    39: "Served agent threads (a new game, a finished episode continued) and ONNX IR versions below the opset's",
 }
 
 

@@ -1,11 +1,10 @@
-"""TextWorld agent: game generation, forking by replay, MC labels, the LangGraph agent, langgraph.json.
+"""TextWorld agent: game generation, forking by replay, MC labels, the LangGraph agent (served: tests/test_langgraph_server.py).
 
 Real TextWorld games generated offline with tw-make, real LangGraph graphs; no fakes.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
@@ -166,24 +165,6 @@ def test_graph_runs_offline_policy_with_real_textworld(game):
     for cmd, tm in zip(out["commands"], tool_msgs):
         assert cmd in adm
         adm = tm.artifact["admissible"]
-
-
-def test_langgraph_json_is_valid_and_graph_imports():
-    cfg_path = ROOT / "agents" / "langgraph.json"
-    cfg = json.loads(cfg_path.read_text())
-    assert set(cfg) >= {"dependencies", "graphs"}
-    for dep in cfg["dependencies"]:
-        assert (cfg_path.parent / dep / "pyproject.toml").exists()
-    assert cfg["graphs"], "no graphs"
-    for name, ref in cfg["graphs"].items():
-        file, attr = ref.split(":")
-        path = (cfg_path.parent / file).resolve()
-        assert path.exists(), path
-        spec = importlib.util.spec_from_file_location(f"lg_{name}", path)  # as the LangGraph CLI loads it
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-        g = getattr(mod, attr)
-        assert hasattr(g, "invoke") and "agent" in g.get_graph().nodes
 
 
 def test_graph_accepts_any_chat_model_with_tool_calls(game):

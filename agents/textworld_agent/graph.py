@@ -1,27 +1,46 @@
-"""The TextWorld agent as a LangGraph ``StateGraph``.
+"""The TextWorld agent as a LangGraph ``StateGraph``, with a step critic after every tool step.
 
 Graph::
 
-    START -> setup -> agent -> tools -> (agent | END)
+    START -> setup -> agent -> tools -> step_critic -> agent (verdict continue / retry) | END
 
-* ``setup``: generates / opens the game (input ``{"seed": S}`` or ``{"game": path}``), resets it
-  and puts the intro text in a HumanMessage (the admissible commands travel in
-  ``additional_kwargs["admissible"]``).
+``setup`` goes to ``tools`` instead of ``agent`` when the thread's last run ended between the model's
+tool call and its execution; ``agent`` goes to END when the model answers without a tool call.
+
+* ``setup``: a run whose input names a game (``{"seed": S}`` or ``{"game": path}``, optionally
+  ``"max_steps"``) starts a NEW episode on the thread: it generates / opens the game, resets it and
+  replaces the thread's transcript, commands, step scores and critic counters (nothing of an earlier
+  episode stays in the state). A run without them continues the thread's episode; continuing one
+  that is over (won, lost or out of steps) is an error saying how to start a new game. ``seed``,
+  ``game`` and ``max_steps`` are requests (ephemeral channels): what the episode is lives in
+  ``state["episode"]`` (``number``, ``seed``, ``game``, ``max_steps``, ``critic``).
 * ``agent``: a chat model with the tools bound (``act(command)``, ``look()``, ``inventory()``)
   returns an AIMessage with one tool call. The default is :class:`OfflinePolicyModel`, which
   samples among the admissible commands with :class:`~agents.textworld_agent.policy.BasePolicy`;
   any LangChain chat model with ``bind_tools`` can replace it (``build_graph(model=...)``).
 * ``tools``: runs the call on the game session for ``(game, commands)`` and appends a
-  ToolMessage (content = game feedback; artifact = admissible commands).
-* ends when the game is won / lost / out of steps, or ``remaining_steps`` runs low.
+  ToolMessage (content = game feedback; artifact = the command and the admissible commands).
+* ``step_critic``: :class:`GameStepCritic`, the library's
+  :class:`~prm_critic.langgraph.StepCriticNode` (default critic: the rule-based
+  :class:`~prm_critic.text.VerifierCritic`; ``build_graph(critic=...)`` takes any text critic, and
+  the served graph loads a trained text PRM from ``$PRM_CRITIC_TEXTWORLD_PRM``). Every scored step
+  appends a record to ``state["step_scores"]`` (and to ``stream_mode="custom"``). A rejected step
+  (verdict ``"retry"``) is undone in the game too: its messages are removed and its commands dropped,
+  so the game state (replayed from ``commands``) matches the transcript.
+* ends when the model answers without a tool call, the game is over (won / lost / out of steps), the
+  critic ends the run, or LangGraph's step budget (``recursion_limit``) runs low; why is in the state
+  (``done`` / ``won`` / ``lost``, ``critic_stop_reason``). A run ended by the step budget on an
+  unfinished game continues with the next run on the thread.
 
-``graph`` (module level, compiled, offline policy) is what ``agents/langgraph.json`` points at.
+``graph`` (module level, compiled, offline policy) is what ``langgraph.json`` (repository root)
+serves: ``langgraph dev --config langgraph.json`` from the repository root.
 """
 
 
-import itertools
+import os
+import uuid
 from pathlib import Path
-from typing import Annotated, Any, Sequence
+from typing import Annotated, Any, Mapping, Sequence
 
 from typing_extensions import TypedDict
 
@@ -31,6 +50,7 @@ if not __package__:  # loaded by file path (LangGraph CLI / server): make the re
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from prm_critic._optional import require
+from prm_critic.langgraph import StepCriticNode, add_step_records
 
 from agents.textworld_agent.env import DEFAULT_DIFFICULTY, ensure_game
 from agents.textworld_agent.policy import BasePolicy
@@ -38,12 +58,15 @@ from agents.textworld_agent.text import tool_of
 from agents.textworld_agent.tools import command_of, make_tools, session_for
 
 _lg_graph = require("langgraph.graph")
+_lg_message = require("langgraph.graph.message")
 _lg_managed = require("langgraph.managed")
+_lg_channels = require("langgraph.channels")
 _msgs = require("langchain_core.messages")
 _chat = require("langchain_core.language_models.chat_models")
 _outputs = require("langchain_core.outputs")
 
-__all__ = ["TextWorldAgentState", "OfflinePolicyModel", "build_graph", "graph", "SYSTEM_PROMPT"]
+__all__ = ["TextWorldAgentState", "TextWorldInput", "TextWorldOutput", "OfflinePolicyModel", "GameStepCritic", "build_graph",
+           "served_critic", "episode_step_records", "graph", "SYSTEM_PROMPT", "PRM_ENV", "RESET_STEP_SCORES"]
 
 SYSTEM_PROMPT = (
     "You play a text adventure cooking game. Use the tools: act(command) issues a game command, "
@@ -51,23 +74,63 @@ SYSTEM_PROMPT = (
     "prepare the ingredients as the recipe says, prepare the meal and eat it. One tool call per turn."
 )
 
+#: environment variable naming a trained text PRM folder (``MiniLMStepPRM``) for the served graph
+PRM_ENV = "PRM_CRITIC_TEXTWORLD_PRM"
+#: a write to ``step_scores`` that empties it (a new episode on the thread)
+RESET_STEP_SCORES = "__reset_step_scores__"
 
-class TextWorldAgentState(TypedDict, total=False):
-    """Graph state.
 
-    ``messages`` (reducer: append), ``game`` (path of the .z8), ``seed``, ``commands`` (game
-    commands so far: with ``game`` they determine the game state), ``won``/``lost``/``done``
-    (game status, for the caller; the model never reads them), ``max_steps``.
-    """
+def episode_step_records(left: list | None, right: Any) -> list:
+    """Reducer of ``step_scores``: append records (:func:`prm_critic.langgraph.add_step_records`);
+    :data:`RESET_STEP_SCORES` empties the list (``setup`` writes it when a new episode starts)."""
+    if isinstance(right, str):
+        if right != RESET_STEP_SCORES:
+            raise ValueError(f"step_scores: expected a record, a list of records or {RESET_STEP_SCORES!r}, got {right!r}")
+        return []
+    return add_step_records(left, right)
 
-    messages: Annotated[list, _lg_graph.add_messages]
+
+class TextWorldInput(TypedDict, total=False):
+    """A run's input. ``seed`` (an int >= 0, a generated game) or ``game`` (a ``.z8`` path) starts a new
+    episode on the thread, with ``max_steps`` game commands at most; none of them: continue the
+    thread's episode."""
+
     seed: int
     game: str
     max_steps: int
+    messages: list
+
+
+class TextWorldOutput(TypedDict, total=False):
+    """What a run returns (and a client reads from the thread's state).
+
+    ``messages`` (reducer: append), ``episode`` (``number``, ``seed``, ``game``, ``max_steps``,
+    ``critic``: the episode the thread plays), ``commands`` (game commands so far: with the game they
+    determine the game state), ``won``/``lost``/``done`` (game status, for the caller; the model never
+    reads them), ``step_scores`` / ``critic_revisions`` / ``critic_verdict`` / ``critic_stop_reason``
+    (the step critic's, see :class:`~prm_critic.langgraph.StepCriticNode`).
+    """
+
+    messages: Annotated[list, _lg_graph.add_messages]
+    episode: dict
     commands: list[str]
     won: bool
     lost: bool
     done: bool
+    step_scores: Annotated[list[dict], episode_step_records]
+    critic_revisions: int
+    critic_verdict: str
+    critic_stop_reason: str
+
+
+class TextWorldAgentState(TextWorldOutput, total=False):
+    """Graph state: :class:`TextWorldOutput`, the run's request (``seed``, ``game``, ``max_steps``:
+    ephemeral channels, read by ``setup`` in the run that names them, then cleared) and LangGraph's
+    ``remaining_steps``."""
+
+    seed: Annotated[int, _lg_channels.EphemeralValue(int)]
+    game: Annotated[str, _lg_channels.EphemeralValue(str)]
+    max_steps: Annotated[int, _lg_channels.EphemeralValue(int)]
     remaining_steps: _lg_managed.RemainingSteps
 
 
@@ -97,7 +160,8 @@ class OfflinePolicyModel(_chat.BaseChatModel):
     """A chat model that needs no LLM: it samples one admissible command with ``BasePolicy`` and
     returns it as a tool call (``act``, or ``look`` / ``inventory``). It reads the admissible
     commands from the latest message that carries them, and its own earlier tool calls.
-    Deterministic given ``seed`` and the call sequence.
+    The commands are deterministic given ``seed`` and the call sequence; tool-call ids are random
+    (unique across runs and server restarts, as the step critic keys its records by them).
     """
 
     seed: int = 0
@@ -109,7 +173,6 @@ class OfflinePolicyModel(_chat.BaseChatModel):
 
         self._rng = np.random.default_rng(self.seed)
         self._policy = BasePolicy(prior={} if self.uniform else BasePolicy().prior, repeat_penalty=self.repeat_penalty)
-        self._ids = itertools.count()
 
     @property
     def _llm_type(self) -> str:
@@ -124,46 +187,134 @@ class OfflinePolicyModel(_chat.BaseChatModel):
             raise ValueError("messages: no admissible commands found (expected the game's intro or a tool result)")
         cmd = self._policy.sample(adm, _issued(messages), self._rng)[0]
         tool, args = tool_of(cmd)
-        msg = _msgs.AIMessage(content="", tool_calls=[{"name": tool, "args": args or {}, "id": f"call_{next(self._ids)}",
-                                                       "type": "tool_call"}])
+        msg = _msgs.AIMessage(content="", tool_calls=[{"name": tool, "args": args or {},
+                                                       "id": f"call_{uuid.uuid4().hex[:16]}", "type": "tool_call"}])
         return _outputs.ChatResult(generations=[_outputs.ChatGeneration(message=msg)])
 
 
-def build_graph(model: Any = None, *, max_steps: int = 50, cache_dir: str | Path | None = None):
+class GameStepCritic(StepCriticNode):
+    """:class:`~prm_critic.langgraph.StepCriticNode` that also undoes a rejected step in the game.
+
+    On verdict ``"retry"`` the node removes the step's messages; this subclass also drops the
+    commands the step issued (read from its ToolMessages' ``artifact["command"]``) from
+    ``state["commands"]`` and sets ``won`` / ``lost`` / ``done`` to those of the game state before
+    the step (replayed), so the next tool call runs where the transcript says the game is.
+    """
+
+    def __call__(self, state: Any) -> dict[str, Any]:
+        return self._undo_rejected(state, super().__call__(state))
+
+    async def acall(self, state: Any) -> dict[str, Any]:
+        return self._undo_rejected(state, await super().acall(state))
+
+    def _undo_rejected(self, state: Any, update: dict[str, Any]) -> dict[str, Any]:
+        if update.get(self.verdict_key) != "retry":
+            return update
+        ids = set(update[self.scores_key][-1]["tool_call_ids"])
+        issued = [m.artifact["command"] for m in state[self.messages_key]
+                  if getattr(m, "type", None) == "tool" and m.tool_call_id in ids
+                  and isinstance(getattr(m, "artifact", None), dict) and m.artifact.get("command")]
+        commands = list(state.get("commands") or [])
+        if issued:
+            if commands[-len(issued):] != issued:
+                raise RuntimeError(f"commands: the rejected step issued {issued}, but the episode's last commands are "
+                                   f"{commands[-len(issued):]}; cannot undo it in the game")
+            commands = commands[: len(commands) - len(issued)]
+        episode = state["episode"]
+        _, res = session_for(episode["game"], commands, max_steps=int(episode["max_steps"]))
+        return {**update, "commands": commands, "won": res.won, "lost": res.lost, "done": res.done}
+
+
+def served_critic():
+    """The critic of the served graph: the trained text PRM folder named by ``$PRM_CRITIC_TEXTWORLD_PRM``
+    (``MiniLMStepPRM``), else the rule-based :class:`~prm_critic.text.VerifierCritic`."""
+    path = os.environ.get(PRM_ENV, "").strip()
+    if not path:
+        from prm_critic.text import VerifierCritic
+
+        return VerifierCritic()
+    from prm_critic.text.prm import MiniLMStepPRM
+
+    try:
+        return MiniLMStepPRM.load(path)
+    except Exception as exc:
+        raise RuntimeError(f"{PRM_ENV}: cannot load the text PRM folder {path!r} ({type(exc).__name__}: {exc}); "
+                           f"unset it to serve the rule-based VerifierCritic") from exc
+
+
+def _check_request(state: Mapping[str, Any]) -> tuple[Any, Any, Any]:
+    seed, game, ms = state.get("seed"), state.get("game"), state.get("max_steps")
+    if seed is not None and game is not None:
+        raise ValueError(f"input: name one game, 'seed' ({seed!r}) or 'game' ({game!r}), not both")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
+        raise ValueError(f"seed: expected an int >= 0, got {seed!r}")
+    if game is not None and (not isinstance(game, str) or not game.strip()):
+        raise ValueError(f"game: expected the path of a .z8 game file, got {game!r}")
+    if ms is not None and (isinstance(ms, bool) or not isinstance(ms, int) or ms < 1):
+        raise ValueError(f"max_steps: expected an int >= 1, got {ms!r}")
+    return seed, game, ms
+
+
+def build_graph(model: Any = None, *, critic: Any = None, max_steps: int = 50,
+                cache_dir: str | Path | None = None, threshold: float = 0.5, max_revisions: int = 3):
     """Build the (uncompiled) agent graph.
 
     Args:
         model: a LangChain chat model supporting ``bind_tools`` (default: ``OfflinePolicyModel()``).
+        critic: a text critic for the ``step_critic`` node (default: ``VerifierCritic()``).
         max_steps: default game step limit (the input may override it with ``max_steps``).
         cache_dir: where generated games live (default: ``.cache/textworld``).
+        threshold, max_revisions: the step critic's (see :class:`~prm_critic.langgraph.StepCriticNode`).
     """
     if model is None:
         model = OfflinePolicyModel()
     if not hasattr(model, "invoke"):
         raise TypeError(f"model: expected a LangChain chat model, got {type(model).__name__}")
-    if not isinstance(max_steps, int) or max_steps < 1:
+    if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
         raise ValueError(f"max_steps: expected an int >= 1, got {max_steps!r}")
+    if critic is None:
+        from prm_critic.text import VerifierCritic
+
+        critic = VerifierCritic()
+    node = GameStepCritic(critic, threshold=threshold, max_revisions=max_revisions)
+    critic_route = node.router()
     # tool schemas only (execution happens in the tools node, on the session for the state)
-    from agents.textworld_agent.env import TextWorldGame  # noqa: F401
     schema_tools = make_tools(None)  # type: ignore[arg-type]
     bound = model.bind_tools(schema_tools) if hasattr(model, "bind_tools") else model
 
-    def setup(state: TextWorldAgentState) -> dict:
-        game = state.get("game")
-        if not game:
-            seed = state.get("seed")
-            if seed is None:
-                raise KeyError("seed: the input needs 'seed' (an int >= 0) or 'game' (a .z8 path)")
+    def new_episode(state: TextWorldAgentState, seed: Any, game: Any, ms: Any) -> dict:
+        if game is None:
             game = str(ensure_game(int(seed), DEFAULT_DIFFICULTY, cache_dir))
-        ms = int(state.get("max_steps", max_steps))
-        commands = list(state.get("commands") or [])
-        sess, res = session_for(game, commands, max_steps=ms)
-        out: dict = {"game": str(game), "max_steps": ms, "commands": commands,
-                     "won": res.won, "lost": res.lost, "done": res.done}
-        if not state.get("messages"):
-            out["messages"] = [_msgs.SystemMessage(SYSTEM_PROMPT),
-                               _msgs.HumanMessage(sess.intro, additional_kwargs={"admissible": res.admissible})]
-        return out
+        ms = max_steps if ms is None else ms
+        sess, res = session_for(game, [], max_steps=ms)
+        number = int((state.get("episode") or {}).get("number", 0)) + 1
+        old = [_msgs.RemoveMessage(id=_lg_message.REMOVE_ALL_MESSAGES)] if state.get("messages") else []
+        return {
+            "episode": {"number": number, "seed": seed, "game": str(game), "max_steps": ms,
+                        "critic": type(critic).__name__},
+            "messages": old + [_msgs.SystemMessage(SYSTEM_PROMPT),
+                               _msgs.HumanMessage(sess.intro, additional_kwargs={"admissible": res.admissible})],
+            "commands": [], "won": res.won, "lost": res.lost, "done": res.done,
+            "step_scores": RESET_STEP_SCORES, "critic_revisions": 0, "critic_verdict": "", "critic_stop_reason": "",
+        }
+
+    def setup(state: TextWorldAgentState) -> dict:
+        seed, game, ms = _check_request(state)
+        if seed is not None or game is not None:
+            return new_episode(state, seed, game, ms)
+        episode = state.get("episode")
+        if not episode:
+            raise KeyError("input: the thread has no game yet; name one with 'seed' (an int >= 0) or 'game' "
+                           "(a .z8 path)")
+        if ms is not None:
+            raise ValueError(f"max_steps: applies to a new game ({ms!r} given without 'seed' or 'game'); the "
+                             f"thread's episode keeps max_steps={episode['max_steps']}")
+        if state.get("done"):
+            raise ValueError(
+                f"input: the episode on this thread is over (game {episode['game']!r}, won={bool(state.get('won'))}, "
+                f"lost={bool(state.get('lost'))}, {len(state.get('commands') or [])} commands); start a new game "
+                f"on the thread with {{'seed': S}} or {{'game': path}}")
+        return {"critic_stop_reason": ""}
 
     def agent(state: TextWorldAgentState) -> dict:
         return {"messages": [bound.invoke(state["messages"])]}
@@ -172,7 +323,8 @@ def build_graph(model: Any = None, *, max_steps: int = 50, cache_dir: str | Path
         last = state["messages"][-1]
         calls = getattr(last, "tool_calls", None) or []
         commands = list(state.get("commands") or [])
-        sess, res = session_for(state["game"], commands, max_steps=int(state.get("max_steps", max_steps)))
+        episode = state["episode"]
+        sess, res = session_for(episode["game"], commands, max_steps=int(episode["max_steps"]))
         out_msgs = []
         for c in calls:
             if res.done:
@@ -188,31 +340,34 @@ def build_graph(model: Any = None, *, max_steps: int = 50, cache_dir: str | Path
             res = sess.step(cmd)
             commands.append(cmd)
             out_msgs.append(_msgs.ToolMessage(res.feedback, tool_call_id=c["id"], name=c["name"],
-                                              artifact={"admissible": res.admissible, "done": res.done}))
+                                              artifact={"command": cmd, "admissible": res.admissible,
+                                                        "done": res.done}))
         return {"messages": out_msgs, "commands": commands, "won": res.won, "lost": res.lost, "done": res.done}
 
-    def after_agent(state: TextWorldAgentState) -> str:
+    def after_setup(state: TextWorldAgentState) -> str:
+        # a run ended by the step budget right after the model's tool call continues with that call
         last = state["messages"][-1]
-        return "tools" if getattr(last, "tool_calls", None) else _lg_graph.END
+        return "tools" if getattr(last, "type", None) == "ai" and getattr(last, "tool_calls", None) else "agent"
 
-    def after_tools(state: TextWorldAgentState) -> str:
-        if state.get("done"):
-            return _lg_graph.END
-        rem = state.get("remaining_steps")
-        if rem is not None and rem < 3:
-            return _lg_graph.END
-        return "agent"
+    def after_critic(state: TextWorldAgentState) -> str:
+        route = critic_route(state)
+        if route == "retry" or (route == "continue" and not state.get("done")):
+            return "agent"
+        return _lg_graph.END
 
-    b = _lg_graph.StateGraph(TextWorldAgentState)
+    b = _lg_graph.StateGraph(TextWorldAgentState, input_schema=TextWorldInput, output_schema=TextWorldOutput)
     b.add_node("setup", setup)
     b.add_node("agent", agent)
     b.add_node("tools", tools)
+    b.add_node(node.name, node)
     b.add_edge(_lg_graph.START, "setup")
-    b.add_edge("setup", "agent")
-    b.add_conditional_edges("agent", after_agent, ["tools", _lg_graph.END])
-    b.add_conditional_edges("tools", after_tools, ["agent", _lg_graph.END])
+    b.add_conditional_edges("setup", after_setup, ["agent", "tools"])
+    b.add_conditional_edges("agent", node.agent_router(), ["tools", _lg_graph.END])
+    b.add_edge("tools", node.name)
+    b.add_conditional_edges(node.name, after_critic, ["agent", _lg_graph.END])
     return b
 
 
-#: compiled offline agent (what agents/langgraph.json serves); input {"seed": S} or {"game": path}
-graph = build_graph().compile()
+#: compiled offline agent with the step critic (what ``langgraph.json`` serves); input ``{"seed": S}``
+#: or ``{"game": path}`` (a new episode) or ``{}`` (continue the thread's episode)
+graph = build_graph(critic=served_critic()).compile()

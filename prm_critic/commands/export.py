@@ -36,6 +36,9 @@ def register(sub) -> None:
     p.add_argument("--batch", default="dynamic", choices=["1", "dynamic"],
                    help="'dynamic' (any batch size) or '1' (fixed batch 1, for control loops)")
     p.add_argument("--opset", type=int, default=18, help="ONNX opset")
+    p.add_argument("--ir-version", type=int, default=None,
+                   help="ONNX IR version of the file (default: the exporter's, 10, which needs onnxruntime >= 1.18; "
+                        "9 loads in onnxruntime 1.16 and 1.17; at least what the opset needs, 8 for opset 18)")
     p.add_argument("--task", default=None, help="task name to store in the metadata (default: from the checkpoint)")
     p.add_argument("--quiet", action="store_true",
                    help="do not print the phases (tracing, checking, parity, writing, size and hash) on stderr")
@@ -97,17 +100,19 @@ def _export(args) -> Path:
             critic = SubgoalCritic(spec, env)
         finally:
             env.close()
-        path = export_subgoal_critic(critic, out, batch=batch, opset=args.opset)
+        path = export_subgoal_critic(critic, out, batch=batch, opset=args.opset, ir_version=args.ir_version)
     else:
-        path = export_state_critic(args.checkpoint, out, batch=batch, opset=args.opset, task=args.task)
+        path = export_state_critic(args.checkpoint, out, batch=batch, opset=args.opset, task=args.task,
+                                   ir_version=args.ir_version)
     return Path(path)
 
 
 def _reseal(args) -> int:
     from prm_critic.onnx._meta import HASH_KEY, scan_onnx, seal_onnx
 
-    if args.task is not None:
-        raise ValueError("--task: not used with --reseal (the file keeps its metadata)")
+    for flag, value in (("--task", args.task), ("--ir-version", args.ir_version)):
+        if value is not None:
+            raise ValueError(f"{flag}: not used with --reseal (the file keeps its metadata)")
     src = Path(args.reseal)
     before = scan_onnx(src.read_bytes()).props.get(HASH_KEY) if src.is_file() else None
     path = seal_onnx(src, out=args.out)
@@ -125,6 +130,6 @@ def run(args) -> int:
         path = _export(args)
     meta = read_onnx_metadata(path)
     print(f"wrote {path} ({path.stat().st_size} bytes): task={meta.get('task')!r} obs_dim={meta['obs_dim']} "
-          f"batch={meta['batch']} opset={meta['opset']} exporter={meta['exporter']} "
+          f"batch={meta['batch']} opset={meta['opset']} ir_version={meta.get('ir_version')} exporter={meta['exporter']} "
           f"label_family={meta['label_family']!r}; parity with torch OK (rtol 1e-4, atol 1e-5)")
     return 0

@@ -24,7 +24,7 @@ ATOL = 1e-5
 #: metadata keys whose values are JSON documents (decoded by :func:`read_onnx_metadata`)
 JSON_KEYS = ("layout", "heads", "normalization", "net", "extra", "spec")
 #: metadata keys whose values are ints
-INT_KEYS = ("obs_dim", "opset", "format_version")
+INT_KEYS = ("obs_dim", "opset", "format_version", "ir_version")
 
 LABEL_SEMANTICS = (
     "scores[:, 0] = progress: how far along the task the step is, in [0, 1]; "

@@ -18,6 +18,10 @@ realistic inputs (``rtol=1e-4, atol=1e-5``); a mismatch raises :class:`OnnxExpor
 file behind. The file is written atomically (temp file + ``os.replace``) and never has a ``.data``
 sidecar (weights are stored inline; an export that would need external data is an error).
 
+The file's ONNX IR version is the exporter's (10, which onnxruntime >= 1.18 loads) unless
+``ir_version`` asks for an older one (9: onnxruntime 1.16 and 1.17; at least what the opset needs,
+8 for opset 18); it is recorded in the metadata (``ir_version``).
+
 Every file carries its content hash in the metadata (``prm_critic.sha256``: the SHA-256 of the file
 with those 64 hex characters set to ``"0"``), so a single changed byte anywhere in the weights, the
 graph or the metadata is refused by :class:`~prm_critic.onnx.OnnxCritic` before a session is built.
@@ -74,6 +78,7 @@ __all__ = [
     "INPUT_NAME",
     "OUTPUT_NAME",
     "DEFAULT_OPSET",
+    "min_ir_version",
 ]
 
 
@@ -331,12 +336,31 @@ def check_opset_and_path(opset, out_path) -> Path:
     return out
 
 
-def _check_args(batch, opset, out_path, extra_meta) -> tuple[int | str, Path]:
+def min_ir_version(opset: int) -> int:
+    """The lowest ONNX IR version whose files may import default-domain ``opset`` (onnx's version table)."""
+    helper = require("onnx").helper
+    return int(helper.find_min_ir_version_for([helper.make_opsetid("", opset)]))
+
+
+def check_ir_version(ir_version, opset: int) -> int | None:
+    """Validate ``ir_version``: ``None`` (the exporter's) or an int from what ``opset`` needs
+    (:func:`min_ir_version`) to the installed onnx's newest (``onnx.IR_VERSION``)."""
+    if ir_version is None:
+        return None
+    lo, hi = min_ir_version(opset), int(require("onnx").IR_VERSION)
+    if isinstance(ir_version, bool) or not isinstance(ir_version, int) or not lo <= ir_version <= hi:
+        raise OnnxExportError(f"ir_version: opset {opset} needs IR version >= {lo}; expected an int in [{lo}, {hi}] "
+                              f"or None (the exporter's), got {ir_version!r}")
+    return ir_version
+
+
+def _check_args(batch, opset, out_path, extra_meta, ir_version=None) -> tuple[int | str, Path]:
     if isinstance(batch, str) and batch.strip() == "1":
         batch = 1
     if isinstance(batch, bool) or batch not in ("dynamic", 1):
         raise OnnxExportError(f"batch: expected 'dynamic' or 1, got {batch!r}")
     out = check_opset_and_path(opset, out_path)
+    check_ir_version(ir_version, opset)
     if out.is_dir():
         raise OnnxExportError(f"out_path: {str(out)!r} is a directory; expected a .onnx file path")
     if extra_meta is not None and not isinstance(extra_meta, Mapping):
@@ -354,6 +378,7 @@ def export_state_critic(
     layout: Any = None,
     extra_meta: Mapping[str, Any] | None = None,
     parity_inputs: np.ndarray | None = None,
+    ir_version: int | None = None,
 ) -> Path:
     """Export a state critic to one self-contained ``.onnx`` file; returns its path.
 
@@ -368,6 +393,11 @@ def export_state_critic(
             checkpoint's ``meta["layout"]``); its size must equal ``obs_dim``.
         extra_meta: JSON-serialisable values stored under the ``extra`` metadata key.
         parity_inputs: optional real critic inputs ``(N, obs_dim)`` added to the parity check.
+        ir_version: the file's ONNX IR version. ``None``: the exporter's (10 with torch's dynamo
+            exporter, which onnxruntime < 1.18 refuses); ``9`` makes a file that onnxruntime 1.16 and
+            1.17 load (IR 9 cannot carry per-node metadata, so the exporter's name scopes are
+            dropped). At least what ``opset`` needs (8 for opset 17 and 18). Recorded in the
+            metadata (``ir_version``).
 
     Returns:
         The written path.
@@ -375,7 +405,7 @@ def export_state_critic(
     Raises:
         OnnxExportError: bad arguments, checker failure, or a parity failure (no file is left behind).
     """
-    batch, out = _check_args(batch, opset, out_path, extra_meta)
+    batch, out = _check_args(batch, opset, out_path, extra_meta, ir_version)
 
     net, meta = _resolve_net(critic_or_checkpoint_path)
     net = on_cpu(net)
@@ -415,7 +445,7 @@ def export_state_critic(
     }
     if spec is not None:
         props["spec"] = _jsonable(dict(spec), "meta['spec']")
-    data = _finalize(proto, props, opset)
+    data = _finalize(proto, props, opset, ir_version)
     parity_check(data, net, _parity_inputs(net, realistic), batch=batch)
     return _write(out, data)
 
@@ -433,9 +463,38 @@ def strip_stack_traces(proto) -> int:
     return removed
 
 
-def _finalize(proto, props: Mapping[str, str], opset: int) -> bytes:
-    """Check single-file + opset, strip stack traces, set the metadata, run the checker; the serialized
-    model, sealed with its content hash (metadata ``prm_critic.sha256``, checked by every load)."""
+#: the first IR version with ``metadata_props`` on graphs, nodes, functions, value infos and tensors
+#: and with function ``overload`` (onnx 1.16; onnxruntime 1.18)
+_IR_NODE_METADATA = 10
+
+
+def set_ir_version(proto, ir_version: int) -> int:
+    """Write ``ir_version`` into ``proto``; below IR 10, first remove what only IR 10 can carry (the
+    ``metadata_props`` of everything but the model, e.g. the exporter's name scopes). Returns how
+    many metadata entries were removed. A function ``overload`` (IR 10 only) is an error."""
+    removed = 0
+    if ir_version < _IR_NODE_METADATA:
+        stack = [(f"function {f.name}", f) for f in proto.functions] + [("graph", proto.graph)]
+        while stack:
+            where, msg = stack.pop()
+            for field, value in msg.ListFields():
+                if field.name == "metadata_props":
+                    removed += len(value)
+                    msg.ClearField("metadata_props")
+                elif field.name == "overload" and value:
+                    raise OnnxExportError(f"ir_version: {where} uses a function overload ({value!r}), which needs "
+                                          f"IR version >= {_IR_NODE_METADATA}; got {ir_version}")
+                elif field.type == field.TYPE_MESSAGE:
+                    items = [value] if hasattr(value, "ListFields") else list(value)  # one message or repeated
+                    stack.extend((f"{where}.{field.name}", v) for v in items)
+    proto.ir_version = ir_version
+    return removed
+
+
+def _finalize(proto, props: Mapping[str, str], opset: int, ir_version: int | None = None) -> bytes:
+    """Check single-file + opset, strip stack traces, set the IR version (``None``: the exporter's)
+    and the metadata, run the checker; the serialized model, sealed with its content hash (metadata
+    ``prm_critic.sha256``, checked by every load)."""
     onnx = require("onnx")
     from onnx.external_data_helper import uses_external_data
 
@@ -447,7 +506,14 @@ def _finalize(proto, props: Mapping[str, str], opset: int) -> bytes:
     opsets = {o.domain: o.version for o in proto.opset_import}
     if opsets.get("", opsets.get("ai.onnx")) != opset:
         raise OnnxExportError(f"export: the graph has opset {opsets}, expected default-domain opset {opset}")
-    onnx.helper.set_model_props(proto, {**props, HASH_KEY: "0" * 64})
+    if ir_version is not None:
+        need = int(onnx.helper.find_min_ir_version_for(list(proto.opset_import), ignore_unknown=True))
+        if ir_version < need:
+            raise OnnxExportError(f"ir_version: the exported graph imports opsets {opsets}, which need IR version "
+                                  f">= {need}; got {ir_version}")
+        dropped = set_ir_version(proto, ir_version)
+        log.info("set the IR version to %d (%d node/graph metadata entries dropped)", ir_version, dropped)
+    onnx.helper.set_model_props(proto, {**props, "ir_version": str(proto.ir_version), HASH_KEY: "0" * 64})
     proto.producer_name = "prm-critic"
     proto.producer_version = __version__
     log.info("running onnx.checker on the graph (%d nodes, %d initializers) and sealing its content hash",
@@ -571,13 +637,15 @@ def export_subgoal_critic(
     opset: int = DEFAULT_OPSET,
     extra_meta: Mapping[str, Any] | None = None,
     parity_inputs: np.ndarray | None = None,
+    ir_version: int | None = None,
 ) -> Path:
     """Export a :class:`~prm_critic.robotics.subgoals.SubgoalCritic` (the no-training spec critic).
 
     Same interface and metadata as :func:`export_state_critic` (``obs`` ``(B, D)`` -> ``scores``
     ``(B, 2)``; task, layout and spec stored), so :class:`OnnxCritic` runs it. Computed in float64
     inside the graph, like the numpy critic; parity is checked against ``critic.score`` on random
-    inputs, inputs straddling every subgoal threshold, and ``parity_inputs``.
+    inputs, inputs straddling every subgoal threshold, and ``parity_inputs``. ``ir_version`` as in
+    :func:`export_state_critic`.
 
     Raises:
         OnnxExportError: a spec with non-``distance`` subgoals (``maze_path``), bad arguments, or a
@@ -587,7 +655,7 @@ def export_subgoal_critic(
 
     if not isinstance(critic, SubgoalCritic):
         raise TypeError(f"critic: expected a SubgoalCritic, got {type(critic).__name__}")
-    batch, out = _check_args(batch, opset, out_path, extra_meta)
+    batch, out = _check_args(batch, opset, out_path, extra_meta, ir_version)
     module = _subgoal_module(critic)
     realistic = None
     if parity_inputs is not None:
@@ -619,7 +687,7 @@ def export_subgoal_critic(
         "extra": _jsonable(dict(extra_meta or {}), "extra_meta"),
         "spec": _jsonable(spec.to_dict(), "spec"),
     }
-    data = _finalize(proto, props, opset)
+    data = _finalize(proto, props, opset, ir_version)
 
     def reference(x):
         sc = critic.score(x)
