@@ -192,7 +192,10 @@ def test_ctrl_c_during_a_command_prints_one_line_and_exits_130(monkeypatch, caps
 
 def test_a_real_sigint_gives_one_line_and_status_130(tmp_path):
     """A real SIGINT to a running ``prm-critic`` process: no traceback, exit status 130."""
-    code = ("import sys, time\n"
+    # a process started from a terminal has Python's SIGINT handler; one started in the background by a
+    # non-interactive shell (as CI may run the suite) inherits SIGINT ignored, so the child restores it
+    code = ("import signal, sys, time\n"
+            "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
             "import prm_critic.commands.specs as specs\n"
             "def slow(args):\n"
             "    print('running', flush=True)\n"

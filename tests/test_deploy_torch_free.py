@@ -279,7 +279,7 @@ def test_core_and_deploy_extras_pull_no_torch():
     assert {"torch", "safetensors", "matplotlib", "tqdm"} <= _resolve(extras, ["torch"])
     assert {"torch", "stable-baselines3", "gymnasium"} <= _resolve(extras, ["train"])
     # `ray` (a cluster runtime, chosen per run with --executor ray) is installed on its own or by `dev`
-    everything = set().union(*(_resolve(extras, [e]) for e in extras if e not in ("gpu", "dev", "all", "ray")))
+    everything = set().union(*(_resolve(extras, [e]) for e in extras if e not in ("gpu", "dev", "docs", "all", "ray")))
     assert _resolve(extras, ["all"]) == everything
 
 

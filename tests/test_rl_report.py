@@ -152,12 +152,18 @@ def test_learned_potential_goal_verdicts():
     def verdicts(values):
         data = {"FetchPush-v4": {**base, "prm_her_s10_critic-c-progress": _runs(values, budget),
                                  "prm_her_s10_critic-c-progress_randw0": _runs([0.05] * 3, budget)}}
-        return [line for line in rep.learned_potentials(data, noise) if line.startswith("- ")]
+        return [line for line in rep.learned_potentials(data, noise) if line.startswith("- ") and " minus " not in line]
 
     assert verdicts([0.68] * 5) == ["- prm_her_s10_critic-c-progress: **met** (0.68 vs spec 0.70 - 0.05 and HER "
                                     "0.10 + 0.2)"]
     assert "**not met**" in verdicts([0.6] * 5)[0]  # below the spec's minus 0.05
     assert "undetermined (3 of 5 seeds" in verdicts([0.9] * 3)[0]
+    data = {"FetchPush-v4": {**base, "prm_her_s10_critic-c-progress": _runs([0.9, 0.8, 0.7], budget),
+                             "prm_her_s10_critic-c-progress_randw0": _runs([0.05, 0.9, 0.1], budget)}}
+    controls = [line for line in rep.learned_potentials(data, noise) if line.startswith("- ") and " minus " in line]
+    assert controls == ["- prm_her_s10_critic-c-progress minus prm_her_s10_critic-c-progress_randw0, paired by seed "
+                        "(seeds 0, 1, 2): mean +0.45; learned higher on 2, lower on 1; exact sign test p = 1"]
+    assert rep.sign_test_p(6, 0) == 2 / 64 and rep.sign_test_p(0, 0) == 1.0
     table = "\n".join(rep.learned_potentials({"FetchPush-v4": {**base, "prm_her_s10_critic-c-progress":
                                                                _runs([0.68] * 5, budget)}}, noise))
     assert "| prm_her_s10_critic-c-progress | 0.68 [0.68, 0.68] (n=5) | 0.020 | 0.030 |" in table

@@ -113,6 +113,9 @@ def _duplicate_checks(root):
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=rel)):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.lstrip("_") in _CHECK_NAMES:
+                if any(isinstance(d, ast.Name) and d.id == "overload" or isinstance(d, ast.Attribute)
+                       and d.attr == "overload" for d in node.decorator_list):
+                    continue  # a typing.overload signature: the implementation below it is the one checked
                 body = node.body[1:] if node.body and isinstance(node.body[0], ast.Expr) \
                     and isinstance(node.body[0].value, ast.Constant) else node.body
                 call = body[0].value if len(body) == 1 and isinstance(body[0], ast.Return) else None
