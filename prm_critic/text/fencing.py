@@ -13,19 +13,32 @@ One helper, used everywhere the library puts text it did not write into a prompt
     return "<<untrusted NONCE>>" + body + "<</untrusted NONCE>>"
 
 so the fenced text cannot close its fence (no ``<``/``>`` survives inside, whatever the script),
-cannot add lines, and is bounded. ``NONCE`` is random per call unless given. The reader (the judge's
+cannot add lines, and is bounded.
+
+Spotlighting (``spotlight=``) also marks every character of the text as data, so that a reader can
+tell it from the prompt around it even where it imitates that prompt:
+
+* ``"datamark"``: after the escaping above, the marker (:data:`DATAMARK`, ``^``) and its look-alikes
+  (:data:`CARET_LOOKALIKES`: ``ˆ``, ``˄``, ``‸``, ``⌃``, ...; the fullwidth ``＾`` is ``^`` after NFKC)
+  are escaped as ``\\uXXXX`` and then every space becomes the marker
+  (``"You^take^the^key."``): each word of the untrusted text touches a marker, the text cannot
+  bring a marker of its own or an unmarked space, and the original is recoverable;
+* ``"base64"``: the normalised, capped text is sent as base64 of its UTF-8 bytes (nothing of it is
+  readable as instructions; a small model cannot read it either). ``NONCE`` is random per call unless given. The reader (the judge's
 system prompt, the feedback text) is told that fenced text is data, never instructions or scores.
 This is mitigation, not proof: a real LLM can still be swayed.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import numbers
 import secrets
 import unicodedata
 
-__all__ = ["fence_untrusted", "DEFAULT_MAX_UNTRUSTED_CHARS", "TRUNCATION_MARKER", "ANGLE_LOOKALIKES"]
+__all__ = ["fence_untrusted", "DEFAULT_MAX_UNTRUSTED_CHARS", "TRUNCATION_MARKER", "ANGLE_LOOKALIKES", "DATAMARK",
+           "CARET_LOOKALIKES", "SPOTLIGHTS"]
 
 #: default cap on one fenced text, in characters (after NFKC normalisation)
 DEFAULT_MAX_UNTRUSTED_CHARS = 4000
@@ -40,10 +53,21 @@ ANGLE_LOOKALIKES = "<>\u2039\u203a\u2329\u232a\u27e8\u27e9\u3008\u3009\u300a\u30
 #: line breaks ``json.dumps`` leaves raw; escaped too so a fence stays on one line
 LINE_BREAKS = "\u0085\u2028\u2029"
 
+#: the datamarking marker: it replaces every space of spotlighted text
+DATAMARK = "^"
+
+#: characters escaped as ``\\uXXXX`` in datamarked text: the marker and look-alikes NFKC does not fold to it
+CARET_LOOKALIKES = "^\u02c6\u02c4\u2038\u2303\ua788\u0302\u1dba\u2227"
+
+#: the spotlighting modes of :func:`fence_untrusted` (``None``: none)
+SPOTLIGHTS = ("datamark", "base64")
+
 _ESCAPE = {ord(c): f"\\u{ord(c):04x}" for c in ANGLE_LOOKALIKES + LINE_BREAKS}
+_ESCAPE_MARKED = {**_ESCAPE, **{ord(c): f"\\u{ord(c):04x}" for c in CARET_LOOKALIKES}}
 
 
-def fence_untrusted(text: str, nonce: str | None = None, *, max_chars: int | None = DEFAULT_MAX_UNTRUSTED_CHARS) -> str:
+def fence_untrusted(text: str, nonce: str | None = None, *, max_chars: int | None = DEFAULT_MAX_UNTRUSTED_CHARS,
+                    spotlight: str | None = None) -> str:
     """Wrap untrusted ``text`` as one escaped JSON string between nonce-tagged markers (module doc).
 
     Args:
@@ -51,6 +75,8 @@ def fence_untrusted(text: str, nonce: str | None = None, *, max_chars: int | Non
         nonce: the marker id (letters/digits); ``None``: a random 16-hex-digit one.
         max_chars: keep at most this many characters of the normalised text, then
             :data:`TRUNCATION_MARKER`; ``None``: no cap.
+        spotlight: ``None``, ``"datamark"`` (spaces become :data:`DATAMARK`, the marker and its
+            look-alikes escaped) or ``"base64"`` (the body is base64 of the UTF-8 text); module doc.
     """
     if not isinstance(text, str):
         raise TypeError(f"text: expected str, got {type(text).__name__}")
@@ -61,8 +87,15 @@ def fence_untrusted(text: str, nonce: str | None = None, *, max_chars: int | Non
     if max_chars is not None and (isinstance(max_chars, bool) or not isinstance(max_chars, numbers.Integral)
                                   or max_chars < 1):
         raise ValueError(f"max_chars: expected an int >= 1 or None, got {max_chars!r}")
+    if spotlight is not None and spotlight not in SPOTLIGHTS:
+        raise ValueError(f"spotlight: expected None or one of {SPOTLIGHTS}, got {spotlight!r}")
     t = unicodedata.normalize("NFKC", text)
     if max_chars is not None and len(t) > max_chars:
         t = t[:max_chars] + TRUNCATION_MARKER.format(n=len(t) - max_chars)
-    body = json.dumps(t, ensure_ascii=False).translate(_ESCAPE)
+    if spotlight == "base64":
+        body = base64.b64encode(t.encode("utf-8")).decode("ascii")
+    elif spotlight == "datamark":
+        body = json.dumps(t, ensure_ascii=False).translate(_ESCAPE_MARKED).replace(" ", DATAMARK)
+    else:
+        body = json.dumps(t, ensure_ascii=False).translate(_ESCAPE)
     return f"<<untrusted {nonce}>>{body}<</untrusted {nonce}>>"
