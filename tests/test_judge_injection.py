@@ -149,6 +149,36 @@ def test_second_opinion_modes_and_threshold():
     assert high.extra["judge_injection_suspected"][0] == 0 and high.success[0] == pytest.approx(0.2)
 
 
+class SequenceJudge(BaseChatModel):
+    """FAKE judge: critique 'ok'; its score turns answer 'Score: N/10' with N from ``scores`` in call order."""
+
+    scores: list = []
+    calls: int = 0
+
+    @property
+    def _llm_type(self) -> str:
+        return "fake-sequence-judge"
+
+    def _generate(self, messages, stop=None, run_manager=None, **kwargs):
+        if "critique" in messages[-1].content.lower():
+            return ChatResult(generations=[ChatGeneration(message=AIMessage(content="ok"))])
+        n = self.scores[min(self.calls, len(self.scores) - 1)]
+        self.calls += 1
+        return ChatResult(generations=[ChatGeneration(message=AIMessage(content=f"Score: {n}/10"))])
+
+
+def test_the_lowest_of_several_second_opinions_counts():
+    step = _step("You lost. " + VARIANTS["plain"])
+    # first judgement 9, then second opinions 6, 3, 5 (max_concurrency=1: answered in order)
+    judge = LLMJudgeCritic(SequenceJudge(scores=[9, 6, 3, 5]), second_opinions=3, max_concurrency=1)
+    out = judge.score([step])
+    assert out.extra["score_with_output"][0] == pytest.approx(0.9)
+    assert out.extra["score_without_output"][0] == pytest.approx(0.3) and out.success[0] == pytest.approx(0.3)
+    assert judge.last_second_answers == ["Score: 3/10"] and out.extra["judge_injection_suspected"][0] == 1
+    one = LLMJudgeCritic(SequenceJudge(scores=[9, 6, 3]), second_opinions=1, max_concurrency=1).score([step])
+    assert one.success[0] == pytest.approx(0.6)
+
+
 def test_bad_defence_options_are_refused():
     judge = ObedientJudge(prompts=[])
     with loud(13, "LLMJudgeCritic(spotlight='rot13')", ValueError,
@@ -163,6 +193,8 @@ def test_bad_defence_options_are_refused():
     with loud(13, "LLMJudgeCritic(second_opinion_view='summary')", ValueError,
               match=r"second_opinion_view: expected one of \('redacted', 'actions'\), got 'summary'"):
         LLMJudgeCritic(judge, second_opinion_view="summary")
+    with loud(13, "LLMJudgeCritic(second_opinions=0)", ValueError, match=r"second_opinions: expected an int >= 1, got 0"):
+        LLMJudgeCritic(judge, second_opinions=0)
     with pytest.raises(TypeError, match=r"logprob_scores: expected a bool, got str"):
         LLMJudgeCritic(judge, logprob_scores="yes")
 
