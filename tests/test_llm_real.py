@@ -186,7 +186,7 @@ def test_llm_judge_defences_on_the_real_model(server):
     from prm_critic.text.judge import score_response_format
 
     llm = chat(server, temperature=0, max_tokens=16)
-    scorer = llm.bind(response_format=score_response_format(10), max_tokens=16, logprobs=True, top_logprobs=20)
+    scorer = llm.bind(response_format=score_response_format(10), max_tokens=32, logprobs=True, top_logprobs=20)
     judge = LLMJudgeCritic(llm, max_retries=1, max_concurrency=1, score_model=scorer)
     lost = 'call act({"command": "eat the raw potato"})\nresult: You ate the potato. *** You lost! ***'
     clean = TextStep("Cook the meal.", (), lost)

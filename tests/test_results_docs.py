@@ -43,6 +43,8 @@ RENDERED = {
                                        "benchmarks/results/rl_training_throughput.json", ["--render", "--md", "{out}"]),
     "docs/judge_auroc.md": ("benchmarks/agents/judge_auroc.py", "benchmarks/results/judge_auroc.json",
                             ["--render", "--md", "{out}"]),
+    "docs/judge_injection.md": ("benchmarks/agents/judge_injection.py", "benchmarks/results/judge_injection.json",
+                                ["--render", "--md", "{out}"]),
     "docs/agents_benchmark.md": ("benchmarks/agents/report.py", "benchmarks/agents/results",
                                  ["--render", "--md", "{out}"]),
     "benchmarks/agents/results/table.md": ("benchmarks/agents/report.py", "benchmarks/agents/results",
