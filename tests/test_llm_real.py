@@ -177,7 +177,6 @@ def test_llm_judge_critic_parses_scores_from_the_real_model(server):
     assert one.extra["parse_failed"][0] == 0
 
 
-@pytest.mark.slow
 def test_llm_judge_defences_on_the_real_model(server):
     """The judge's defaults on the real model: a losing step whose tool output addresses the judge is
     judged again with the injection cut; the returned score is the lower one, extra holds both and the
