@@ -35,6 +35,13 @@ def damaged_gguf(tmp_path_factory):
     return p
 
 
+def _sigint_default():
+    """In the child before exec: SIGINT at its default, so Python installs its KeyboardInterrupt handler
+    (a suite started in the background by a non-interactive shell hands its children SIGINT ignored)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+
 def test_local_llm_server_refuses_a_gguf_with_another_hash(damaged_gguf):
     with loud(24, "a same-size copy of the packaged GGUF with 4 KiB flipped, given LocalLLMServer(sha256=pinned)",
               ModelFileError, match=rf"damaged\.gguf' has SHA-256 [0-9a-f]{{64}}, expected {SMOLLM2.sha256} "
@@ -61,7 +68,7 @@ def test_serve_llm_cli_prints_the_file_hash_at_start():
     path = smollm2()
     proc = subprocess.Popen([sys.executable, "-m", "prm_critic.cli", "serve-llm", "--model", str(path),
                              "--sha256", SMOLLM2.sha256], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=ENV)
+                            env=ENV, preexec_fn=_sigint_default)
     try:
         line = proc.stdout.readline()
         proc.send_signal(signal.SIGINT)

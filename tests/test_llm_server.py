@@ -33,6 +33,13 @@ from prm_critic.validate import ArgumentError
 ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([os.getcwd(), *sys.path])}
 
 
+def _sigint_default():
+    """In the child before exec: SIGINT at its default, so Python installs its KeyboardInterrupt handler
+    (a suite started in the background by a non-interactive shell hands its children SIGINT ignored)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+
 @pytest.fixture
 def junk_gguf(tmp_path):
     p = tmp_path / "junk.gguf"
@@ -140,7 +147,8 @@ def test_cli_serves_until_sigint_and_reports_errors(tmp_path):
                              capture_output=True, text=True, timeout=120, env=ENV)
     assert missing.returncode == 2 and "serve-llm: error: model: file" in missing.stderr and "Traceback" not in missing.stderr
     proc = subprocess.Popen([sys.executable, "-m", "prm_critic.cli", "serve-llm", "--model", "smollm2", "--alias", "smol"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV,
+                            preexec_fn=_sigint_default)
     try:
         line = proc.stdout.readline()
         assert line.startswith("serving SmolLM2-135M-Instruct.Q4_1.gguf") and "Ctrl-C" in line, line + proc.stderr.read()
