@@ -49,6 +49,8 @@ DOC = ROOT / "docs" / "wrappers_overhead.md"
 GOAL_SUBGOAL_US = 20.0
 GOAL_WRAPPER_US = 5.0
 GOAL_MAZE_CONST = 0.10
+GOAL_IN_LOOP_US = 20.0
+GOAL_E2E = 0.05
 
 
 class _PreviousFlattener:
@@ -110,11 +112,13 @@ class _CriticClock:
         return critic
 
 
-def _build(n_envs: int, clock: _CriticClock):
+def _build(n_envs: int, clock: _CriticClock, tmp: Path):
     import torch
     from stable_baselines3.common.vec_env import DummyVecEnv
 
-    from prm_critic.critic import BaseCritic, StepScores
+    import gymnasium as gym
+
+    from prm_critic.critic import BaseCritic, CriticInfo, StepScores
     from prm_critic.models.state_critic import StateCriticNet, TorchStateCritic
     from prm_critic.robotics.make import CriticInputLayout, make_env
     from prm_critic.robotics.spec import load_spec
@@ -128,8 +132,11 @@ def _build(n_envs: int, clock: _CriticClock):
     class ConstantCritic(BaseCritic):
         """Scores nothing: isolates the wrapper's own cost from the critic's."""
 
-        def __init__(self, layout):
-            self.layout, self.obs_dim = layout, layout.obs_dim
+        def __init__(self, layout, task):
+            self.layout, self.obs_dim, self.task = layout, layout.obs_dim, task
+
+        def critic_info(self):
+            return CriticInfo(task=self.task, layout=self.layout)
 
         def score(self, steps):
             n = len(steps)
@@ -137,6 +144,13 @@ def _build(n_envs: int, clock: _CriticClock):
 
         def score_one(self, x):
             return 0.0, 0.0
+
+    class PassThrough(gym.Wrapper):
+        """A wrapper whose step does nothing but call the inner env's: the floor of any Python wrapper
+        right after the physics step."""
+
+        def step(self, action):
+            return self.env.step(action)
 
     class BatchedSubgoalCritic(SubgoalCritic):
         """The SubgoalCritic without its batch-1 path: the shaper calls ``score(x[None])``."""
@@ -157,10 +171,11 @@ def _build(n_envs: int, clock: _CriticClock):
             return {n: bool(b) for n, b in zip(self.evaluator.names, h)}
 
     single: dict[str, dict] = {}
+    critics: dict = {}
     for task, gamma in (("FetchPush-v4", 0.98), ("PointMaze_UMaze-v3", 0.99)):
         probe = make_env(task)
         layout = CriticInputLayout.from_space(load_spec(task), probe.observation_space)
-        const = clock.wrap(ConstantCritic(layout))
+        const = clock.wrap(ConstantCritic(layout, task))
         sub = clock.wrap(SubgoalCritic(task, probe))
         ref = clock.wrap(BatchedSubgoalCritic(task, probe))
 
@@ -169,6 +184,7 @@ def _build(n_envs: int, clock: _CriticClock):
 
         v = single[task] = {
             "raw env": env(),
+            "pass-through gym.Wrapper (floor)": PassThrough(env()),
             "shaper(constant critic)": PRMRewardShaper(env(), const, gamma=gamma),
             "shaper(constant critic) [reference]": ReferenceShaper(env(), const, gamma=gamma),
             "shaper(SubgoalCritic)": PRMRewardShaper(env(), sub, gamma=gamma),
@@ -188,6 +204,16 @@ def _build(n_envs: int, clock: _CriticClock):
                     env(), ref, gamma=gamma, info_subgoals=True),
                 "shaper(torch 256x256)": PRMRewardShaper(env(), tc, gamma=gamma),
             })
+            for name, onnx in _onnx_critics(tmp, probe).items():
+                oc = clock.wrap(onnx)
+                critics[f"OnnxCritic {name}"] = oc
+                v[f"shaper(OnnxCritic {name})"] = PRMRewardShaper(env(), oc, gamma=gamma)
+                if name == TEACHER_NAME:  # the README's deploy loop: Phi = the export, pruned on the subgoals
+                    v[f"pruner(SubgoalCritic) over shaper(OnnxCritic {name})"] = DeadEndPruner(
+                        PRMRewardShaper(env(), oc, gamma=gamma), sub, threshold=0.05, patience=20)
+            critics["torch 256x256"] = tc
+        critics.setdefault("SubgoalCritic", {})[task] = sub  # type: ignore[index]
+        critics.setdefault("constant", {})[task] = const  # type: ignore[index]
     push = "FetchPush-v4"
     sub_push = single[push]["shaper(SubgoalCritic)"].critic
     vec = {
@@ -195,7 +221,24 @@ def _build(n_envs: int, clock: _CriticClock):
         f"DummyVecEnv({n_envs}) VecPRMRewardShaper(SubgoalCritic)": SB3VecPRMRewardShaper(
             TimedVecEnv(DummyVecEnv([lambda: make_env(push)] * n_envs)), sub_push, gamma=0.98),
     }
-    return single, vec
+    return single, vec, critics
+
+
+TEACHER_NAME = "push_mc (256x256, 298 KB)"
+STUDENT_NAME = "push_mc_small (distilled, 9 KB)"
+
+
+def _onnx_critics(tmp: Path, env) -> dict:
+    """The committed FetchPush critic and its distilled student as batch-1 ONNX exports."""
+    from prm_critic.models import load_state_critic
+    from prm_critic.onnx import OnnxCritic, export_state_critic
+
+    crit = ROOT / "benchmarks" / "rl" / "critics"
+    out = {}
+    for name, stem in ((TEACHER_NAME, "push_mc"), (STUDENT_NAME, "push_mc_small")):
+        path = export_state_critic(load_state_critic(crit / stem), tmp / f"{stem}.b1.onnx", batch=1)
+        out[name] = OnnxCritic(path, provider="cpu", env=env)
+    return out
 
 
 def _inner(env):
@@ -234,7 +277,9 @@ def _rounds(variants: dict, actions: np.ndarray, rounds: int, steps: int, clock:
                     inn.append(inner.inner_ns - before)
                     cri.append(clock.ns - c0)
                 if not vector and (out[2] or out[3]):
+                    r0 = tt()
                     e.reset()
+                    c_start += tt() - r0  # resets are not steps: a pruner that ends episodes early resets more
             if r:
                 cpu[k].append((tt() - c_start) / steps / 1e3)
         if bar is not None:
@@ -251,21 +296,78 @@ def _rounds(variants: dict, actions: np.ndarray, rounds: int, steps: int, clock:
     return rows
 
 
+def _cold_hot(critics: dict, steps: int, block: int = 100) -> dict:
+    """Each FetchPush critic's batch-1 call right after a MuJoCo step (cold caches, as in the control
+    loop) and the same call repeated at once (hot caches, as in a micro-benchmark's loop). Critics take
+    turns in blocks of ``block`` consecutive steps (a control loop calls the same critic every step),
+    on random-action FetchPush-v4 steps; the first step of each block is not counted. µs per call."""
+    from prm_critic.robotics.make import make_env
+
+    env = make_env("FetchPush-v4")
+    calls = {}
+    for name, c in critics.items():
+        c = c["FetchPush-v4"] if isinstance(c, dict) else c
+        fn = getattr(c, "score_one", None)
+        fn = getattr(fn, "__wrapped__", fn)  # the call itself, without the benchmark's clock
+        if fn is None:  # no batch-1 path: what the shaper calls instead
+            score = getattr(c.score, "__wrapped__", c.score)
+            calls[name] = lambda x, check=False, _f=score: _f(x[None])
+        else:
+            calls[name] = fn if "check" in _params(fn) else (lambda x, check=False, _f=fn: _f(x))
+    layout = critics["constant"]["FetchPush-v4"].layout
+    times: dict[str, dict[str, list[int]]] = {k: {"cold": [], "hot": []} for k in calls}
+    pc = time.perf_counter_ns
+    rng = np.random.default_rng(2)
+    env.reset(seed=0)
+    for _ in range(max(1, -(-steps // block))):
+        for k, fn in calls.items():
+            for i in range(block):
+                obs, _, term, trunc, _ = env.step(rng.uniform(-1, 1, 4))
+                x = layout.flatten(obs)
+                t0 = pc()
+                fn(x, check=False)
+                t1 = pc()
+                fn(x, check=False)
+                t2 = pc()
+                if i:
+                    times[k]["cold"].append(t1 - t0)
+                    times[k]["hot"].append(t2 - t1)
+                if term or trunc:
+                    env.reset()
+    env.close()
+    return {k: {m: {"p50": float(np.median(v[m])) / 1e3, "p90": float(np.percentile(v[m], 90)) / 1e3,
+                    "n": len(v[m])} for m in ("cold", "hot")} for k, v in times.items()}
+
+
+def _params(fn) -> tuple[str, ...]:
+    import inspect
+
+    try:
+        return tuple(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        return ()
+
+
 def measure(args) -> dict:
     from tqdm import tqdm
 
+    import tempfile
+
     clock = _CriticClock()
-    single, vec = _build(args.n_envs, clock)
+    tmp = Path(tempfile.mkdtemp(prefix="prm_wrappers_overhead_"))
+    single, vec, critics = _build(args.n_envs, clock, tmp)
     rng = np.random.default_rng(0)
     out: dict = {"rows": {}, "vec": {}}
     load0 = os.getloadavg()
-    with tqdm(total=(len(single) + 1) * (args.rounds + 1), desc="rounds", file=sys.stderr) as bar:
+    with tqdm(total=(len(single) + 1) * (args.rounds + 1) + 1, desc="rounds", file=sys.stderr) as bar:
         for task, variants in single.items():
             n_act = variants["raw env"].action_space.shape[0]
             acts = rng.uniform(-1, 1, (512, n_act)).astype(np.float32)
             out["rows"][task] = _rounds(variants, acts, args.rounds, args.steps, clock, False, bar)
         acts = rng.uniform(-1, 1, (64, args.n_envs, 4)).astype(np.float32)
         out["vec"] = _rounds(vec, acts, args.rounds, args.vec_steps, clock, True, bar)
+        out["cold_hot"] = _cold_hot(critics, args.cold_hot_steps)
+        bar.update(1)
     load1 = os.getloadavg()
     for variants in single.values():
         for e in variants.values():
@@ -293,7 +395,7 @@ def render(raw: dict) -> str:
         "`benchmarks/results/wrappers_overhead.json`, the raw data that command measured.", "",
         "Measured on: " + raw["machine"], "",
         f"{s['rounds']} interleaved rounds of {s['steps']} steps per variant (vector envs: {s['vec_steps']} vector "
-        "steps), after a warm-up round. *CPU µs / step*: the thread's CPU time per round divided by its steps, "
+        "steps), after a warm-up round. *CPU µs / step*: the thread's CPU time per round (resets excluded) divided by its steps, "
         "median over rounds; *vs raw*: its ratio to the raw env of the same task. *self*, *critic*, *wrapper*: "
         "medians over all steps of the per-step split (the wrapper's time below the outer `step` and above the "
         "inner env's; *critic* = inside the critic's `score_one` / `score`; *wrapper* = self - critic). The "
@@ -325,12 +427,42 @@ def render(raw: dict) -> str:
     w_now, w_ref = push["shaper(constant critic)"]["wrapper_p50"], push["shaper(constant critic) [reference]"]["wrapper_p50"]
     mz = maze["shaper(constant critic)"]["cpu_us"] / maze["raw env"]["cpu_us"] - 1
     mz_ref = maze["shaper(constant critic) [reference]"]["cpu_us"] / maze["raw env"]["cpu_us"] - 1
+    ch = raw.get("cold_hot")
+    if ch:
+        lines += ["", "## The critic's call in the control loop: cold against hot (FetchPush-v4, batch 1)", "",
+                  "Each critic's batch-1 call (`score_one(x, check=False)`, the shaper's call) right after a MuJoCo "
+                  "step, which evicts the critic's weights and the interpreter's working set from the caches "
+                  "(*cold*: what a control loop pays), then the same call again at once (*hot*: what a "
+                  "micro-benchmark's tight loop reports). Critics take turns in blocks of 100 consecutive steps (a control "
+                  "loop calls the same critic every step); the first step of each block is not counted.", "",
+                  "| critic | cold p50 µs | cold p90 µs | hot p50 µs | hot p90 µs | cold / hot | calls |",
+                  "|---|---:|---:|---:|---:|---:|---:|"]
+        for k, v in ch.items():
+            c, h = v["cold"], v["hot"]
+            lines.append(f"| {k} | {c['p50']:.1f} | {c['p90']:.1f} | {h['p50']:.1f} | {h['p90']:.1f} | "
+                         f"{c['p50'] / h['p50']:.1f}x | {c['n']} |")
     lines += ["", "## Goals", ""]
     lines += [f"- `SubgoalCritic` batch-1 call <= {GOAL_SUBGOAL_US:.0f} µs in the control loop: "
               + _goal(all(c <= GOAL_SUBGOAL_US for _, c, _ in sub)) + " ("
               + "; ".join(f"{t}: {c:.1f} µs, reference path {r:.1f} µs" for t, c, r in sub) + ")"]
+    if ch:
+        for k in (f"OnnxCritic {TEACHER_NAME}", f"OnnxCritic {STUDENT_NAME}"):
+            if k in ch:
+                lines += [f"- {k}: batch-1 call <= {GOAL_IN_LOOP_US:.0f} µs p50 in the control loop (cold): "
+                          + _goal(ch[k]["cold"]["p50"] <= GOAL_IN_LOOP_US)
+                          + f" ({ch[k]['cold']['p50']:.1f} µs cold; hot {ch[k]['hot']['p50']:.1f} µs)"]
+    floor = push.get("pass-through gym.Wrapper (floor)")
     lines += [f"- shaper's own work <= {GOAL_WRAPPER_US:.0f} µs per FetchPush step (constant critic, wrapper p50): "
-              + _goal(w_now <= GOAL_WRAPPER_US) + f" ({w_now:.1f} µs; reference flattening {w_ref:.1f} µs)"]
+              + _goal(w_now <= GOAL_WRAPPER_US) + f" ({w_now:.1f} µs; reference flattening {w_ref:.1f} µs"
+              + (f"; a wrapper that only calls the inner env's `step` costs {floor['wrapper_p50']:.1f} µs here"
+                 if floor else "") + ")"]
+    raw_push = push["raw env"]["cpu_us"]
+    for k in (f"shaper(OnnxCritic {TEACHER_NAME})", f"pruner(SubgoalCritic) over shaper(OnnxCritic {TEACHER_NAME})",
+              f"shaper(OnnxCritic {STUDENT_NAME})"):
+        if k in push:
+            e2e = push[k]["cpu_us"] / raw_push - 1
+            lines += [f"- end to end, {k} <= +{GOAL_E2E:.0%} CPU time over the raw FetchPush step (load as noted "
+                      "above): " + _goal(e2e <= GOAL_E2E) + f" ({e2e:+.1%})"]
     lines += [f"- PointMaze constant-critic overhead <= {GOAL_MAZE_CONST:.0%} of the raw step (CPU time): "
               + _goal(mz <= GOAL_MAZE_CONST) + f" ({mz:+.1%}; reference flattening {mz_ref:+.1%})", ""]
     return "\n".join(lines)
@@ -342,6 +474,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--vec-steps", type=int, default=50, help="vector steps per vector variant per round")
     p.add_argument("--rounds", type=int, default=12)
     p.add_argument("--n-envs", type=int, default=8)
+    p.add_argument("--cold-hot-steps", type=int, default=1500, help="steps per critic for the cold/hot table")
     p.add_argument("--out", default=None, help="write the raw data to --raw and the rendered doc here")
     p.add_argument("--raw", type=Path, default=RAW, help="raw-data JSON written with --out and read by --render")
     p.add_argument("--render", action="store_true", help="only write --md from --raw (no measurement)")
