@@ -3,6 +3,7 @@ so a pytest run catches an import that breaks a layer, not only CI."""
 
 from __future__ import annotations
 
+import ast
 import os
 import shutil
 import subprocess
@@ -79,3 +80,53 @@ def test_old_import_paths_still_work():
     assert old is train_critic_from_data
     assert [w.category for w in caught] == [DeprecationWarning]
     assert "prm_critic.models" in str(caught[0].message)
+
+
+# --------------------------------------------------------------------------- long parameter lists
+#: a private function with this many parameters or more takes a config object instead
+_MAX_PARAMS = 10
+
+
+def _long_private_functions(package: Path) -> list[str]:
+    """``"path:line name (k parameters)"`` for every private function of ``package`` (a name with a
+    leading underscore, not a dunder, or any function of a private module such as ``_common.py``)
+    with ``_MAX_PARAMS`` parameters or more, ``self`` / ``cls`` not counted."""
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        rel = path.relative_to(package.parent)
+        private_module = any(part.startswith("_") and not part.startswith("__") for part in rel.parts)
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(rel))):
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            a = node.args
+            k = len(a.posonlyargs) + len(a.args) + len(a.kwonlyargs)
+            first = (a.posonlyargs + a.args)[:1]
+            if first and first[0].arg in ("self", "cls"):
+                k -= 1
+            private = node.name.startswith("_") and not node.name.startswith("__")
+            if k >= _MAX_PARAMS and (private or private_module):
+                found.append(f"{rel.as_posix()}:{node.lineno} {node.name} ({k} parameters)")
+    return found
+
+
+def test_no_private_function_takes_a_long_parameter_list():
+    """Long parameter lists are frozen config dataclasses, checked once in ``__post_init__`` and
+    passed whole (docs/architecture.md); public signatures (``train_policy``, the shapers) keep their
+    keywords and build the config."""
+    found = _long_private_functions(ROOT / "prm_critic")
+    assert not found, (f"private functions with {_MAX_PARAMS} or more parameters (pass a frozen config "
+                       f"dataclass instead): {found}")
+
+
+def test_the_parameter_count_check_names_the_offender(tmp_path):
+    pkg = tmp_path / "pkg"
+    (pkg / "sub").mkdir(parents=True)
+    ten = ", ".join(f"a{i}" for i in range(9))
+    (pkg / "mod.py").write_text(
+        f"def _long(self_not_first, {ten}):\n    pass\n\n"  # 10 parameters: reported
+        f"def public({ten}, b):\n    pass\n\n"  # public: not reported
+        f"class C:\n    def _method(self, {ten}):\n        pass\n\n"  # 9 without self: not reported
+        f"    def __init__(self, {ten}, b):\n        pass\n")  # dunder of a public module: not reported
+    (pkg / "sub" / "_private.py").write_text(f"def helper(*, {ten}, b):\n    pass\n")
+    assert _long_private_functions(pkg) == ["pkg/mod.py:1 _long (10 parameters)",
+                                            "pkg/sub/_private.py:1 helper (10 parameters)"]

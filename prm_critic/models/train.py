@@ -430,16 +430,16 @@ def train_state_critic(
     if config.num_threads is not None:
         torch.set_num_threads(config.num_threads)
     try:
-        return _train(x, progress, success, episode=episode, t=t, ep_success=ep_success, mask=mask, config=config,
-                      progress_bar=progress_bar, state_path=state_path, on_epoch_end=on_epoch_end)
+        arrs = check_training_arrays(x, progress, success, episode=episode, t=t, ep_success=ep_success, mask=mask)
+        return _train(arrs, config, progress_bar=progress_bar, state_path=state_path, on_epoch_end=on_epoch_end)
     finally:
         if torch.get_num_threads() != prev_threads:
             torch.set_num_threads(prev_threads)
 
 
-def _train(x, progress, success, *, episode, t, ep_success, mask, config: TrainConfig, progress_bar, state_path,
-           on_epoch_end) -> tuple[StateCriticNet, dict]:
-    arrs = check_training_arrays(x, progress, success, episode=episode, t=t, ep_success=ep_success, mask=mask)
+def _train(arrs: TrainingArrays, config: TrainConfig, *, progress_bar: bool, state_path: str | os.PathLike | None,
+           on_epoch_end: Callable[[int, dict], None] | None) -> tuple[StateCriticNet, dict]:
+    """Train on the checked arrays ``arrs`` (torch's threads already set by :func:`train_state_critic`)."""
     device = torch.device(config.device)
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"device: {config.device!r} requested but CUDA is not available")

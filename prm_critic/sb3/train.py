@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import json
 import os
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
@@ -157,20 +159,91 @@ def train_policy(task: "str | TaskSpec", *, algo: str = "sac", critic: Any = Non
         The trained SB3 (or SBX) model. ``model.prm_config`` holds the run's JSON-able configuration,
         with ``backend`` and ``trained_steps`` (the env steps trained, ``model.num_timesteps``).
     """
-    progress, prune, critic = _check_train_args(
-        algo=algo, critic=critic, shaping=shaping, scale=scale, her=her, prune=prune, total_steps=total_steps,
-        seed=seed, n_envs=n_envs, eval_freq=eval_freq, eval_episodes=eval_episodes, log_dir=log_dir,
-        progress=progress, checkpoint_freq=checkpoint_freq, resume=resume, progress_bar=progress_bar,
-        backend=backend)
-    validate.positive_int("torch_threads", torch_threads, allow_none=True)
-    early_stop = _check_early_stop(early_stop, eval_freq)
-    with _torch_threads(torch_threads):
-        return _train(task, algo=algo, critic=critic, shaping=shaping, scale=scale, head=head, her=her, prune=prune,
-                      total_steps=total_steps, seed=seed, n_envs=n_envs, eval_freq=eval_freq,
-                      eval_episodes=eval_episodes, log_dir=log_dir, algo_kwargs=algo_kwargs,
-                      normalize_obs=normalize_obs, callbacks=callbacks, progress=progress,
-                      checkpoint_freq=checkpoint_freq, resume=resume, verbose=verbose, backend=backend,
-                      early_stop=early_stop)
+    config = TrainPolicyConfig(
+        task=task, algo=algo, critic=critic, shaping=shaping, scale=scale, head=head, her=her, prune=prune,
+        total_steps=total_steps, seed=seed, n_envs=n_envs, eval_freq=eval_freq, eval_episodes=eval_episodes,
+        log_dir=log_dir, algo_kwargs=algo_kwargs, normalize_obs=normalize_obs, callbacks=callbacks,
+        progress=progress, checkpoint_freq=checkpoint_freq, resume=resume, verbose=verbose,
+        progress_bar=progress_bar, backend=backend, torch_threads=torch_threads, early_stop=early_stop)
+    with _torch_threads(config.torch_threads):
+        return _train(config)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainPolicyConfig:
+    """The arguments of :func:`train_policy` (same names, same defaults), checked once in
+    ``__post_init__`` before anything is built, and passed whole to its phases.
+
+    The checks, their order and their messages are :func:`train_policy`'s. Checked values replace
+    the given ones: ``progress`` is ``progress_bar`` when that older name is given, ``prune`` has its
+    defaults filled in, ``critic`` is ``"subgoal"`` for ``shaping="subgoal"`` without one, and
+    ``early_stop`` has its defaults filled in. ``task`` stays as given: :func:`train_policy` resolves
+    it once, when it builds the run.
+    """
+
+    task: "str | TaskSpec"
+    total_steps: int
+    algo: str = "sac"
+    critic: Any = None
+    shaping: str | None = None
+    scale: float = 1.0
+    head: str = "progress"
+    her: bool = False
+    prune: Mapping[str, Any] | None = None
+    seed: int = 0
+    n_envs: int = 1
+    eval_freq: int | None = None
+    eval_episodes: int = 50
+    log_dir: str | os.PathLike | None = None
+    algo_kwargs: Mapping[str, Any] | None = None
+    normalize_obs: bool = False
+    callbacks: list | None = None
+    progress: bool = True
+    checkpoint_freq: int | None = None
+    resume: bool = False
+    verbose: int = 0
+    progress_bar: bool | None = None
+    backend: str = DEFAULT_BACKEND
+    torch_threads: int | None = 1
+    early_stop: Mapping[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        checked = functools.partial(object.__setattr__, self)  # frozen: the checked values replace the given
+        progress = self.progress
+        if self.progress_bar is not None:
+            progress = validate.check_flag("progress_bar", self.progress_bar)  # the older name of progress
+        checked("progress", validate.check_flag("progress", progress))
+        check_algo_backend(self.algo, self.backend)
+        algo_class(self.algo, self.backend)  # the algorithm's package is installed
+        for name in ("total_steps", "n_envs", "eval_episodes"):
+            validate.positive_int(name, getattr(self, name))
+        validate.positive_int("eval_freq", self.eval_freq, allow_none=True)
+        validate.positive_int("checkpoint_freq", self.checkpoint_freq, allow_none=True)
+        if (self.checkpoint_freq is not None or self.resume) and self.log_dir is None:
+            raise ValueError(f"log_dir: checkpoint_freq={self.checkpoint_freq!r} / resume={self.resume!r} need a "
+                             "log_dir, got None")
+        shaping = self.shaping
+        validate.check_choice("shaping", shaping, SHAPING_MODES, allow_none=True)
+        validate.check_seed("seed", self.seed)
+        validate.check_number("scale", self.scale, positive=True)
+        prune = check_prune(self.prune)
+        checked("prune", prune)
+        if shaping == "subgoal" and self.her:
+            raise ValueError("shaping='subgoal' with her=True: the subgoal bonus is paid once per episode and HER's "
+                             "relabelled goals cannot reproduce that from one transition; use shaping='potential' "
+                             "with HER, or her=False")
+        critic = self.critic
+        if shaping == "subgoal" and critic is None:
+            critic = "subgoal"
+            checked("critic", critic)
+        if (shaping is not None or prune is not None) and critic is None:
+            raise ValueError(f"critic: shaping={shaping!r} / prune={prune} need a critic ('subgoal', a path or a "
+                             "BaseCritic), got None")
+        if critic is not None and shaping is None and prune is None:
+            raise ValueError(f"shaping: a critic ({critic_reference(critic)}) was given but shaping=None and "
+                             f"prune=None; choose shaping from {list(SHAPING_MODES)}")
+        validate.positive_int("torch_threads", self.torch_threads, allow_none=True)
+        checked("early_stop", _check_early_stop(self.early_stop, self.eval_freq))
 
 
 @contextlib.contextmanager
@@ -205,24 +278,25 @@ def _check_early_stop(early_stop: Mapping[str, Any] | None, eval_freq: int | Non
     return out
 
 
-def _train(task, *, algo, critic, shaping, scale, head, her, prune, total_steps, seed, n_envs, eval_freq,
-           eval_episodes, log_dir, algo_kwargs, normalize_obs, callbacks, progress, checkpoint_freq, resume,
-           verbose, backend, early_stop):
-    spec = load_spec(task)  # the one place the task is resolved: everything below gets the TaskSpec
-    kw, gamma, fitted = _fit_algo_kwargs(spec, algo, algo_kwargs, total_steps=total_steps, her=her, n_envs=n_envs,
-                                         backend=backend)
+def _train(config: TrainPolicyConfig):
+    c = config
+    spec = load_spec(c.task)  # the one place the task is resolved: everything below gets the TaskSpec
+    kw, gamma, fitted = _fit_algo_kwargs(spec, c)
     # load a path critic once and share it across the vector envs
+    critic = c.critic
     is_subgoal = isinstance(critic, str) and critic == "subgoal"
     critic_obj = critic if (critic is None or is_subgoal) else resolve_critic(critic, spec)
-    env_kwargs = dict(critic=critic_obj, shaping=shaping, scale=float(scale), gamma=gamma, head=head, prune=prune)
-    venv = make_vec_train_env(spec, n_envs, seed=seed, **env_kwargs)
-    if normalize_obs:
+    env_kwargs = dict(critic=critic_obj, shaping=c.shaping, scale=float(c.scale), gamma=gamma, head=c.head,
+                      prune=c.prune)
+    venv = make_vec_train_env(spec, c.n_envs, seed=c.seed, **env_kwargs)
+    if c.normalize_obs:
         VecNormalize = require("stable_baselines3.common.vec_env").VecNormalize
         venv = VecNormalize(venv, norm_obs=True, norm_reward=False, gamma=gamma)
 
-    log_path = Path(log_dir) if log_dir is not None else None
-    model = build_model(algo, venv, her=her, algo_kwargs=kw, seed=seed, verbose=verbose,
-                        tensorboard_log=None, backend=backend, shaped=shaping in ("potential", "replace"))
+    log_path = Path(c.log_dir) if c.log_dir is not None else None
+    model = build_model(c.algo, venv, her=c.her, algo_kwargs=kw, seed=c.seed, verbose=c.verbose,
+                        tensorboard_log=None, backend=c.backend, shaped=c.shaping in ("potential", "replace"))
+    total_steps = c.total_steps
     starts = getattr(model, "learning_starts", None)  # off-policy only
     if starts is not None and total_steps <= starts:
         venv.close()
@@ -231,45 +305,44 @@ def _train(task, *, algo, critic, shaping, scale, head, her, prune, total_steps,
             f"{type(model).__name__}: no gradient step would run and the saved policy would be the "
             f"untrained one; expected total_steps > {starts} (or algo_kwargs learning_starts < {total_steps})")
     if log_path is not None:
-        _set_logger(model, log_path, resume=resume)
-    stats, evaluator, bar, cbs = _train_callbacks(spec, algo, total_steps=total_steps, eval_freq=eval_freq,
-                                                  eval_episodes=eval_episodes, log_path=log_path,
-                                                  callbacks=callbacks, progress=progress)
+        _set_logger(model, log_path, resume=c.resume)
+    stats, evaluator, bar, cbs = _train_callbacks(spec, c, log_path)
     stopper = None
-    if early_stop is not None:
+    if c.early_stop is not None:
         from prm_critic.sb3.callbacks import StopOnSuccess
 
-        stopper = StopOnSuccess(evaluator, **early_stop)
+        stopper = StopOnSuccess(evaluator, **c.early_stop)
         cbs.insert(cbs.index(evaluator) + 1, stopper)  # right after the evaluation it reads
     model.prm_config = {
-        "task": spec.name, "algo": algo, "backend": backend, "critic": critic_reference(critic),
-        "critic_sha256": critic_fingerprint(critic_obj), "shaping": shaping,
-        "scale": float(scale), "head": head, "her": bool(her), "prune": prune, "gamma": gamma,
-        "total_steps": total_steps, "seed": seed, "n_envs": n_envs, "normalize_obs": bool(normalize_obs),
+        "task": spec.name, "algo": c.algo, "backend": c.backend, "critic": critic_reference(critic),
+        "critic_sha256": critic_fingerprint(critic_obj), "shaping": c.shaping,
+        "scale": float(c.scale), "head": c.head, "her": bool(c.her), "prune": c.prune, "gamma": gamma,
+        "total_steps": total_steps, "seed": c.seed, "n_envs": c.n_envs, "normalize_obs": bool(c.normalize_obs),
     }
     model.prm_resumed_from = []
-    if log_path is not None and (checkpoint_freq is not None or resume):
-        _restore_and_checkpoint(model, venv, log_path / "resume", kw=kw, fitted=fitted, seed=seed, resume=resume,
-                                checkpoint_freq=checkpoint_freq, stats=stats, evaluator=evaluator, cbs=cbs)
+    if log_path is not None and (c.checkpoint_freq is not None or c.resume):
+        _restore_and_checkpoint(model, venv, log_path / "resume", c, kw=kw, fitted=fitted, stats=stats,
+                                evaluator=evaluator, cbs=cbs)
     _learn(model, total_steps, cbs, bar)
     model.prm_config["trained_steps"] = int(model.num_timesteps)
-    model.prm_config["early_stop"] = early_stop
+    model.prm_config["early_stop"] = c.early_stop
     model.prm_config["stopped_early_at"] = None if stopper is None else stopper.stopped_at
     model.prm_stats = stats
     model.prm_eval = evaluator
     if log_path is not None:
         from prm_critic.sb3.checkpoint import save_policy
 
-        save_policy(log_path / "policy", model, spec=spec, algo=algo, her=her, algo_kwargs=kw,
+        save_policy(log_path / "policy", model, spec=spec, algo=c.algo, her=c.her, algo_kwargs=kw,
                     extra=model.prm_config)
     return model
 
 
-def _fit_algo_kwargs(spec: TaskSpec, algo: str, algo_kwargs: Mapping[str, Any] | None, *, total_steps: int,
-                     her: bool, n_envs: int, backend: str) -> tuple[dict[str, Any], float, list[str]]:
+def _fit_algo_kwargs(spec: TaskSpec, config: TrainPolicyConfig) -> tuple[dict[str, Any], float, list[str]]:
     """The algorithm's constructor arguments for this run (a checked copy of ``algo_kwargs``, with
     ``gamma`` and the budget-fitted ones filled in), ``gamma``, and the names chosen here to fit the
     budget (not part of the resume config)."""
+    algo, algo_kwargs, backend = config.algo, config.algo_kwargs, config.backend
+    total_steps, her, n_envs = config.total_steps, config.her, config.n_envs
     kw = copy.deepcopy(check_algo_kwargs(algo, algo_kwargs, backend))  # SB3 mutates policy_kwargs in place
     gamma = float(kw.get("gamma", algo_default(algo, "gamma", backend)))
     kw["gamma"] = gamma
@@ -297,8 +370,7 @@ def _set_logger(model, log_path: Path, *, resume: bool) -> None:
     model.set_logger(logger.configure(str(log_path / "logs"), ["csv", "tensorboard"]))
 
 
-def _train_callbacks(spec: TaskSpec, algo: str, *, total_steps: int, eval_freq: int | None, eval_episodes: int,
-                     log_path: Path | None, callbacks: list | None, progress: bool):
+def _train_callbacks(spec: TaskSpec, config: TrainPolicyConfig, log_path: Path | None):
     """The run's callbacks: the PRM stats, the unshaped evaluation (``None`` without ``eval_freq``), the
     progress bar (``None`` without ``progress``) and all of them in order, the user's included."""
     from prm_critic.sb3.callbacks import PRMStatsCallback, UnshapedSuccessEval
@@ -306,16 +378,16 @@ def _train_callbacks(spec: TaskSpec, algo: str, *, total_steps: int, eval_freq: 
     stats = PRMStatsCallback()
     cbs: list[BaseCallback] = [stats]
     evaluator = None
-    if eval_freq is not None:
-        evaluator = UnshapedSuccessEval(spec, eval_freq=eval_freq, n_episodes=eval_episodes,
+    if config.eval_freq is not None:
+        evaluator = UnshapedSuccessEval(spec, eval_freq=config.eval_freq, n_episodes=config.eval_episodes,
                                         csv_path=(log_path / "eval.csv") if log_path else None)
         cbs.append(evaluator)
-    cbs.extend(callbacks or [])
+    cbs.extend(config.callbacks or [])
     bar = None
-    if progress:
+    if config.progress:
         from prm_critic.sb3.callbacks import TqdmCallback
 
-        bar = TqdmCallback(total_steps, desc=f"train-policy {algo} {spec.name}")
+        bar = TqdmCallback(config.total_steps, desc=f"train-policy {config.algo} {spec.name}")
         cbs.append(bar)
     return stats, evaluator, bar, cbs
 
@@ -338,44 +410,13 @@ def _learn(model, total_steps: int, cbs: list, bar) -> None:
             if bar is not None:
                 bar.close()  # also when training stops with an error: no bar left behind on the terminal
 
-def _check_train_args(*, algo, critic, shaping, scale, her, prune, total_steps, seed, n_envs, eval_freq,
-                      eval_episodes, log_dir, progress, checkpoint_freq, resume, progress_bar, backend):
-    """The argument checks of :func:`train_policy`, before anything is built; returns
-    ``(progress, prune, critic)`` as train_policy uses them."""
-    if progress_bar is not None:
-        progress = validate.check_flag("progress_bar", progress_bar)  # the older name of progress
-    validate.check_flag("progress", progress)
-    check_algo_backend(algo, backend)
-    algo_class(algo, backend)  # the algorithm's package is installed
-    for name, v in (("total_steps", total_steps), ("n_envs", n_envs), ("eval_episodes", eval_episodes)):
-        validate.positive_int(name, v)
-    validate.positive_int("eval_freq", eval_freq, allow_none=True)
-    validate.positive_int("checkpoint_freq", checkpoint_freq, allow_none=True)
-    if (checkpoint_freq is not None or resume) and log_dir is None:
-        raise ValueError(f"log_dir: checkpoint_freq={checkpoint_freq!r} / resume={resume!r} need a log_dir, got None")
-    validate.check_choice("shaping", shaping, SHAPING_MODES, allow_none=True)
-    validate.check_seed("seed", seed)
-    validate.check_number("scale", scale, positive=True)
-    prune = check_prune(prune)
-    if shaping == "subgoal" and her:
-        raise ValueError("shaping='subgoal' with her=True: the subgoal bonus is paid once per episode and HER's "
-                         "relabelled goals cannot reproduce that from one transition; use shaping='potential' "
-                         "with HER, or her=False")
-    if shaping == "subgoal" and critic is None:
-        critic = "subgoal"
-    if (shaping is not None or prune is not None) and critic is None:
-        raise ValueError(f"critic: shaping={shaping!r} / prune={prune} need a critic ('subgoal', a path or a "
-                         "BaseCritic), got None")
-    if critic is not None and shaping is None and prune is None:
-        raise ValueError(f"shaping: a critic ({critic_reference(critic)}) was given but shaping=None and prune=None; "
-                         f"choose shaping from {list(SHAPING_MODES)}")
-    return progress, prune, critic
 
-
-def _restore_and_checkpoint(model, venv, state_dir: Path, *, kw, fitted, seed, resume, checkpoint_freq, stats,
+def _restore_and_checkpoint(model, venv, state_dir: Path, config: TrainPolicyConfig, *, kw, fitted, stats,
                             evaluator, cbs) -> None:
-    """Resume ``model`` (and the callbacks' state) from ``state_dir`` when asked and a training
-    state is there; with ``checkpoint_freq`` append the callback that writes the training state."""
+    """Resume ``model`` (and the callbacks' state) from ``state_dir`` when ``config.resume`` asks and a
+    training state is there; with ``config.checkpoint_freq`` append the callback that writes the
+    training state."""
+    seed, resume, checkpoint_freq = config.seed, config.resume, config.checkpoint_freq
     from prm_critic.sb3.checkpoint import json_kwargs
     from prm_critic.sb3.resume import TrainingStateCheckpoint, latest_training_state, load_training_state
 

@@ -16,7 +16,7 @@ from prm_critic._optional import require
 from prm_critic.critic import BaseCritic
 from prm_critic.robotics.layout import CriticInputLayout
 from prm_critic.wrappers._common import (
-    SB3_VEC_ENV, ObsFlattener, ShaperBase, refuse_env_kind, setup_shaper,
+    SB3_VEC_ENV, ObsFlattener, ShaperBase, ShaperConfig, refuse_env_kind, setup_shaper,
 )
 
 require("stable_baselines3.common.vec_env")  # a missing extra fails here with the exact ``pip install`` to run
@@ -88,10 +88,10 @@ class SB3VecPRMRewardShaper(ShaperBase, vec_env.VecEnvWrapper):
         if not isinstance(venv, vec_env.VecEnv):
             raise refuse_env_kind(venv, name="venv", expected=SB3_VEC_ENV)
         super().__init__(venv)
-        setup_shaper(self, critic=critic, gamma=gamma, mode=mode, head=head, scale=scale,
-                     subgoal_bonus=subgoal_bonus, deadline_s=deadline_s, fallback=fallback, layout=layout, spec=spec,
-                     info_subgoals=info_subgoals, allow_task_mismatch=allow_task_mismatch,
-                     space=venv.observation_space, env_id=_venv_env_id(venv), where="venv")
+        config = ShaperConfig(critic=critic, gamma=gamma, mode=mode, scale=scale, head=head, layout=layout, spec=spec,
+                              subgoal_bonus=subgoal_bonus, deadline_s=deadline_s, fallback=fallback,
+                              allow_task_mismatch=allow_task_mismatch, info_subgoals=info_subgoals)
+        setup_shaper(self, config, space=venv.observation_space, env_id=_venv_env_id(venv), where="venv")
         if vec_env.unwrap_vec_normalize(venv) is not None:
             warnings.warn(
                 "SB3VecPRMRewardShaper wraps a VecNormalize: it sees normalised observations and off-policy "

@@ -11,6 +11,7 @@ import math
 import operator
 import threading
 import warnings
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
@@ -282,22 +283,70 @@ def resolve_spec(critic: BaseCritic, spec: Any) -> TaskSpec | None:
     return s if isinstance(s, TaskSpec) else None
 
 
+@dataclass(frozen=True, kw_only=True)
+class ShaperConfig:
+    """The settings shared by :class:`PRMRewardShaper` and its vector twins (their keyword arguments,
+    same names and defaults), checked once in ``__post_init__`` and passed whole to :func:`setup_shaper`.
+
+    The checks and their messages are the shapers'; checked values replace the given ones (``gamma``,
+    ``scale``, ``subgoal_bonus`` and ``deadline_s`` become floats). ``layout`` and ``spec`` stay as
+    given; what they resolve to is ``critic_layout`` (``layout``, else the critic's declared one) and
+    ``task_spec`` (``spec``, else the critic's, or ``None``). What needs the env (its observation
+    space, its id, its maze) is checked by :func:`setup_shaper`.
+    """
+
+    critic: BaseCritic
+    gamma: float
+    mode: str = "potential"
+    scale: float = 1.0
+    head: str = "progress"
+    layout: CriticInputLayout | Mapping | None = None
+    spec: Any = None
+    subgoal_bonus: float = 1.0
+    deadline_s: float | None = None
+    fallback: str = "zero"
+    allow_task_mismatch: bool = False
+    info_subgoals: bool = False
+    critic_layout: CriticInputLayout = field(init=False, repr=False)
+    task_spec: TaskSpec | None = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        checked = functools.partial(object.__setattr__, self)  # frozen: the checked values replace the given
+        checked("info_subgoals", validate.check_flag("info_subgoals", self.info_subgoals))
+        critic = check_critic_arg(self.critic)
+        checked("gamma", validate.check_gamma("gamma", self.gamma, hint=GAMMA_HINT))
+        checked("mode", validate.check_choice("mode", self.mode, MODES))
+        checked("head", validate.check_choice("head", self.head, HEADS))
+        checked("scale", validate.check_number("scale", self.scale))
+        checked("subgoal_bonus", validate.check_number("subgoal_bonus", self.subgoal_bonus))
+        checked("deadline_s", validate.check_number("deadline_s", self.deadline_s, positive=True, allow_none=True))
+        checked("fallback", validate.check_choice("fallback", self.fallback, FALLBACKS))
+        checked("critic_layout", resolve_layout(critic, self.layout))
+        checked("allow_task_mismatch", validate.check_flag("allow_task_mismatch", self.allow_task_mismatch))
+        checked("task_spec", resolve_spec(critic, self.spec))
 
 
-def setup_shaper(obj: ShaperBase, *, critic: BaseCritic, gamma: Any, mode: Any, head: Any, scale: Any, subgoal_bonus: Any,
-                 deadline_s: Any, fallback: Any, layout: Any, spec: Any, info_subgoals: Any, allow_task_mismatch: bool,
-                 space: Any, env_id: str | None, where: str = "env", env: Any = None) -> None:
-    """The construction shared by :class:`PRMRewardShaper` and its vector twins: check the arguments,
-    the observation ``space`` (one env's) against the layout and the critic against the env, attach the
-    subgoal evaluator and the critic caller (``obj._caller``)."""
-    obj.info_subgoals = validate.check_flag("info_subgoals", info_subgoals)
-    check_shaper_args(obj, critic=critic, gamma=gamma, mode=mode, head=head, scale=scale,
-                      subgoal_bonus=subgoal_bonus, deadline_s=deadline_s, fallback=fallback, layout=layout)
+def setup_shaper(obj: ShaperBase, config: ShaperConfig, *, space: Any, env_id: str | None, where: str = "env",
+                 env: Any = None) -> None:
+    """The construction shared by :class:`PRMRewardShaper` and its vector twins: set the checked
+    ``config`` on ``obj``, check the observation ``space`` (one env's) against the layout and the
+    critic against the env, attach the subgoal evaluator and the critic caller (``obj._caller``)."""
+    critic = config.critic
+    obj.critic = critic
+    obj.gamma = config.gamma
+    obj.mode = config.mode
+    obj.head = config.head
+    obj.scale = config.scale
+    obj.subgoal_bonus = config.subgoal_bonus
+    obj.deadline_s = config.deadline_s
+    obj.fallback = config.fallback
+    obj.layout = config.critic_layout
+    obj.info_subgoals = config.info_subgoals
     check_critic_space(critic, obj.layout, space, env_id, where=where)
-    check_critic_env(critic, obj.layout, env_id, space, allow_task_mismatch=allow_task_mismatch,
-                     explicit_layout=layout is not None, stacklevel=4)
-    obj.allow_task_mismatch = allow_task_mismatch
-    attach_subgoal_evaluator(obj, critic, spec, env)
+    check_critic_env(critic, obj.layout, env_id, space, allow_task_mismatch=config.allow_task_mismatch,
+                     explicit_layout=config.layout is not None, stacklevel=4)
+    obj.allow_task_mismatch = config.allow_task_mismatch
+    attach_subgoal_evaluator(obj, critic, config.task_spec, env)
     obj._caller = CriticCaller(obj.critic, obj.head, obj.deadline_s)
 
 
@@ -338,14 +387,15 @@ class ShaperBase(CallerStats):
     _eval_subgoals: bool
 
 
-def attach_subgoal_evaluator(obj: ShaperBase, critic: BaseCritic, spec: Any, env: Any = None) -> None:
-    """Set ``obj.task_spec``, ``obj.evaluator`` and ``obj._eval_subgoals`` for a shaper.
+def attach_subgoal_evaluator(obj: ShaperBase, critic: BaseCritic, task_spec: TaskSpec | None, env: Any = None) -> None:
+    """Set ``obj.task_spec`` (``task_spec``, resolved by :class:`ShaperConfig`), ``obj.evaluator`` and
+    ``obj._eval_subgoals`` for a shaper.
 
     The critic's own evaluator is reused when it evaluates the same spec on inputs of the same width;
     otherwise one is built (``maze_path`` subgoals need the maze of ``env``: a single env, not a
     vector one). ``mode="subgoal"`` and ``info_subgoals=True`` without an evaluator are refused.
     """
-    obj.task_spec = resolve_spec(critic, spec)
+    obj.task_spec = task_spec
     obj.evaluator = None
     ts = obj.task_spec
     if ts is not None and ts.subgoals:
@@ -766,18 +816,3 @@ def find_max_episode_steps(env: Any) -> int | None:
     spec = getattr(env, "spec", None)
     mes = getattr(spec, "max_episode_steps", None)
     return int(mes) if isinstance(mes, int) and mes > 0 else None
-
-
-def check_shaper_args(obj: ShaperBase, *, critic, gamma, mode, head, scale, subgoal_bonus, deadline_s, fallback,
-                      layout) -> None:
-    """Validate the reward shapers' shared settings and set them on ``obj`` (single and vector
-    shaper): ``critic, gamma, mode, head, scale, subgoal_bonus, deadline_s, fallback, layout``."""
-    obj.critic = check_critic_arg(critic)
-    obj.gamma = validate.check_gamma("gamma", gamma, hint=GAMMA_HINT)
-    obj.mode = validate.check_choice("mode", mode, MODES)
-    obj.head = validate.check_choice("head", head, HEADS)
-    obj.scale = validate.check_number("scale", scale)
-    obj.subgoal_bonus = validate.check_number("subgoal_bonus", subgoal_bonus)
-    obj.deadline_s = validate.check_number("deadline_s", deadline_s, positive=True, allow_none=True)
-    obj.fallback = validate.check_choice("fallback", fallback, FALLBACKS)
-    obj.layout = resolve_layout(critic, layout)

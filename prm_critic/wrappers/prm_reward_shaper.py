@@ -11,7 +11,7 @@ from prm_critic.critic import BaseCritic
 from prm_critic.robotics.label_rewards import potential_shaping
 from prm_critic.robotics.layout import CriticInputLayout
 from prm_critic.wrappers._common import (
-    ObsFlattener, ShaperBase, env_id_of, goal_keys, setup_shaper,
+    ObsFlattener, ShaperBase, ShaperConfig, env_id_of, goal_keys, setup_shaper,
 )
 
 require("gymnasium")  # a missing extra fails here with the exact ``pip install`` to run
@@ -107,10 +107,10 @@ class PRMRewardShaper(ShaperBase, gym.Wrapper, gym.utils.RecordConstructorArgs):
             layout=layout, spec=spec, subgoal_bonus=subgoal_bonus, deadline_s=deadline_s, fallback=fallback,
             allow_task_mismatch=allow_task_mismatch, info_subgoals=info_subgoals)
         gym.Wrapper.__init__(self, env)
-        setup_shaper(self, critic=critic, gamma=gamma, mode=mode, head=head, scale=scale,
-                     subgoal_bonus=subgoal_bonus, deadline_s=deadline_s, fallback=fallback, layout=layout, spec=spec,
-                     info_subgoals=info_subgoals, allow_task_mismatch=allow_task_mismatch,
-                     space=env.observation_space, env_id=env_id_of(env), env=env)
+        config = ShaperConfig(critic=critic, gamma=gamma, mode=mode, scale=scale, head=head, layout=layout, spec=spec,
+                              subgoal_bonus=subgoal_bonus, deadline_s=deadline_s, fallback=fallback,
+                              allow_task_mismatch=allow_task_mismatch, info_subgoals=info_subgoals)
+        setup_shaper(self, config, space=env.observation_space, env_id=env_id_of(env), env=env)
         self._flatten = ObsFlattener(self.layout)
         # (achieved, desired) keys; a critic whose input lacks them is goal-independent under relabelling
         self.goal_keys = goal_keys(self.task_spec, env.observation_space)

@@ -13,7 +13,7 @@ from prm_critic.critic import BaseCritic
 from prm_critic.robotics.label_rewards import potential_shaping
 from prm_critic.robotics.layout import CriticInputLayout
 from prm_critic.wrappers._common import (
-    GYM_VECTOR_ENV, ObsFlattener, ShaperBase, env_id_of, refuse_env_kind, setup_shaper,
+    GYM_VECTOR_ENV, ObsFlattener, ShaperBase, ShaperConfig, env_id_of, refuse_env_kind, setup_shaper,
 )
 
 require("gymnasium")  # a missing extra fails here with the exact ``pip install`` to run
@@ -96,10 +96,11 @@ class GymVectorPRMRewardShaper(ShaperBase, gym.vector.VectorWrapper):
                 "(with DISABLED the partial resets happen outside the wrapper)"
             )
         self.same_step = mode_ar == AutoresetMode.SAME_STEP
-        setup_shaper(self, critic=critic, gamma=gamma, mode=mode, head=head, scale=scale,
-                     subgoal_bonus=subgoal_bonus, deadline_s=deadline_s, fallback=fallback, layout=layout, spec=spec,
-                     info_subgoals=info_subgoals, allow_task_mismatch=allow_task_mismatch,
-                     space=env.single_observation_space, env_id=env_id_of(env), where="vector env's single")
+        config = ShaperConfig(critic=critic, gamma=gamma, mode=mode, scale=scale, head=head, layout=layout, spec=spec,
+                              subgoal_bonus=subgoal_bonus, deadline_s=deadline_s, fallback=fallback,
+                              allow_task_mismatch=allow_task_mismatch, info_subgoals=info_subgoals)
+        setup_shaper(self, config, space=env.single_observation_space, env_id=env_id_of(env),
+                     where="vector env's single")
         self._flatten = ObsFlattener(self.layout)
         n = self.num_envs
         self._x = np.zeros((n, self.layout.obs_dim), dtype=np.float32)
