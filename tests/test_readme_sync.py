@@ -64,6 +64,17 @@ def test_docs_site_covers_every_page_and_the_install_page_has_the_ci_command():
     assert cmd in (ROOT / "docs" / "install.md").read_text()
 
 
+def test_the_langgraph_server_environment_of_the_docs_is_the_one_ci_tests():
+    """docs/readme/agents.md's install of the LangGraph server and its test command are what .ci/run runs."""
+    page = (ROOT / "docs" / "readme" / "agents.md").read_text()
+    ci = " ".join((ROOT / ".ci" / "run").read_text().replace("\\\n", " ").split())
+    install = [ln for ln in page.splitlines() if ln.startswith("pip install") and "langgraph-cli[inmem]" in ln]
+    assert len(install) == 1 and "-c constraints-langgraph-server.txt" in install[0]
+    assert "python -m pip install -q " + install[0].removeprefix("pip install ") in ci
+    test = [ln for ln in page.splitlines() if ln.startswith("PRM_CRITIC_LANGGRAPH_SERVER=1 pytest")]
+    assert len(test) == 1 and test[0] in ci
+
+
 def test_api_reference_lists_every_public_name():
     """docs/api/*.md name each public module's ``__all__`` (the packages import lazily, so the pages
     point at the defining modules; names missing here would be missing from the reference)."""
