@@ -4,6 +4,8 @@ committed measurement. No timing is asserted: the jobs here are stubs with made-
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import math
 import sys
 from pathlib import Path
@@ -101,6 +103,16 @@ def test_expected_speedup_checks_its_arguments_and_reads_the_environment(monkeyp
     monkeypatch.setenv("PRM_RAY_STARTUP_S", "soon")
     with pytest.raises(ValueError, match=r"PRM_RAY_STARTUP_S: expected a finite number of seconds >= 0, got 'soon'"):
         RayCostModel.from_env()
+
+
+def test_defaults_are_the_fit_of_the_committed_measurement():
+    spec = importlib.util.spec_from_file_location("mc_throughput", REPO / "benchmarks" / "mc_throughput.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    raw = json.loads((REPO / "benchmarks" / "results" / "mc_throughput.json").read_text())
+    fit = bench.fit_crossover(raw["crossover"])
+    assert (fit["startup_s"], fit["task_overhead_s"]) == (DEFAULT_RAY_STARTUP_S, DEFAULT_RAY_TASK_OVERHEAD_S)
+    assert raw["crossover"]["load_start"] and all(r["load_1min"] >= 0 for r in raw["crossover"]["runs"])
 
 
 # --- choose_executor with the stub model ----------------------------------------------------------------------------
