@@ -20,6 +20,13 @@ one Ray actor per worker (each builds its own context once), keeps every worker 
 results as they finish; a task that raises fails the run with a :class:`TaskError` naming the task.
 Ray is imported only by :class:`RayExecutor` (the ``ray`` extra); workers import
 prm-critic themselves, so it must be installed on every node of a cluster.
+
+Whether Ray pays (:class:`RayCostModel`): a job of ``units`` (env steps) costing ``unit_s`` seconds
+each takes ``units * unit_s`` locally and ``startup_s + units * unit_s / workers + tasks *
+task_overhead_s`` on Ray, so Ray is slower below a crossover (a few tens of seconds of local work
+on two workers, where Ray's start-up and shutdown take ~12 s under load). :func:`choose_executor` turns
+``executor="auto"`` into the faster of the two by that model and says which and why; with
+``"ray"`` it prints the expected speed-up before the run starts.
 """
 
 from __future__ import annotations
@@ -31,9 +38,11 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator
 
-from prm_critic._optional import require
+from prm_critic._optional import install_hint, require
 
-__all__ = ["EXECUTORS", "Task", "TaskError", "Executor", "LocalExecutor", "RayExecutor", "make_executor"]
+__all__ = ["EXECUTORS", "Task", "TaskError", "Executor", "LocalExecutor", "RayExecutor", "make_executor",
+           "RayCostModel", "JobEstimate", "expected_speedup", "ray_installed", "check_executor", "choose_executor",
+           "AUTO_MIN_SPEEDUP", "DEFAULT_RAY_STARTUP_S", "DEFAULT_RAY_TASK_OVERHEAD_S"]
 
 EXECUTORS = ("local", "ray")
 
@@ -414,6 +423,205 @@ class _RayPool(Pool):
             self.ray.shutdown()
 
 
+# --- where Ray pays: the cost model and executor="auto" ---------------------------------------------------------
+
+#: Seconds a local Ray instance takes to start (``ray.init``, one actor per worker importing prm-critic
+#: and building its env) and to shut down: the median of the whole runs measured by
+#: ``python benchmarks/mc_throughput.py --crossover`` (``benchmarks/results/mc_throughput.json``,
+#: docs/mc_throughput.md), on 2 cores shared with other jobs (1-min load average 6-10); an idle
+#: machine starts faster. ``$PRM_RAY_STARTUP_S`` overrides it.
+DEFAULT_RAY_STARTUP_S = 12.1
+#: Wall seconds per Ray task beyond its work (one round trip to a worker, no-op tasks one per call),
+#: from the same measurement. ``$PRM_RAY_TASK_OVERHEAD_S`` overrides it.
+DEFAULT_RAY_TASK_OVERHEAD_S = 0.0007
+#: ``executor="auto"`` picks Ray when its expected speed-up is at least this (a margin over 1 for the
+#: model's error: a wrong pick of Ray loses its start-up, one of local a fraction of a short job).
+AUTO_MIN_SPEEDUP = 1.2
+
+
+def _env_seconds(name: str, default: float, minimum: float) -> float:
+    env = os.environ.get(name)
+    if not env:
+        return default
+    try:
+        v = float(env)
+    except ValueError:
+        v = math.nan
+    if not math.isfinite(v) or v < minimum:
+        raise ValueError(f"{name}: expected a finite number of seconds >= {minimum:g}, got {env!r}")
+    return v
+
+
+@dataclass(frozen=True)
+class RayCostModel:
+    """Expected wall time of a job on the local executor and on Ray, and their ratio.
+
+    A job is ``units`` units of work (env steps) of ``unit_s`` seconds each, split into ``tasks`` tasks:
+
+    - local: ``units * unit_s``
+    - Ray with ``workers`` workers: ``startup_s + units * unit_s / workers + tasks * task_overhead_s``
+
+    ``workers`` is the parallelism the job gets (not more than the cores it runs on). The defaults are
+    measured (:data:`DEFAULT_RAY_STARTUP_S`, :data:`DEFAULT_RAY_TASK_OVERHEAD_S`); :meth:`from_env`
+    reads ``$PRM_RAY_STARTUP_S`` / ``$PRM_RAY_TASK_OVERHEAD_S`` over them.
+    """
+
+    startup_s: float = DEFAULT_RAY_STARTUP_S
+    task_overhead_s: float = DEFAULT_RAY_TASK_OVERHEAD_S
+
+    def __post_init__(self) -> None:
+        for name in ("startup_s", "task_overhead_s"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+                raise ValueError(f"{name}: expected a finite number of seconds >= 0, got {v!r}")
+
+    @classmethod
+    def from_env(cls) -> "RayCostModel":
+        """The defaults, each overridden by its environment variable when set."""
+        return cls(startup_s=_env_seconds("PRM_RAY_STARTUP_S", DEFAULT_RAY_STARTUP_S, 0.0),
+                   task_overhead_s=_env_seconds("PRM_RAY_TASK_OVERHEAD_S", DEFAULT_RAY_TASK_OVERHEAD_S, 0.0))
+
+    def local_s(self, units: float, unit_s: float) -> float:
+        """Expected seconds on the local executor."""
+        return units * unit_s
+
+    def ray_s(self, units: float, unit_s: float, workers: int, tasks: float) -> float:
+        """Expected seconds on Ray with ``workers`` workers, start-up and shutdown included."""
+        return self.startup_s + units * unit_s / workers + tasks * self.task_overhead_s
+
+    def speedup(self, units: float, unit_s: float, workers: int, tasks: float) -> float:
+        """Expected local seconds / Ray seconds (above 1: Ray is faster)."""
+        ray = self.ray_s(units, unit_s, workers, tasks)
+        return self.local_s(units, unit_s) / ray if ray > 0 else math.inf
+
+    def crossover_s(self, workers: int, task_s: float) -> float:
+        """Seconds of local work at which Ray with ``workers`` workers is as fast as local (speed-up 1), for
+        tasks of ``task_s`` seconds of local work each; ``inf`` when Ray never catches up (one worker)."""
+        gain = 1.0 - 1.0 / workers - (self.task_overhead_s / task_s if task_s > 0 else math.inf)
+        return self.startup_s / gain if gain > 0 else math.inf
+
+
+def expected_speedup(units: float, unit_s: float, workers: int, *, tasks: float = 0,
+                     model: RayCostModel | None = None) -> float:
+    """Expected speed-up of Ray with ``workers`` workers over the local executor for a job of ``units``
+    units of ``unit_s`` seconds in ``tasks`` tasks (:class:`RayCostModel`; ``model=None``: its defaults
+    with the environment's overrides)."""
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"workers: expected an integer >= 1, got {workers!r}")
+    for name, v in (("units", units), ("unit_s", unit_s), ("tasks", tasks)):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+            raise ValueError(f"{name}: expected a finite number >= 0, got {v!r}")
+    return (model or RayCostModel.from_env()).speedup(units, unit_s, workers, tasks)
+
+
+@dataclass(frozen=True)
+class JobEstimate:
+    """What a job will cost, known before it starts: ``units`` env steps of ``unit_s`` seconds each
+    (measured here), in ``tasks`` executor tasks; ``what`` describes it (``"96 states, 384 rollouts"``).
+    ``units == 0`` with a ``what``: there is no executor work (``what`` says why)."""
+
+    units: float
+    unit_s: float
+    tasks: int
+    what: str
+
+
+def ray_installed() -> bool:
+    """Whether ``import ray`` would find Ray (without importing it)."""
+    import importlib.util
+
+    if "ray" in sys.modules:
+        return sys.modules["ray"] is not None
+    try:
+        return importlib.util.find_spec("ray") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def check_executor(executor: "str | Executor", *, workers: int | None = None, address: str | None = None) -> None:
+    """Refuse a bad ``executor`` / ``workers`` / ``address`` at once (before anything is written):
+    ``"auto"`` takes what ``"ray"`` takes."""
+    if executor == "auto":
+        RayExecutor(workers, address=address)
+    else:
+        make_executor(executor, workers=workers, address=address)
+
+
+def _parallel(workers: int | None, address: str | None) -> int | None:
+    """Workers a Ray run gets for the model: ``workers``, at most this machine's cores for a local Ray
+    instance (``None``: one per core); ``None`` for a cluster of unknown size."""
+    cores = os.cpu_count() or 1
+    if address is None:
+        return min(workers or cores, cores)
+    return workers
+
+
+def _fmt_s(s: float) -> str:
+    return f"~{s:,.0f} s" if s >= 10 else f"~{s:.1g} s" if s < 1 else f"~{s:.0f} s"
+
+
+def _fmt_x(speedup: float) -> str:
+    return f"{speedup:.2f}x" if speedup < 1 else f"{speedup:.1f}x"
+
+
+def choose_executor(executor: "str | Executor", *, workers: int | None = None, address: str | None = None,
+                    estimate: "Callable[[], JobEstimate] | JobEstimate | None" = None,
+                    model: RayCostModel | None = None, min_speedup: float = AUTO_MIN_SPEEDUP,
+                    report: Callable[[str], None] | None = None) -> Executor:
+    """The executor to run a job on, saying why in one line (``report``, default: stderr) before it starts.
+
+    ``"local"`` or an :class:`Executor`: that one, nothing said. ``"ray"``: a :class:`RayExecutor`, and
+    the expected speed-up over local (``estimate()``, :class:`RayCostModel`). ``"auto"``: local when Ray
+    is not installed, when the job has no executor work, or when Ray's expected speed-up is below
+    ``min_speedup``; Ray otherwise, or when ``address`` names a cluster of unknown size (``workers``
+    not given). ``estimate`` is called at most once, and only for ``"ray"`` / ``"auto"``.
+    """
+    if executor == "local" or isinstance(executor, Executor):
+        return make_executor(executor, workers=workers, address=address)
+    if executor not in ("ray", "auto"):
+        return make_executor(executor, workers=workers, address=address)  # the usual error
+    check_executor(executor, workers=workers, address=address)
+    say = report or (lambda line: print(line, file=sys.stderr, flush=True))
+    auto = executor == "auto"
+    if auto and isinstance(estimate, JobEstimate) and estimate.units <= 0:
+        say(f"executor: auto picked local: {estimate.what}")
+        return LocalExecutor()
+    if not ray_installed():
+        if auto:
+            say(f"executor: auto picked local: Ray is not installed ({install_hint('ray')})")
+            return LocalExecutor()
+        return RayExecutor(workers, address=address)  # start() raises the error naming the extra
+    m = model or RayCostModel.from_env()
+    job = estimate() if callable(estimate) else estimate
+    par = _parallel(workers, address)
+    where = f"{par} workers" if par is not None else "one worker per CPU of the cluster"
+    if job is None or par is None:
+        why = "the job's size is unknown" if job is None else             "--address names a cluster whose worker count (and so the speed-up) is known once connected"
+        say(f"executor: {'auto picked ' if auto else ''}ray with {where}: {why}")
+        return RayExecutor(workers, address=address)
+    if job.units <= 0:
+        if auto:
+            say(f"executor: auto picked local: {job.what}")
+            return LocalExecutor()
+        say(f"executor: ray with {where}: {job.what}")
+        return RayExecutor(workers, address=address)
+    work = m.local_s(job.units, job.unit_s)
+    su = m.speedup(job.units, job.unit_s, par, job.tasks)
+    cross = m.crossover_s(par, work / max(job.tasks, 1))
+    pays = f"Ray pays from {_fmt_s(cross)} of local work" if math.isfinite(cross) else "Ray never pays with one worker"
+    detail = f"start-up {_fmt_s(m.startup_s)}, {_fmt_s(work)} of local work: {job.what}"
+    if not auto:
+        hint = "; --executor local would be faster" if su < 1 else ""
+        say(f"executor: ray with {where}, expected {_fmt_x(su)} local ({detail}){hint}")
+        return RayExecutor(workers, address=address)
+    if su >= min_speedup:
+        say(f"executor: auto picked ray with {where}: expected {_fmt_x(su)} local ({detail})")
+        return RayExecutor(workers, address=address)
+    say(f"executor: auto picked local: ray with {where} expected {_fmt_x(su)} local ({detail}; {pays}, "
+        f"auto picks it from {min_speedup:g}x)")
+    return LocalExecutor()
+
+
 def make_executor(executor: "str | Executor" = "local", *, workers: int | None = None, address: str | None = None,
                   runtime_env: dict | None = None) -> Executor:
     """The executor named ``executor`` (``"local"`` or ``"ray"``), or ``executor`` itself if it already is one.
@@ -435,4 +643,7 @@ def make_executor(executor: "str | Executor" = "local", *, workers: int | None =
         return LocalExecutor()
     if executor == "ray":
         return RayExecutor(workers, address=address, runtime_env=runtime_env)
+    if executor == "auto":
+        raise ValueError("executor: 'auto' chooses from the job's size, which make_executor does not know; "
+                         "collect() and label() take executor='auto' (or use choose_executor)")
     raise ValueError(f"executor: expected one of {list(EXECUTORS)} or an Executor, got {executor!r}")

@@ -43,9 +43,12 @@ def add_executor_args(p) -> None:
     """``--executor`` / ``--workers`` / ``--address`` (prm_critic.executor)."""
     from prm_critic.commands._help import install
 
-    p.add_argument("--executor", choices=["local", "ray"], default="local",
-                   help=f"local: this process; ray: Ray workers (needs the ray extra: {install('ray')}); results "
-                        "are bit-identical either way")
+    p.add_argument("--executor", choices=["local", "ray", "auto"], default="local",
+                   help=f"local: this process; ray: Ray workers (needs the ray extra: {install('ray')}); auto: Ray "
+                        "where the cost model expects it to be faster (its start-up, ~12 s measured under load, needs a job of tens of "
+                        "seconds to pay), local otherwise or without Ray; ray and auto print the expected speed-up "
+                        "before the run (override the measured start-up with $PRM_RAY_STARTUP_S); results are "
+                        "bit-identical either way")
     p.add_argument("--workers", type=int, default=None,
                    help="ray: worker processes (default: one per CPU of the Ray cluster)")
     p.add_argument("--address", default=None,

@@ -16,7 +16,7 @@ episode ``(E,)``: ``ep_index``, ``ep_seed``, ``ep_len``, ``ep_success``.
 Episode ``e`` is reset with seed ``seed + e`` and its controller draws from
 ``default_rng([seed + e, 1])``, so a re-run reproduces it bit for bit: complete shards are skipped,
 a killed run loses at most the shards being written (temp file + ``os.replace``). Each episode is
-one task of the chosen executor (``executor="local" | "ray"``, :mod:`prm_critic.executor`): workers
+one task of the chosen executor (``executor="local" | "ray" | "auto"``, :mod:`prm_critic.executor`): workers
 return episodes, the driver writes a shard once all its episodes are back, so the shards are the
 same whatever the executor, worker count or order.
 """
@@ -34,8 +34,8 @@ import numpy as np
 
 from prm_critic import validate
 from prm_critic._optional import require
-from prm_critic.executor import Executor, Task, make_executor
-from prm_critic.robotics.make import make_env
+from prm_critic.executor import Executor, JobEstimate, Task, check_executor, choose_executor
+from prm_critic.robotics.make import make_env, step_cost
 from prm_critic.robotics.layout import CriticInputLayout, success_from_info
 from prm_critic.robotics.snapshot import Snapshotter
 from prm_critic.robotics.spec import TaskSpec, load_spec
@@ -237,8 +237,10 @@ def collect(
             objects stored in the file, which runs arbitrary code from it: only for files you trust.
         policy_loader: ``path -> SB3 model`` for a prm-critic policy checkpoint ``policy``:
             :func:`prm_critic.sb3.load_policy` (needed only for such a ``policy``).
-        executor: ``"local"`` (this process) or ``"ray"`` (:mod:`prm_critic.executor`); each episode is
-            one task, so the shards are bit-identical whatever the executor, worker count or order.
+        executor: ``"local"`` (this process), ``"ray"`` or ``"auto"`` (Ray where the cost model expects it
+            to be faster, :func:`prm_critic.executor.choose_executor`; ``"ray"`` and ``"auto"`` print
+            their choice and expected speed-up to stderr); each episode is one task, so the shards are
+            bit-identical whatever the executor, worker count or order.
         workers: Ray worker processes (``None``: one per CPU of the Ray cluster).
         address: an existing Ray cluster to run on (``"auto"``, ``"head:6379"``).
 
@@ -250,16 +252,18 @@ def collect(
     spec, episodes, shard_size, seed = _checked_run(spec, episodes, shard_size, seed, max_episode_steps)
     pol = policy_id(policy, task=spec.name, trust_pickle=trust_pickle)
     check_policy_loader(pol, policy_loader)
-    ex = make_executor(executor, workers=workers, address=address)
+    check_executor(executor, workers=workers, address=address)
     out = Path(out_dir)
     maze = _write_meta(out, spec, pol, seed, shard_size, episodes)
     todo, done_eps = _shards_todo(out, episodes, shard_size)
     if not todo:
         return out
-    setup = functools.partial(CollectWorker, spec.to_dict(), maze, ship_policy(pol, ex.remote), seed,
-                              trust_pickle, policy_loader)
     tasks = [Task(key=(k, e), desc=f"episode {e} of {shard_path(out, k).name}", payload=e)
              for k in todo for e in range(k * shard_size, min((k + 1) * shard_size, episodes))]
+    ex = choose_executor(executor, workers=workers, address=address,
+                         estimate=functools.partial(collect_estimate, spec, len(tasks)))
+    setup = functools.partial(CollectWorker, spec.to_dict(), maze, ship_policy(pol, ex.remote), seed,
+                              trust_pickle, policy_loader)
     pending: dict[int, dict[int, dict[str, Any]]] = {k: {} for k in todo}
     bar = tqdm(total=episodes, initial=done_eps, desc=f"collect {spec.name}", unit="ep", disable=not progress)
     try:
@@ -274,6 +278,16 @@ def collect(
     finally:
         bar.close()
     return out
+
+
+def collect_estimate(spec: "str | TaskSpec", episodes: int) -> JobEstimate:
+    """What collecting ``episodes`` episodes of ``spec`` costs (for ``executor="auto"``): at most the
+    time limit's env steps each, at the per-step cost measured here (:func:`step_cost`)."""
+    step_s, limit = step_cost(spec)
+    steps = episodes * (limit or 1000)
+    what = f"{episodes:,} episodes, up to {steps:,} env steps" if limit else \
+        f"{episodes:,} episodes, ~{steps:,} env steps (no time limit: 1,000 steps each assumed)"
+    return JobEstimate(units=steps, unit_s=step_s, tasks=episodes, what=what)
 
 
 def _checked_run(spec: "str | TaskSpec", episodes: Any, shard_size: Any, seed: Any,

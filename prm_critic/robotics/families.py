@@ -42,7 +42,8 @@ class LabelJob:
         progress: show a progress bar.
         trust_pickle: allow a stable-baselines3 ``.zip`` rollout policy.
         policy_loader: ``path -> SB3 model`` for a policy-checkpoint rollout policy.
-        executor, workers, address: where state-level tasks run (:mod:`prm_critic.executor`).
+        executor, workers, address: where state-level tasks run (:mod:`prm_critic.executor`); ``"auto"``:
+            resolve it with :func:`prm_critic.executor.choose_executor` once the job's size is known.
     """
 
     out_dir: Path

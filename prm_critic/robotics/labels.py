@@ -24,7 +24,7 @@ and never rounded.
   see :mod:`prm_critic.robotics.bisect_labels`.
 * ``outcome``: ``label_t = gamma ** (T - 1 - t) * ep_success`` (``T`` = episode length).
 
-``mc`` runs on the chosen executor (``executor="local" | "ray"``, :mod:`prm_critic.executor`): one
+``mc`` runs on the chosen executor (``executor="local" | "ray" | "auto"``, :mod:`prm_critic.executor`): one
 task per labelled state (:func:`state_tasks`, run by :func:`label_state_task` on a worker's
 :class:`MCLabeler` built by :func:`mc_setup`); :func:`run_shard_tasks` writes a shard's labels once
 all its states are back. Other state-level label modes can reuse these pieces.
@@ -56,7 +56,7 @@ from prm_critic.robotics.collect import (
     step_success,
     unship_policy,
 )
-from prm_critic.executor import Executor, Pool, Task, make_executor
+from prm_critic.executor import Executor, JobEstimate, Pool, Task, check_executor, choose_executor
 from prm_critic.robotics.families import (
     OPTION_DEFAULTS,
     LabelJob,
@@ -64,7 +64,7 @@ from prm_critic.robotics.families import (
     get_label_family,
     label_families,
 )
-from prm_critic.robotics.make import make_env
+from prm_critic.robotics.make import make_env, step_cost
 from prm_critic.robotics.layout import CriticInputLayout
 from prm_critic.robotics.snapshot import Snapshot, Snapshotter, SnapshotUnsupportedError
 from prm_critic.robotics.spec import load_spec
@@ -372,8 +372,9 @@ def label(out_dir: "str | Path", family: str, *, k: int | None = None, stride: i
     ``rollout_policy`` that is a prm-critic policy checkpoint needs ``policy_loader``
     (:func:`prm_critic.sb3.load_policy`).
 
-    ``executor`` (``"local"`` or ``"ray"``, :mod:`prm_critic.executor`), ``workers`` and ``address``:
-    where ``mc`` rollouts run. Each labelled state is one task (its continuations are seeded from
+    ``executor`` (``"local"``, ``"ray"`` or ``"auto"``: Ray where the cost model expects it to be
+    faster, :func:`prm_critic.executor.choose_executor`, which prints its choice to stderr),
+    ``workers`` and ``address``: where ``mc`` rollouts run. Each labelled state is one task (its continuations are seeded from
     ``(seed, episode, t, j)``), so labels are bit-identical whatever the executor, worker count or
     order; the driver writes a shard's labels once all its states are back. ``subgoal`` and
     ``outcome`` labels need no env and are computed in this process whatever the executor.
@@ -408,7 +409,10 @@ def run_array_family(job: LabelJob) -> Path:
     shard's arrays, in this process."""
     meta, params, files, lab_dir = _prepare(job)
     check_stored_params(job.out_dir, job.family, params)
-    make_executor(job.executor, workers=job.workers, address=job.address)  # checked, though not used
+    check_executor(job.executor, workers=job.workers, address=job.address)  # checked, though not used
+    if job.executor == "auto":
+        choose_executor("auto", workers=job.workers, address=job.address,
+                        estimate=JobEstimate(0, 0.0, 0, f"{job.family} labels need no env (computed in this process)"))
     todo = shards_todo(files, lab_dir)
     _label_arrays(require("tqdm.auto").tqdm, job.out_dir, job.family, meta, params, todo, job.progress)
     return lab_dir
@@ -421,24 +425,47 @@ def run_mc(job: LabelJob) -> Path:
     meta, params, files, lab_dir = _prepare(job)
     check_policy_loader(params["rollout_policy"], job.policy_loader, name="rollout_policy")
     check_stored_params(job.out_dir, job.family, params)
-    ex = make_executor(job.executor, workers=job.workers, address=job.address)
+    check_executor(job.executor, workers=job.workers, address=job.address)
     unknown = sync_stats(job.out_dir, job.family, files)  # a kill after a shard's write leaves its cost in the shard
     todo = shards_todo(files, lab_dir, relabel=unknown)
     if not todo:
         atomic_write_json(job.out_dir / "labels" / f"{job.family}.json", params)
         return lab_dir
+    ex = choose_executor(job.executor, workers=job.workers, address=job.address,
+                         estimate=functools.partial(mc_estimate, meta, params, todo))
     _label_mc(require("tqdm.auto").tqdm, job.out_dir, meta, params, todo, ex, job.progress, job.trust_pickle,
               job.policy_loader)
     return lab_dir
+
+
+def mc_estimate(meta: dict[str, Any], params: dict[str, Any], todo: list[Path]) -> JobEstimate:
+    """What ``mc`` labelling of the shards ``todo`` costs (for ``executor="auto"``): ``k * (T - t)``
+    rollout env steps for the state at step ``t`` of an episode of length ``T``, at the per-step cost
+    measured here (:func:`~prm_critic.robotics.make.step_cost`)."""
+    k, stride = params["k"], params["stride"]
+    states = steps = 0
+    for f in todo:
+        d = load_shard(f, ("t", "episode", "ep_index", "ep_len"))
+        ep_len = dict(zip(d["ep_index"].tolist(), d["ep_len"].tolist()))
+        rows = d["t"] % stride == 0
+        T = np.asarray([ep_len[e] for e in d["episode"][rows].tolist()], dtype=np.int64)
+        states += int(rows.sum())
+        steps += k * int(np.maximum(T - d["t"][rows], 1).sum())
+    step_s, _ = step_cost(meta["spec"])
+    return JobEstimate(units=steps, unit_s=step_s, tasks=states,
+                       what=f"{states:,} states x {k} rollouts, ~{steps:,} rollout steps")
 
 
 def run_bisect(job: LabelJob) -> Path:
     """``mc_bisect`` (registered in :mod:`prm_critic.robotics.families`): its binary searches run in this process."""
     from prm_critic.robotics.bisect_labels import label_bisect
 
-    if job.executor != "local":
+    if job.executor not in ("local", "auto"):
         raise ValueError(f"executor: family 'mc_bisect' runs its binary searches in this process (executor "
                          f"'local'), got {job.executor!r}; use family 'mc' to label on Ray workers")
+    if job.executor == "auto":
+        choose_executor("auto", workers=job.workers, address=job.address,
+                        estimate=JobEstimate(0, 0.0, 0, "mc_bisect runs its binary searches in this process"))
     o = job.options
     label_params(job.family, trust_pickle=job.trust_pickle, **o)
     return label_bisect(job.out_dir, k=o["k"], seed=o["seed"], threshold=o["threshold"], resolution=o["resolution"],

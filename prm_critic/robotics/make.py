@@ -19,7 +19,8 @@ from prm_critic.robotics.spec import SpecError, TaskSpec, load_spec
 require("gymnasium")  # a missing extra fails here with the exact ``pip install`` to run
 import gymnasium as gym  # noqa: E402
 
-__all__ = ["make_env", "CriticInputLayout", "FlattenGoalsWrapper", "success_from_info", "register_robotics_envs"]
+__all__ = ["make_env", "CriticInputLayout", "FlattenGoalsWrapper", "success_from_info", "register_robotics_envs",
+           "step_cost"]
 
 _REGISTERED = False
 
@@ -123,3 +124,30 @@ def make_env(spec: "str | TaskSpec", *, render_mode: str | None = None, **overri
     if spec.flatten_goals:
         env = FlattenGoalsWrapper(env, spec.flatten_goals)
     return env
+
+
+def step_cost(spec: "str | TaskSpec", *, seconds: float = 0.2, min_steps: int = 10) -> tuple[float, int | None]:
+    """Seconds per ``env.step`` of ``spec`` here and now (uniformly random actions for about ``seconds``,
+    at least ``min_steps`` steps, after one untimed step) and the env's time limit (``None``: none).
+
+    What :func:`prm_critic.executor.choose_executor` weighs a job by: it runs on this machine under its
+    present load, so it moves with that load as the job's steps will.
+    """
+    import time
+
+    env = make_env(spec)
+    try:
+        env.reset(seed=0)
+        env.action_space.seed(0)
+        env.step(env.action_space.sample())  # first-step costs (lazy compilation, caches) left out
+        n, t0 = 0, time.perf_counter()
+        while n < min_steps or time.perf_counter() - t0 < seconds:
+            _, _, term, trunc, _ = env.step(env.action_space.sample())
+            n += 1
+            if term or trunc:
+                env.reset()
+        step_s = (time.perf_counter() - t0) / n
+        limit = getattr(env.spec, "max_episode_steps", None)
+    finally:
+        env.close()
+    return step_s, limit
