@@ -382,7 +382,7 @@ def bench_shaper(args, paths, bar) -> dict:
     import gymnasium as gym
     from stable_baselines3.common.vec_env import DummyVecEnv
 
-    from prm_critic.critic import BaseCritic, StepScores
+    from prm_critic.critic import BaseCritic, CriticInfo, StepScores
     from prm_critic.onnx import OnnxCritic
     from prm_critic.robotics.make import CriticInputLayout, make_env, register_robotics_envs
     from prm_critic.robotics.spec import load_spec
@@ -407,6 +407,9 @@ def bench_shaper(args, paths, bar) -> dict:
         def __init__(self, layout):
             self.layout, self.obs_dim = layout, layout.obs_dim
 
+        def critic_info(self):
+            return CriticInfo(layout=self.layout)
+
         def score(self, steps):
             n = len(steps)
             return StepScores(np.zeros(n, np.float32), np.zeros(n, np.float32))
@@ -419,6 +422,9 @@ def bench_shaper(args, paths, bar) -> dict:
 
         def __init__(self, inner):
             self.inner, self.layout, self.obs_dim = inner, inner.layout, inner.obs_dim
+
+        def critic_info(self):
+            return self.inner.critic_info()
 
         def score(self, steps):
             return self.inner.score(steps)
