@@ -100,12 +100,6 @@ class CriticInputLayout:
             raise TypeError(f"obs: expected a dict with keys {list(self.keys)}, got {type(obs).__name__}")
         return np.asarray(obs, dtype=np.float32)
 
-    def with_desired_goal(self, x: np.ndarray, desired_key: str, goal: np.ndarray) -> np.ndarray:
-        """Copy of critic inputs ``x`` ``(B, D)`` with the ``desired_key`` slice replaced by ``goal``."""
-        out = np.array(x, dtype=np.float32, copy=True)
-        out[..., self.slices[desired_key]] = np.asarray(goal, dtype=np.float32).reshape(out.shape[:-1] + (-1,))
-        return out
-
 
 def success_from_info(spec: TaskSpec, info: Mapping[str, Any], terminated: bool = False) -> bool | None:
     """Success flag of one step from ``info`` per the spec (``None`` when it comes from subgoals)."""
