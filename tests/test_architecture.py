@@ -58,6 +58,14 @@ def test_require_refuses_the_library_s_own_modules():
         require("prm_critic.wrappers")
 
 
+def test_deprecations_go_through_one_helper():
+    """Every deprecation (an old name, an old module, an old keyword) warns through
+    ``prm_critic._deprecation``: no other module of the package raises a DeprecationWarning itself."""
+    own = [p for p in sorted((ROOT / "prm_critic").rglob("*.py"))
+           if p.name != "_deprecation.py" and "DeprecationWarning" in p.read_text(encoding="utf-8")]
+    assert not own, f"DeprecationWarning outside prm_critic/_deprecation.py: {own}"
+
+
 def test_old_import_paths_still_work():
     import warnings
 
