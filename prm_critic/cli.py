@@ -54,10 +54,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from prm_critic._notices import install_import_filter
     from prm_critic.executor import TaskError
 
-    install_import_filter()  # dependencies' import-time release notices (gymnasium-robotics) are not shown
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

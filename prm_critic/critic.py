@@ -27,7 +27,7 @@ import asyncio
 import hashlib
 import json
 from dataclasses import dataclass, field
-from typing import Any, Generic, Mapping, Protocol, Sequence, TypeVar, runtime_checkable
+from typing import Any, Generic, Mapping, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -75,18 +75,6 @@ class StepScores:
         if head in self.extra:
             return self.extra[head]
         raise KeyError(f"head: expected 'progress', 'success' or one of {sorted(self.extra)}, got {head!r}")
-
-    @staticmethod
-    def concat(parts: Sequence["StepScores"]) -> "StepScores":
-        """Concatenate several batches along the batch axis."""
-        if not parts:
-            return StepScores(np.zeros(0, np.float32), np.zeros(0, np.float32))
-        keys = set(parts[0].extra)
-        return StepScores(
-            np.concatenate([p.progress for p in parts]),
-            np.concatenate([p.success for p in parts]),
-            {k: np.concatenate([p.extra[k] for p in parts]) for k in keys if all(k in p.extra for p in parts)},
-        )
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,7 @@ def test_a_layer_break_fails_the_check(tmp_path):
     """A data-layer module importing an integration (robotics -> sb3) and the deployed runtime
     importing gymnasium's env module are each reported, with the offending module and line."""
     shutil.copytree(ROOT / "prm_critic", tmp_path / "prm_critic",
-                    ignore=shutil.ignore_patterns("__pycache__", "_specs"))
+                    ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
     with open(tmp_path / "prm_critic" / "robotics" / "labels.py", "a") as f:
         f.write("\n\ndef _uses_training():\n    from prm_critic.sb3 import train_policy\n\n    return train_policy\n")
@@ -57,6 +57,14 @@ def test_require_refuses_the_library_s_own_modules():
     with pytest.raises(ValueError, match=r"require\(\) is for third-party optional dependencies, got "
                                          r"'prm_critic.wrappers'"):
         require("prm_critic.wrappers")
+
+
+def test_deprecations_go_through_one_helper():
+    """Every deprecation (an old name, an old module, an old keyword) warns through
+    ``prm_critic._deprecation``: no other module of the package raises a DeprecationWarning itself."""
+    own = [p for p in sorted((ROOT / "prm_critic").rglob("*.py"))
+           if p.name != "_deprecation.py" and "DeprecationWarning" in p.read_text(encoding="utf-8")]
+    assert not own, f"DeprecationWarning outside prm_critic/_deprecation.py: {own}"
 
 
 def test_old_import_paths_still_work():

@@ -145,9 +145,9 @@ def test_vec_twin_argument_errors():
 
 def test_obs_flattener_paths_agree_and_still_check():
     """The wrappers' per-step flattening (one joined cast on the fast path, one copy per key for a key
-    of the right size in another shape) gives the bytes of flatten_checked on every input form, and
+    of the right size in another shape) gives the bytes of the checked path on every input form, and
     non-finite values, wrong sizes or dtypes still raise naming the key (and the batch row)."""
-    from prm_critic.wrappers._common import ObsFlattener, flatten_checked
+    from prm_critic.robotics.layout import ObsFlattener
 
     lay = CriticInputLayout(keys=("a", "b"), sizes={"a": 3, "b": 2})
     f = ObsFlattener(lay)
@@ -156,14 +156,14 @@ def test_obs_flattener_paths_agree_and_still_check():
     singles = [{"a": a64, "b": b64}, {"a": a64.astype(np.float32), "b": np.arange(2)},
                {"a": a64.reshape(1, 3), "b": b64}, {"a": a64.reshape(3, 1), "b": np.array([True, False])}]
     for obs in singles:
-        ref = flatten_checked(lay, obs)
+        ref = f.checked(obs)
         got = f(obs)
         assert got.dtype == np.float32 and got.shape == (5,) and got.tobytes() == ref.tobytes()
         assert got is not f(obs) and got.flags.writeable  # a fresh array per call (infos keep it)
     A, B = rng.standard_normal((4, 3)), rng.standard_normal((4, 2))
     assert f.batch({"a": A[:0], "b": B[:0]}).shape == (0, 5)
     for obs in ({"a": A, "b": B}, {"a": A.reshape(4, 1, 3), "b": B.astype(np.float32)}):
-        ref = flatten_checked(lay, obs, batched=True)
+        ref = f.checked(obs, batched=True)
         got = f.batch(obs)
         assert got.dtype == np.float32 and got.shape == ref.shape and got.tobytes() == ref.tobytes()
     box = ObsFlattener(CriticInputLayout(keys=("obs",), sizes={"obs": 6}))

@@ -1,6 +1,7 @@
-"""The wrappers' per-step flattening (``ObsFlattener``) gives what the checked reference
-(``flatten_checked``) gives, for any observation: the same float32 row, or the same error naming
-the key (property test over dtypes, shapes, missing keys, NaN/inf, non-array values)."""
+"""The one flattener (``ObsFlattener``, behind ``CriticInputLayout.flatten`` and the wrappers' per-step
+path) gives what its checked reference (``ObsFlattener.checked``) gives, for any observation: the same
+float32 row, or the same error naming the key (property test over dtypes, shapes, missing keys,
+NaN/inf, non-array values)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from prm_critic.robotics.layout import CriticInputLayout
-from prm_critic.wrappers._common import ObsFlattener, flatten_checked
+from prm_critic.robotics.layout import CriticInputLayout, ObsFlattener
 
 LAYOUT = CriticInputLayout.from_dict({"keys": ["observation", "achieved_goal", "desired_goal"],
                                       "sizes": {"observation": 25, "achieved_goal": 3, "desired_goal": 3}})
@@ -58,14 +58,14 @@ def observations(draw, layout):
 @given(data=st.data())
 def test_flattener_equals_the_checked_reference(layout, data):
     obs = data.draw(observations(layout))
-    fast = _outcome(ObsFlattener(layout), obs)
-    ref = _outcome(lambda o: flatten_checked(layout, o), obs)
-    if isinstance(ref, tuple):
-        assert isinstance(fast, tuple) and fast == ref
-    else:
-        assert isinstance(fast, np.ndarray) and fast.dtype == np.float32 and fast.shape == (layout.obs_dim,)
-        np.testing.assert_array_equal(fast, ref)
-        assert not any(np.shares_memory(fast, v) for v in obs.values() if isinstance(v, np.ndarray))
+    ref = _outcome(lambda o: ObsFlattener(layout).checked(o), obs)
+    for fast in (_outcome(ObsFlattener(layout), obs), _outcome(lambda o: layout.flatten(o, batched=False), obs)):
+        if isinstance(ref, tuple):
+            assert isinstance(fast, tuple) and fast == ref
+        else:
+            assert isinstance(fast, np.ndarray) and fast.dtype == np.float32 and fast.shape == (layout.obs_dim,)
+            np.testing.assert_array_equal(fast, ref)
+            assert not any(np.shares_memory(fast, v) for v in obs.values() if isinstance(v, np.ndarray))
 
 
 @pytest.mark.parametrize("obs", [None, "observation", [1.0] * 31, np.zeros(31, np.float32)])
@@ -73,5 +73,36 @@ def test_flattener_refuses_a_non_mapping_like_the_reference(obs):
     with pytest.raises(TypeError) as fast:
         ObsFlattener(LAYOUT)(obs)
     with pytest.raises(TypeError) as ref:
-        flatten_checked(LAYOUT, obs)
+        ObsFlattener(LAYOUT).checked(obs)
     assert str(fast.value) == str(ref.value)
+
+
+def test_layout_flatten_is_the_same_flattener_for_one_observation_or_a_batch():
+    rng = np.random.default_rng(0)
+    f = ObsFlattener(LAYOUT)
+    obs = {k: rng.standard_normal(LAYOUT.sizes[k]) for k in LAYOUT.keys}
+    assert LAYOUT.flatten(obs).tobytes() == f(obs).tobytes() == f.checked(obs).tobytes()
+    batch = {k: rng.standard_normal((4, LAYOUT.sizes[k])) for k in LAYOUT.keys}
+    got = LAYOUT.flatten(batch)  # 2-D values: a batch
+    assert got.shape == (4, 31) and got.tobytes() == f.batch(batch).tobytes() == f.checked(batch, batched=True).tobytes()
+    box = CriticInputLayout(("obs",), {"obs": 6})
+    assert box.flatten(np.arange(6)).shape == (6,) and box.flatten(np.zeros((3, 6))).shape == (3, 6)
+    bad = {**batch, "desired_goal": batch["desired_goal"].copy()}
+    bad["desired_goal"][2, 1] = np.nan
+    with pytest.raises(ValueError, match=r"observation: expected finite values, got nan at desired_goal\[1\] "
+                                         r"\(batch row 2\)"):
+        LAYOUT.flatten(bad)
+    with pytest.raises(KeyError, match=r"episode 3: missing key 'observation'"):
+        LAYOUT.flatten({}, name="episode 3")
+    with pytest.raises(ValueError, match=r"observation\['achieved_goal'\]: expected 3 values per step"):
+        LAYOUT.flatten({**obs, "achieved_goal": np.zeros(2)})
+
+
+def test_layout_pickles_and_copies_with_its_flattener():
+    import copy
+    import pickle
+
+    obs = {k: np.ones(LAYOUT.sizes[k]) for k in LAYOUT.keys}
+    for lay in (copy.deepcopy(LAYOUT), pickle.loads(pickle.dumps(LAYOUT))):
+        assert lay.to_dict() == LAYOUT.to_dict() and lay.slices == LAYOUT.slices
+        assert lay.flatten(obs).tobytes() == LAYOUT.flatten(obs).tobytes()

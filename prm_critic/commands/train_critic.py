@@ -14,9 +14,7 @@ The library form is :func:`prm_critic.models.pipeline.train_critic_from_data`.
 
 from __future__ import annotations
 
-import warnings
-from typing import Any
-
+from prm_critic import _deprecation
 from prm_critic.commands._help import HelpFormatter
 
 
@@ -126,13 +124,9 @@ def run(args) -> int:
     return 0
 
 
-def __getattr__(name: str) -> Any:
-    # Deprecated location of the library function (it moved to prm_critic.models.pipeline).
-    if name == "train_critic_from_data":
-        warnings.warn("prm_critic.commands.train_critic.train_critic_from_data is deprecated; import it from "
-                      "prm_critic.models (prm_critic.models.pipeline.train_critic_from_data)",
-                      DeprecationWarning, stacklevel=2)
-        from prm_critic.models.pipeline import train_critic_from_data
-
-        return train_critic_from_data
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# Deprecated location of the library function (it moved to prm_critic.models.pipeline).
+__getattr__ = _deprecation.module_getattr(__name__, {
+    "train_critic_from_data": ("prm_critic.commands.train_critic.train_critic_from_data is deprecated; import it "
+                               "from prm_critic.models (prm_critic.models.pipeline.train_critic_from_data)",
+                               "prm_critic.models.pipeline:train_critic_from_data"),
+})

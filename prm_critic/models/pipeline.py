@@ -15,12 +15,11 @@ from __future__ import annotations
 
 import json
 import math
-import warnings
 from pathlib import Path
 
 import numpy as np
 
-from prm_critic import validate
+from prm_critic import _deprecation, validate
 from prm_critic._io import atomic_write_bytes
 from prm_critic.models.checkpoint import checkpoint_paths, save_state_critic
 from prm_critic.models.evaluate import evaluate_state_critic, mean_episode_spearman, plot_episode_scores
@@ -47,8 +46,8 @@ def _split_seed(split_seed: int | None, seed: int | None) -> int:
         if split_seed is not None:
             raise validate.ArgumentError(f"seed: the deprecated name of split_seed, given together with it "
                                          f"(seed={seed!r}, split_seed={split_seed!r}); pass split_seed only")
-        warnings.warn("train_critic_from_data(seed=...) is deprecated; pass split_seed= (the seed of the held-out "
-                      "episode split; config.seed seeds training)", DeprecationWarning, stacklevel=3)
+        _deprecation.warn("train_critic_from_data(seed=...) is deprecated; pass split_seed= (the seed of the "
+                          "held-out episode split; config.seed seeds training)", stacklevel=3)
         split_seed = seed
     return validate.check_int("split_seed", 0 if split_seed is None else split_seed, minimum=0)
 

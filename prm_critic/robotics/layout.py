@@ -1,20 +1,28 @@
 """Where each observation key lives in the flat critic-input vector (numpy only).
 
 :class:`CriticInputLayout` concatenates a spec's ``critic_input`` keys into one float32 vector per
-step and tells where each key and each subgoal expression lives in it;
-:func:`success_from_info` reads a step's success flag from ``info`` per the spec. Neither needs
-gymnasium, so deployed critics (ONNX) and wrappers can use them without the ``robotics`` extra.
+step and tells where each key and each subgoal expression lives in it; its :meth:`~CriticInputLayout.flatten`
+(through :class:`ObsFlattener`, the one flattener: collection, labels, datasets and the env wrappers
+all use it) turns observations into checked critic inputs. :func:`success_from_info` reads a step's
+success flag from ``info`` per the spec. None of these needs gymnasium, so deployed critics (ONNX) and
+wrappers can use them without the ``robotics`` extra.
 """
 
 from __future__ import annotations
 
+import math
+import operator
 from typing import Any, Mapping
 
 import numpy as np
 
 from prm_critic.robotics.spec import ObsExpr, SpecError, TaskSpec
 
-__all__ = ["CriticInputLayout", "success_from_info"]
+__all__ = ["CriticInputLayout", "ObsFlattener", "success_from_info"]
+
+_SHAPE = operator.attrgetter("shape")
+#: rows up to this width are checked finite through their Python floats, longer ones by a dot product
+_SHORT_ROW = 256
 
 
 class CriticInputLayout:
@@ -34,6 +42,11 @@ class CriticInputLayout:
             self.slices[k] = slice(start, start + self.sizes[k])
             start += self.sizes[k]
         self.obs_dim = start
+        self._flattener = ObsFlattener(self)
+
+    def __reduce__(self):
+        # rebuilt from its keys and sizes (the flattener holds closures that do not pickle)
+        return (type(self), (self.keys, self.sizes))
 
     @classmethod
     def from_space(cls, spec: TaskSpec, observation_space) -> "CriticInputLayout":
@@ -77,34 +90,28 @@ class CriticInputLayout:
             raise SpecError(f"expression {expr}: selects nothing from {expr.key!r} of size {self.sizes[expr.key]}")
         return slice(idx.start, idx.stop)
 
-    def flatten(self, obs: Any) -> np.ndarray:
-        """Critic input from one observation or a batch.
+    def flatten(self, obs: Any, *, batched: bool | None = None, name: str = "observation") -> np.ndarray:
+        """Critic input from one observation or a batch, checked.
 
         Args:
-            obs: a dict of arrays (shape ``(d_k,)`` or ``(B, d_k)`` per key) or, for ``["obs"]``,
-                an array ``(D,)`` / ``(B, D)``.
+            obs: a dict of arrays (shape ``(d_k,)`` or ``(B, d_k)`` per key; other keys are ignored)
+                or, for ``["obs"]``, an array ``(D,)`` / ``(B, D)``.
+            batched: ``True`` for a batch, ``False`` for one observation; ``None`` (the default): a
+                batch when the first key's value (or the array) is 2-D.
+            name: what the error messages call ``obs``.
 
         Returns:
-            float32 array ``(obs_dim,)`` or ``(B, obs_dim)``.
-        """
-        if isinstance(obs, Mapping):
-            parts = []
-            for k in self.keys:
-                if k not in obs:
-                    raise KeyError(f"obs: missing key {k!r}; expected keys {list(self.keys)}")
-                parts.append(np.asarray(obs[k], dtype=np.float32))
-            batched = parts[0].ndim == 2
-            parts = [p.reshape(p.shape[0], -1) if batched else p.reshape(-1) for p in parts]
-            return np.concatenate(parts, axis=-1)
-        if self.keys != ("obs",):
-            raise TypeError(f"obs: expected a dict with keys {list(self.keys)}, got {type(obs).__name__}")
-        return np.asarray(obs, dtype=np.float32)
+            a fresh float32 array ``(obs_dim,)`` or ``(B, obs_dim)``.
 
-    def with_desired_goal(self, x: np.ndarray, desired_key: str, goal: np.ndarray) -> np.ndarray:
-        """Copy of critic inputs ``x`` ``(B, D)`` with the ``desired_key`` slice replaced by ``goal``."""
-        out = np.array(x, dtype=np.float32, copy=True)
-        out[..., self.slices[desired_key]] = np.asarray(goal, dtype=np.float32).reshape(out.shape[:-1] + (-1,))
-        return out
+        Raises:
+            KeyError / TypeError / ValueError naming ``name``, the key (and the batch row) for a
+            missing key, a non-numeric dtype, a wrong size, NaN or inf.
+        """
+        f = self._flattener
+        if batched is None:
+            first = obs.get(self.keys[0]) if isinstance(obs, Mapping) else obs
+            batched = np.ndim(first) == 2 if first is not None else False
+        return f.batch(obs, name) if batched else f(obs, name)
 
 
 def success_from_info(spec: TaskSpec, info: Mapping[str, Any], terminated: bool = False) -> bool | None:
@@ -120,3 +127,183 @@ def success_from_info(spec: TaskSpec, info: Mapping[str, Any], terminated: bool 
     if src == "kitchen_tasks":
         return len(info.get("tasks_to_complete", [1])) == 0
     return None
+
+
+def _locate(layout: CriticInputLayout, col: int) -> str:
+    for k, sl in layout.slices.items():
+        if sl.start <= col < sl.stop:
+            return f"{k}[{col - sl.start}]"
+    return f"[{col}]"
+
+
+def _check_numeric(a: np.ndarray, name: str) -> None:
+    if a.dtype.kind not in "fiub":  # float, signed/unsigned int, bool
+        raise TypeError(f"{name}: expected a real-valued numeric array, got dtype {a.dtype}")
+
+
+class ObsFlattener:
+    """One validated pass from an observation to its float32 critic input ``(D,)``.
+
+    The per-step path of the wrappers, with the checks where they can fail and nothing else: the keys
+    are fetched in one go (``operator.itemgetter``; a missing key fails there), their shapes compared
+    with the expected ``(size,)`` in one tuple comparison, then joined and cast to float32 by one
+    ``np.concatenate`` into a fresh array with ``casting="same_kind"`` (which refuses exactly the
+    non-numeric dtypes: the only dtypes that cast ``same_kind`` to float32 are float, int, unsigned and
+    bool), and the whole result is checked finite by the sum of its entries (one ``tolist``; rows over
+    256 entries: one dot product, ``x . 1e-30`` is finite for any finite float32 row and inf/NaN as
+    soon as one entry is). A key of the right size in another
+    shape is copied into its slice. Anything unusual (a missing key, a list, a wrong size or dtype,
+    NaN/inf) goes through :meth:`checked`, which raises the error naming the key. The critic
+    receives a row that is already checked and does not check it again.
+    """
+
+    __slots__ = ("layout", "_fields", "_keys", "_shapes", "_get", "_dim", "_probe", "_probes", "_box",
+                 "_box_shape", "_short")
+
+    def __init__(self, layout: CriticInputLayout):
+        self.layout = layout
+        self._fields = tuple((k, layout.slices[k], layout.sizes[k]) for k in layout.keys)
+        self._keys = tuple(layout.keys)
+        self._shapes = tuple((layout.sizes[k],) for k in layout.keys)
+        get = operator.itemgetter(*self._keys)
+        # a tuple of the keys' values (itemgetter of one key gives the value itself)
+        self._get = get if len(self._keys) > 1 else (lambda obs: (get(obs),))
+        self._dim = layout.obs_dim
+        self._probe = np.full(layout.obs_dim, 1e-30, np.float32)
+        self._short = layout.obs_dim <= _SHORT_ROW
+        self._probes: dict[int, np.ndarray] = {}  # batch size -> flat probe of B * D entries
+        self._box = layout.keys == ("obs",)
+        self._box_shape = (layout.obs_dim,)
+
+    def __call__(self, obs: Any, name: str = "observation") -> np.ndarray:
+        if self._box:
+            if type(obs) is not np.ndarray or obs.size != self._dim or obs.dtype.kind not in "fiub":
+                return self.checked(obs, name=name)
+            out = obs.astype(np.float32) if obs.shape == self._box_shape \
+                else obs.astype(np.float32, order="C").reshape(-1)
+        else:
+            try:
+                parts = self._get(obs)
+                same = tuple(map(_SHAPE, parts)) == self._shapes
+                joined = np.concatenate(parts, dtype=np.float32, casting="same_kind") if same else None
+            except (KeyError, TypeError, AttributeError, ValueError, IndexError):
+                # a missing key, not a mapping, a value without a shape, a non-numeric dtype: the
+                # checked path raises the error naming the key
+                return self.checked(obs, name=name)
+            if joined is None:
+                return self._slow(obs, name)
+            out = joined
+        # finite: the sum of the row's Python floats (see _finite_row), inlined on the per-step path
+        if not (math.isfinite(sum(out.tolist())) if self._short else self._finite_row(out)):
+            return self.checked(obs, name=name)  # raises, naming the key
+        return out
+
+    def _finite_row(self, out: np.ndarray) -> bool:
+        """Every entry of the float32 row is finite: the sum of its entries as Python floats (float64)
+        is finite exactly then (float32 values cannot add up to a float64 overflow). In the control
+        loop, right after the env's step, this costs less than a BLAS dot product; long rows take the
+        dot product with the probe."""
+        if self._short:
+            return math.isfinite(sum(out.tolist()))
+        with np.errstate(invalid="ignore"):  # inf + -inf: NaN, reported by the error raised after
+            return math.isfinite(out.dot(self._probe))
+
+    def _slow(self, obs: Mapping, name: str) -> np.ndarray:
+        """A key of the right size in another shape (e.g. ``(1, size)``): copied into its slice;
+        anything else raises through :meth:`checked`."""
+        out = np.empty(self._dim, np.float32)
+        for k, sl, size in self._fields:
+            a = obs.get(k)
+            if type(a) is not np.ndarray or a.size != size or a.dtype.kind not in "fiub":
+                return self.checked(obs, name=name)
+            out[sl] = a.reshape(-1)
+        if not self._finite_row(out):
+            return self.checked(obs, name=name)
+        return out
+
+    def checked(self, obs: Any, *, batched: bool = False, name: str = "observation") -> np.ndarray:
+        """The checked path (and the reference of the fast ones): critic input(s) of ``obs``, float32
+        ``(D,)`` for one observation, ``(B, D)`` when ``batched``, each check in turn in Python.
+
+        Raises one clear error naming ``name`` (and the key) for a missing key, a wrong size or dtype,
+        NaN or inf.
+        """
+        parts = []
+        if isinstance(obs, Mapping):
+            for k in self.layout.keys:
+                if k not in obs:
+                    raise KeyError(f"{name}: missing key {k!r}; expected keys {list(self.layout.keys)}")
+                a = np.asarray(obs[k])
+                _check_numeric(a, f"{name}[{k!r}]")
+                a = a.reshape(a.shape[0] if a.ndim else 1, -1) if batched else a.reshape(-1)
+                if a.shape[-1] != self.layout.sizes[k]:
+                    raise ValueError(
+                        f"{name}[{k!r}]: expected {self.layout.sizes[k]} values per step (critic layout "
+                        f"{dict(self.layout.sizes)}), got {a.shape[-1]} (shape {np.shape(obs[k])})"
+                    )
+                parts.append(a)
+        else:
+            if self.layout.keys != ("obs",):
+                raise TypeError(f"{name}: expected a dict with keys {list(self.layout.keys)}, got {type(obs).__name__}")
+            a = np.asarray(obs)
+            _check_numeric(a, name)
+            a = a.reshape(a.shape[0] if a.ndim else 1, -1) if batched else a.reshape(-1)
+            if a.shape[-1] != self.layout.obs_dim:
+                raise ValueError(
+                    f"{name}: expected {self.layout.obs_dim} values per step (critic obs_dim), got {a.shape[-1]} "
+                    f"(shape {np.shape(obs)})"
+                )
+            parts.append(a)
+        if batched and len({p.shape[0] for p in parts}) != 1:
+            raise ValueError(f"{name}: keys have different batch sizes {[p.shape[0] for p in parts]}")
+        x = np.concatenate(parts, axis=-1).astype(np.float32, copy=False) if len(parts) > 1 \
+            else np.array(parts[0], dtype=np.float32)  # always a fresh array (infos keep it)
+        if not np.isfinite(x).all():
+            x2 = np.atleast_2d(x)
+            bad = np.argwhere(~np.isfinite(x2))[0]
+            row = f" (batch row {int(bad[0])})" if batched else ""
+            raise ValueError(
+                f"{name}: expected finite values, got {x2[tuple(bad)]} at {_locate(self.layout, int(bad[1]))}{row}; "
+                "the critic cannot score NaN/inf"
+            )
+        return x
+
+    def _finite(self, out: np.ndarray) -> bool:
+        n = out.shape[0]
+        probe = self._probes.get(n)
+        if probe is None:
+            if len(self._probes) >= 8:  # a few batch sizes (vector envs); a dataset's many lengths don't pile up
+                self._probes.clear()
+            probe = self._probes[n] = np.full(n * self._dim, 1e-30, np.float32)
+        return math.isfinite(out.reshape(-1).dot(probe))
+
+    def batch(self, obs: Any, name: str = "observation") -> np.ndarray:
+        """Critic inputs ``(B, D)`` of a batch of observations (vector envs), same checks."""
+        if self._box:
+            if type(obs) is not np.ndarray or obs.ndim < 1 or obs.dtype.kind not in "fiub" \
+                    or obs.size != obs.shape[0] * self._dim:
+                return self.checked(obs, batched=True, name=name)
+            out = obs.astype(np.float32, order="C").reshape(obs.shape[0], self._dim)
+        else:
+            if not isinstance(obs, dict):
+                return self.checked(obs, batched=True, name=name)
+            first = obs.get(self._keys[0])
+            n = first.shape[0] if type(first) is np.ndarray and first.ndim else -1
+            parts = []
+            join = True
+            for k, _sl, size in self._fields:
+                a = obs.get(k)
+                if type(a) is not np.ndarray or a.ndim < 1 or a.shape[0] != n or a.size != n * size \
+                        or a.dtype.kind not in "fiub":
+                    return self.checked(obs, batched=True, name=name)
+                join = join and a.ndim == 2
+                parts.append(a)
+            if join:
+                out = np.concatenate(parts, axis=1, dtype=np.float32, casting="unsafe")
+            else:
+                out = np.empty((max(n, 0), self._dim), np.float32)
+                for a, (_k, sl, size) in zip(parts, self._fields):
+                    out[:, sl] = a.reshape(n, size)
+        if out.size and not self._finite(out):
+            return self.checked(obs, batched=True, name=name)  # raises, naming key and row
+        return out

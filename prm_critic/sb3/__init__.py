@@ -12,9 +12,7 @@
   call per vector step; ``VecPRMRewardShaper`` is its deprecated name).
 """
 
-import warnings
-from typing import Any
-
+from prm_critic import _deprecation
 from prm_critic.sb3.backends import BACKENDS
 from prm_critic.sb3.callbacks import PRMStatsCallback, UnshapedSuccessEval, read_eval_csv
 from prm_critic.sb3.checkpoint import PolicyCheckpointError, load_policy, save_policy
@@ -38,10 +36,8 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    if name == "VecPRMRewardShaper":
-        warnings.warn("prm_critic.sb3.VecPRMRewardShaper is deprecated: it is SB3VecPRMRewardShaper now "
-                      "(from prm_critic.sb3 import SB3VecPRMRewardShaper); the old name will be removed in a future "
-                      "release", DeprecationWarning, stacklevel=2)
-        return SB3VecPRMRewardShaper
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = _deprecation.module_getattr(__name__, {
+    "VecPRMRewardShaper": ("prm_critic.sb3.VecPRMRewardShaper is deprecated: it is SB3VecPRMRewardShaper now "
+                           "(from prm_critic.sb3 import SB3VecPRMRewardShaper); the old name will be removed in a "
+                           "future release", "prm_critic.sb3.vec_prm_reward_shaper:SB3VecPRMRewardShaper"),
+})

@@ -12,6 +12,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from prm_critic import _deprecation
 from prm_critic._optional import require
 from prm_critic.critic import BaseCritic
 from prm_critic.robotics.layout import CriticInputLayout
@@ -236,10 +237,8 @@ class SB3VecPRMRewardShaper(ShaperBase, vec_env.VecEnvWrapper):
         self.venv.close()
 
 
-def __getattr__(name: str) -> Any:
-    if name == "VecPRMRewardShaper":
-        warnings.warn("VecPRMRewardShaper is deprecated: it is SB3VecPRMRewardShaper now "
-                      "(from prm_critic.sb3 import SB3VecPRMRewardShaper); the old name will be removed in a future "
-                      "release", DeprecationWarning, stacklevel=2)
-        return SB3VecPRMRewardShaper
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = _deprecation.module_getattr(__name__, {
+    "VecPRMRewardShaper": ("VecPRMRewardShaper is deprecated: it is SB3VecPRMRewardShaper now "
+                           "(from prm_critic.sb3 import SB3VecPRMRewardShaper); the old name will be removed in a "
+                           "future release", f"{__name__}:SB3VecPRMRewardShaper"),
+})

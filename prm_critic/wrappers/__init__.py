@@ -15,9 +15,7 @@ Classes are imported lazily so that importing this package needs neither gymnasi
 
 from __future__ import annotations
 
-import importlib
-import warnings
-from typing import Any
+from prm_critic import _deprecation
 
 __all__ = ["PRMRewardShaper", "RelabelRows", "DeadEndPruner", "GymVectorPRMRewardShaper"]
 
@@ -27,27 +25,16 @@ _MODULES = {
     "DeadEndPruner": "prm_critic.wrappers.dead_end_pruner",
     "GymVectorPRMRewardShaper": "prm_critic.wrappers.vector_prm_reward_shaper",
 }
-#: deprecated name -> (module, current name, where to import the current name from)
-_DEPRECATED = {
-    "PRMRewardShaperVector": ("prm_critic.wrappers.vector_prm_reward_shaper", "GymVectorPRMRewardShaper",
-                              "prm_critic.wrappers"),
-    "VecPRMRewardShaper": ("prm_critic.sb3.vec_prm_reward_shaper", "SB3VecPRMRewardShaper", "prm_critic.sb3"),
-}
-
-
-def __getattr__(name: str) -> Any:
-    if name in _MODULES:
-        return getattr(importlib.import_module(_MODULES[name]), name)
-    if name in _DEPRECATED:
-        module, new, public = _DEPRECATED[name]
-        warnings.warn(
-            f"prm_critic.wrappers.{name} is deprecated: it is {public}.{new} now (from {public} import {new}); "
-            "the old name will be removed in a future release",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return getattr(importlib.import_module(module), new)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = _deprecation.module_getattr(__name__, {
+    "PRMRewardShaperVector": ("prm_critic.wrappers.PRMRewardShaperVector is deprecated: it is "
+                              "prm_critic.wrappers.GymVectorPRMRewardShaper now (from prm_critic.wrappers import "
+                              "GymVectorPRMRewardShaper); the old name will be removed in a future release",
+                              "prm_critic.wrappers.vector_prm_reward_shaper:GymVectorPRMRewardShaper"),
+    "VecPRMRewardShaper": ("prm_critic.wrappers.VecPRMRewardShaper is deprecated: it is "
+                           "prm_critic.sb3.SB3VecPRMRewardShaper now (from prm_critic.sb3 import "
+                           "SB3VecPRMRewardShaper); the old name will be removed in a future release",
+                           "prm_critic.sb3.vec_prm_reward_shaper:SB3VecPRMRewardShaper"),
+}, lazy=_MODULES)
 
 
 def __dir__() -> list[str]:

@@ -1,6 +1,7 @@
 """Private helpers shared by the PRM env wrappers: the shapers' shared argument checks (through
-:mod:`prm_critic.validate`), layout resolution, the critic/env match check (task and layout),
-validated flattening of observations, and a critic caller with an optional deadline.
+:mod:`prm_critic.validate`), layout resolution, the critic/env match check (task and layout), and
+a critic caller with an optional deadline. Observations are flattened by the layout's
+:class:`~prm_critic.robotics.layout.ObsFlattener`.
 """
 
 from __future__ import annotations
@@ -8,7 +9,6 @@ from __future__ import annotations
 import functools
 import inspect
 import math
-import operator
 import threading
 import warnings
 from dataclasses import dataclass, field
@@ -18,17 +18,14 @@ import numpy as np
 
 from prm_critic import validate
 from prm_critic.critic import BaseCritic, OneRowCritic, RowsCritic
-from prm_critic.robotics.layout import CriticInputLayout
+# ObsFlattener: the layout's flattener, imported from here by the wrappers
+from prm_critic.robotics.layout import CriticInputLayout, ObsFlattener  # noqa: F401
 from prm_critic.robotics.spec import SpecError, TaskSpec, list_builtin_specs, load_spec
 
 if TYPE_CHECKING:
     from prm_critic.robotics.subgoals import SubgoalEvaluator
 
 __all__: list[str] = []
-
-_SHAPE = operator.attrgetter("shape")
-#: rows up to this width are checked finite through their Python floats, longer ones by a dot product
-_SHORT_ROW = 256
 
 HEADS = ("progress", "success")
 MODES = ("potential", "subgoal", "replace")
@@ -427,185 +424,6 @@ def goal_keys(spec: TaskSpec | None, space: Any) -> tuple[str, str] | None:
     if isinstance(space, gym.spaces.Dict) and "achieved_goal" in space.spaces and "desired_goal" in space.spaces:
         return ("achieved_goal", "desired_goal")
     return None
-
-
-def _locate(layout: CriticInputLayout, col: int) -> str:
-    for k, sl in layout.slices.items():
-        if sl.start <= col < sl.stop:
-            return f"{k}[{col - sl.start}]"
-    return f"[{col}]"
-
-
-def _check_numeric(a: np.ndarray, name: str) -> None:
-    if a.dtype.kind not in "fiub":  # float, signed/unsigned int, bool
-        raise TypeError(f"{name}: expected a real-valued numeric array, got dtype {a.dtype}")
-
-
-def flatten_checked(layout: CriticInputLayout, obs: Any, *, batched: bool = False,
-                    name: str = "observation") -> np.ndarray:
-    """Critic input(s) of ``obs``: float32 ``(D,)`` for one observation, ``(B, D)`` when ``batched``.
-
-    Raises one clear error naming ``name`` (and the key) for a missing key, a wrong size or dtype,
-    NaN or inf.
-    """
-    parts = []
-    if isinstance(obs, Mapping):
-        for k in layout.keys:
-            if k not in obs:
-                raise KeyError(f"{name}: missing key {k!r}; expected keys {list(layout.keys)}")
-            a = np.asarray(obs[k])
-            _check_numeric(a, f"{name}[{k!r}]")
-            a = a.reshape(a.shape[0] if a.ndim else 1, -1) if batched else a.reshape(-1)
-            if a.shape[-1] != layout.sizes[k]:
-                raise ValueError(
-                    f"{name}[{k!r}]: expected {layout.sizes[k]} values per step (critic layout "
-                    f"{dict(layout.sizes)}), got {a.shape[-1]} (shape {np.shape(obs[k])})"
-                )
-            parts.append(a)
-    else:
-        if layout.keys != ("obs",):
-            raise TypeError(f"{name}: expected a dict with keys {list(layout.keys)}, got {type(obs).__name__}")
-        a = np.asarray(obs)
-        _check_numeric(a, name)
-        a = a.reshape(a.shape[0] if a.ndim else 1, -1) if batched else a.reshape(-1)
-        if a.shape[-1] != layout.obs_dim:
-            raise ValueError(
-                f"{name}: expected {layout.obs_dim} values per step (critic obs_dim), got {a.shape[-1]} "
-                f"(shape {np.shape(obs)})"
-            )
-        parts.append(a)
-    if batched and len({p.shape[0] for p in parts}) != 1:
-        raise ValueError(f"{name}: keys have different batch sizes {[p.shape[0] for p in parts]}")
-    x = np.concatenate(parts, axis=-1).astype(np.float32, copy=False) if len(parts) > 1 \
-        else np.array(parts[0], dtype=np.float32)  # always a fresh array (infos keep it)
-    if not np.isfinite(x).all():
-        x2 = np.atleast_2d(x)
-        bad = np.argwhere(~np.isfinite(x2))[0]
-        row = f" (batch row {int(bad[0])})" if batched else ""
-        raise ValueError(
-            f"{name}: expected finite values, got {x2[tuple(bad)]} at {_locate(layout, int(bad[1]))}{row}; "
-            "the critic cannot score NaN/inf"
-        )
-    return x
-
-
-class ObsFlattener:
-    """One validated pass from an observation to its float32 critic input ``(D,)``.
-
-    The per-step path of the wrappers, with the checks where they can fail and nothing else: the keys
-    are fetched in one go (``operator.itemgetter``; a missing key fails there), their shapes compared
-    with the expected ``(size,)`` in one tuple comparison, then joined and cast to float32 by one
-    ``np.concatenate`` into a fresh array with ``casting="same_kind"`` (which refuses exactly the
-    non-numeric dtypes: the only dtypes that cast ``same_kind`` to float32 are float, int, unsigned and
-    bool), and the whole result is checked finite by the sum of its entries (one ``tolist``; rows over
-    256 entries: one dot product, ``x . 1e-30`` is finite for any finite float32 row and inf/NaN as
-    soon as one entry is). A key of the right size in another
-    shape is copied into its slice. Anything unusual (a missing key, a list, a wrong size or dtype,
-    NaN/inf) goes through :func:`flatten_checked`, which raises the error naming the key. The critic
-    receives a row that is already checked and does not check it again.
-    """
-
-    __slots__ = ("layout", "_fields", "_keys", "_shapes", "_get", "_dim", "_probe", "_probes", "_box",
-                 "_box_shape", "_short")
-
-    def __init__(self, layout: CriticInputLayout):
-        self.layout = layout
-        self._fields = tuple((k, layout.slices[k], layout.sizes[k]) for k in layout.keys)
-        self._keys = tuple(layout.keys)
-        self._shapes = tuple((layout.sizes[k],) for k in layout.keys)
-        get = operator.itemgetter(*self._keys)
-        # a tuple of the keys' values (itemgetter of one key gives the value itself)
-        self._get = get if len(self._keys) > 1 else (lambda obs: (get(obs),))
-        self._dim = layout.obs_dim
-        self._probe = np.full(layout.obs_dim, 1e-30, np.float32)
-        self._short = layout.obs_dim <= _SHORT_ROW
-        self._probes: dict[int, np.ndarray] = {}  # batch size -> flat probe of B * D entries
-        self._box = layout.keys == ("obs",)
-        self._box_shape = (layout.obs_dim,)
-
-    def __call__(self, obs: Any, name: str = "observation") -> np.ndarray:
-        if self._box:
-            if type(obs) is not np.ndarray or obs.size != self._dim or obs.dtype.kind not in "fiub":
-                return flatten_checked(self.layout, obs, name=name)
-            out = obs.astype(np.float32) if obs.shape == self._box_shape \
-                else obs.astype(np.float32, order="C").reshape(-1)
-        else:
-            try:
-                parts = self._get(obs)
-                same = tuple(map(_SHAPE, parts)) == self._shapes
-                joined = np.concatenate(parts, dtype=np.float32, casting="same_kind") if same else None
-            except (KeyError, TypeError, AttributeError, ValueError, IndexError):
-                # a missing key, not a mapping, a value without a shape, a non-numeric dtype: the
-                # checked path raises the error naming the key
-                return flatten_checked(self.layout, obs, name=name)
-            if joined is None:
-                return self._slow(obs, name)
-            out = joined
-        # finite: the sum of the row's Python floats (see _finite_row), inlined on the per-step path
-        if not (math.isfinite(sum(out.tolist())) if self._short else self._finite_row(out)):
-            return flatten_checked(self.layout, obs, name=name)  # raises, naming the key
-        return out
-
-    def _finite_row(self, out: np.ndarray) -> bool:
-        """Every entry of the float32 row is finite: the sum of its entries as Python floats (float64)
-        is finite exactly then (float32 values cannot add up to a float64 overflow). In the control
-        loop, right after the env's step, this costs less than a BLAS dot product; long rows take the
-        dot product with the probe."""
-        if self._short:
-            return math.isfinite(sum(out.tolist()))
-        with np.errstate(invalid="ignore"):  # inf + -inf: NaN, reported by the error raised after
-            return math.isfinite(out.dot(self._probe))
-
-    def _slow(self, obs: Mapping, name: str) -> np.ndarray:
-        """A key of the right size in another shape (e.g. ``(1, size)``): copied into its slice;
-        anything else raises through :func:`flatten_checked`."""
-        out = np.empty(self._dim, np.float32)
-        for k, sl, size in self._fields:
-            a = obs.get(k)
-            if type(a) is not np.ndarray or a.size != size or a.dtype.kind not in "fiub":
-                return flatten_checked(self.layout, obs, name=name)
-            out[sl] = a.reshape(-1)
-        if not self._finite_row(out):
-            return flatten_checked(self.layout, obs, name=name)
-        return out
-
-    def _finite(self, out: np.ndarray) -> bool:
-        n = out.shape[0]
-        probe = self._probes.get(n)
-        if probe is None:
-            probe = self._probes[n] = np.full(n * self._dim, 1e-30, np.float32)
-        return math.isfinite(out.reshape(-1).dot(probe))
-
-    def batch(self, obs: Any, name: str = "observation") -> np.ndarray:
-        """Critic inputs ``(B, D)`` of a batch of observations (vector envs), same checks."""
-        if self._box:
-            if type(obs) is not np.ndarray or obs.ndim < 1 or obs.dtype.kind not in "fiub" \
-                    or obs.size != obs.shape[0] * self._dim:
-                return flatten_checked(self.layout, obs, batched=True, name=name)
-            out = obs.astype(np.float32, order="C").reshape(obs.shape[0], self._dim)
-        else:
-            if not isinstance(obs, dict):
-                return flatten_checked(self.layout, obs, batched=True, name=name)
-            first = obs.get(self._keys[0])
-            n = first.shape[0] if type(first) is np.ndarray and first.ndim else -1
-            parts = []
-            join = True
-            for k, _sl, size in self._fields:
-                a = obs.get(k)
-                if type(a) is not np.ndarray or a.ndim < 1 or a.shape[0] != n or a.size != n * size \
-                        or a.dtype.kind not in "fiub":
-                    return flatten_checked(self.layout, obs, batched=True, name=name)
-                join = join and a.ndim == 2
-                parts.append(a)
-            if join:
-                out = np.concatenate(parts, axis=1, dtype=np.float32, casting="unsafe")
-            else:
-                out = np.empty((max(n, 0), self._dim), np.float32)
-                for a, (_k, sl, size) in zip(parts, self._fields):
-                    out[:, sl] = a.reshape(n, size)
-        if out.size and not self._finite(out):
-            return flatten_checked(self.layout, obs, batched=True, name=name)  # raises, naming key and row
-        return out
 
 
 class _Worker:

@@ -7,8 +7,7 @@ vector envs use :class:`prm_critic.wrappers.GymVectorPRMRewardShaper`.
 
 from __future__ import annotations
 
-import warnings
-
+from prm_critic import _deprecation
 from prm_critic.sb3.vec_prm_reward_shaper import SB3VecPRMRewardShaper
 
 __all__ = ["VecPRMRewardShaper"]
@@ -16,9 +15,8 @@ __all__ = ["VecPRMRewardShaper"]
 #: the old name, the same class
 VecPRMRewardShaper = SB3VecPRMRewardShaper
 
-warnings.warn(
+_deprecation.warn(
     "prm_critic.wrappers.vec_prm_reward_shaper is deprecated: import SB3VecPRMRewardShaper (formerly "
     "VecPRMRewardShaper) from prm_critic.sb3 (from prm_critic.sb3 import SB3VecPRMRewardShaper)",
-    DeprecationWarning,
     stacklevel=2,
 )

@@ -3,11 +3,11 @@
 
 from __future__ import annotations
 
-import warnings
 from typing import Any, Mapping
 
 import numpy as np
 
+from prm_critic import _deprecation
 from prm_critic._optional import require
 from prm_critic.critic import BaseCritic
 from prm_critic.robotics.label_rewards import potential_shaping
@@ -230,10 +230,8 @@ class GymVectorPRMRewardShaper(ShaperBase, gym.vector.VectorWrapper):
         return super().close(**kwargs)
 
 
-def __getattr__(name: str) -> Any:
-    if name == "PRMRewardShaperVector":
-        warnings.warn("PRMRewardShaperVector is deprecated: it is GymVectorPRMRewardShaper now "
-                      "(from prm_critic.wrappers import GymVectorPRMRewardShaper); the old name will be removed in a "
-                      "future release", DeprecationWarning, stacklevel=2)
-        return GymVectorPRMRewardShaper
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = _deprecation.module_getattr(__name__, {
+    "PRMRewardShaperVector": ("PRMRewardShaperVector is deprecated: it is GymVectorPRMRewardShaper now "
+                              "(from prm_critic.wrappers import GymVectorPRMRewardShaper); the old name will be "
+                              "removed in a future release", f"{__name__}:GymVectorPRMRewardShaper"),
+})
