@@ -38,7 +38,7 @@ def test_a_layer_break_fails_the_check(tmp_path):
     """A data-layer module importing an integration (robotics -> sb3) and the deployed runtime
     importing gymnasium's env module are each reported, with the offending module and line."""
     shutil.copytree(ROOT / "prm_critic", tmp_path / "prm_critic",
-                    ignore=shutil.ignore_patterns("__pycache__"))
+                    ignore=shutil.ignore_patterns("__pycache__", "_specs"))
     shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
     with open(tmp_path / "prm_critic" / "robotics" / "labels.py", "a") as f:
         f.write("\n\ndef _uses_training():\n    from prm_critic.sb3 import train_policy\n\n    return train_policy\n")

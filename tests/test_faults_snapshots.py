@@ -32,7 +32,7 @@ pytestmark = pytest.mark.fault
 
 ANT = "AntMaze_UMaze-v5"
 
-# A user-written spec (the format of prm_critic/robotics/specs/*.toml) for a task prm-critic ships no spec for.
+# A user-written spec (the format of envs/specs/*.toml) for a task prm-critic ships no spec for.
 ANT_SPEC = {
     "task": {
         "name": "antmaze-umaze-user",

@@ -1,7 +1,7 @@
 """Declarative task specs: ordered subgoals, success signal, goal keys, critic input layout.
 
-A spec is a small TOML file (or a dict). The built-in ones are package data, in
-``prm_critic/robotics/specs/``. A spec for your own env is about ten lines::
+A spec is a small TOML file (or a dict). The built-in ones live in the project's ``envs/specs/``
+folder and ship inside the wheel. A spec for your own env is about ten lines::
 
     [task]
     name = "FetchPush-v4"
@@ -690,13 +690,15 @@ class TaskSpec:
 
 
 def _specs_dir() -> Path:
-    """Folder of the built-in specs: ``prm_critic/robotics/specs``, package data (the same folder in a
-    source checkout, an editable install and the wheel)."""
-    packaged = resources.files("prm_critic.robotics") / "specs"
-    if not packaged.is_dir():
-        raise SpecError("built-in specs not found: the prm-critic installation is incomplete "
-                        "(no prm_critic/robotics/specs)")
-    return Path(str(packaged))
+    """Folder of the built-in specs: inside the wheel (``prm_critic/_specs``) or, in a source
+    checkout with an editable install, the project's ``envs/specs`` data folder."""
+    packaged = resources.files("prm_critic") / "_specs"
+    if packaged.is_dir():
+        return Path(str(packaged))
+    source = Path(__file__).resolve().parents[2] / "envs" / "specs"
+    if source.is_dir():
+        return source
+    raise SpecError("built-in specs not found: the prm-critic installation is incomplete (no prm_critic/_specs)")
 
 
 def _spec_files() -> dict[str, Path]:
