@@ -120,3 +120,20 @@ def test_random_weights_run_is_labelled_and_recorded(run_mod, tmp_path, critic_p
     with pytest.raises(ValueError, match="--random-weights"):
         run_mod.run_one(TASK, "prm_her", 0, 200, root=tmp_path / "x", critic=critic_path, refresh=True,
                         random_weights_seed=1)
+
+
+def test_sbx_backend_runs_under_its_own_label_and_extends_from_its_state(run_mod, tmp_path):
+    """``--backend sbx``: the run trains with SBX, under the label suffix ``_sbx`` (never mixed with the SB3
+    rows), records its backend, and a larger budget continues from its SBX training state."""
+    pytest.importorskip("sbx")
+    out = _run(run_mod, tmp_path / "runs", backend="sbx")
+    assert out.parent.name == "prm_her_s10_sbx"
+    done = json.loads((out / "done.json").read_text())
+    assert done["backend"] == "sbx" and done["resumed_from"] == []
+    _run(run_mod, tmp_path / "runs", steps=300, backend="sbx")
+    done = json.loads((out / "done.json").read_text())
+    assert done["steps"] == 300 and done["resumed_from"], done["resumed_from"]
+    with open(out / "eval.csv", newline="") as f:
+        assert [int(r["env_steps"]) for r in csv.DictReader(f)] == [0, 100, 200, 300]
+    with pytest.raises(ValueError, match="--backend: expected 'sb3'"):
+        run_mod.run_one(TASK, "her", 0, 200, root=tmp_path / "x", backend="jax")

@@ -28,6 +28,9 @@ same critic with its MLP weights drawn anew (torch's default initialisation unde
 input normalisation, head, scale and gamma unchanged (:func:`random_weights`); label suffix
 ``_randw<SEED>``.
 
+``--backend sbx`` trains with SBX (JAX) instead of stable-baselines3, resumable the same way; the
+label gets ``_sbx``, so its rows are reported beside the SB3 ones, never pooled with them.
+
 ``--prune`` adds the DeadEndPruner (threshold/patience per task below). A run whose ``done.json``
 exists (for this step budget or a larger one) is skipped; a run in progress in another process is skipped
 (per-run lock, released when its process ends, however it ends; ``run.py`` then exits with status 75),
@@ -94,7 +97,7 @@ TASKS = {
 
 def config_label(config: str, scale: float, prune: bool, spec: "str | Path | None" = None,
                  critic: "str | Path | None" = None, head: str = "success", refresh: bool = False,
-                 random_weights: int | None = None) -> str:
+                 random_weights: int | None = None, backend: str = "sb3") -> str:
     label = config
     if config.startswith("prm"):
         label += f"_s{scale:g}"
@@ -108,6 +111,8 @@ def config_label(config: str, scale: float, prune: bool, spec: "str | Path | Non
         label += "_refresh"
     if random_weights is not None:
         label += f"_randw{random_weights}"
+    if backend != "sb3":  # the same config on another library: its own rows, never mixed with SB3's
+        label += f"_{backend}"
     return label
 
 
@@ -179,7 +184,7 @@ def run_one(task: str, config: str, seed: int, steps: int | None = None, *, scal
             spec: "str | Path | None" = None, eval_freq: int | None = None, eval_episodes: int | None = None,
             learning_starts: int | None = None, critic: "str | Path | None" = None, head: str = "success",
             refresh: bool = False, early_stop: float = 0.8, early_stop_min_steps: int | None = None,
-            random_weights_seed: int | None = None) -> Path:
+            random_weights_seed: int | None = None, backend: str = "sb3") -> Path:
     """One run; ``eval_freq``, ``eval_episodes`` and ``learning_starts`` override the task's settings
     (``None``: the task's own, as in the benchmark's results). ``early_stop`` (``0``: off) and
     ``early_stop_min_steps`` (``None``: the task's headline budget) as in the module docstring."""
@@ -211,6 +216,8 @@ def run_one(task: str, config: str, seed: int, steps: int | None = None, *, scal
                          f"{' --refresh' if refresh else ''}")
     if head not in ("success", "progress"):
         raise ValueError(f"--head: expected 'success' or 'progress', got {head!r}")
+    if backend not in ("sb3", "sbx"):
+        raise ValueError(f"--backend: expected 'sb3' (stable-baselines3, torch) or 'sbx' (SBX, JAX), got {backend!r}")
     if refresh and (critic is None or str(critic).endswith(".onnx")):
         raise ValueError(f"--refresh: fine-tunes a torch critic checkpoint, expected --critic PATH.json, got "
                          f"--critic {None if critic is None else str(critic)!r}")
@@ -229,7 +236,7 @@ def run_one(task: str, config: str, seed: int, steps: int | None = None, *, scal
             raise ValueError(f"--spec: expected a spec TOML file, got {str(spec)!r} (no such file)")
         if load_spec(spec).env_id != task:
             raise ValueError(f"--spec: {str(spec)!r} is a spec for {load_spec(spec).env_id!r}, expected one for {task!r}")
-    label = config_label(config, scale, prune, spec, critic, head, refresh, random_weights_seed)
+    label = config_label(config, scale, prune, spec, critic, head, refresh, random_weights_seed, backend)
     out = run_dir(task, label, seed, root)
     marker = out / "done.json"
     state_ptr = out / "resume" / "latest.json"
@@ -238,85 +245,87 @@ def run_one(task: str, config: str, seed: int, steps: int | None = None, *, scal
         return json.loads(state_ptr.read_text())["steps"] if state_ptr.exists() else None
 
     out.mkdir(parents=True, exist_ok=True)
-    lock = _lock_run(out)  # noqa: F841 - the open file is the lock: held until run_one returns
-    if marker.exists():
-        done = json.loads(marker.read_text())
-        if done.get("steps", 0) >= steps:  # a run with a larger budget contains this one
-            print(f"skip (done, {done.get('steps')} steps): {out}")
-            return out
-        # finished under another budget: keep its results beside the new run, under its budget's name;
-        # with a training state that is not past the new budget, the new run continues from it
-        extend = (state_steps() or steps + 1) <= steps
-        for name in ("eval.csv", "done.json"):
-            if (out / name).exists():
-                stem, ext = name.split(".")
-                dst = out / f"{stem}.steps-{done.get('steps')}.{ext}"
-                if extend and name == "eval.csv":
-                    dst.write_bytes((out / name).read_bytes())
-                else:
-                    os.replace(out / name, dst)
-    ev = out / "eval.csv"
-    if ev.exists() and state_steps() is None:  # killed before its first training state: start again
-        n = 1
-        while (out / f"eval.killed-{n}.csv").exists():
-            n += 1
-        os.replace(ev, out / f"eval.killed-{n}.csv")
+    # the run's lock, released when this call ends, however it ends (a closed file drops its flock)
+    with _lock_run(out):
+        if marker.exists():
+            done = json.loads(marker.read_text())
+            if done.get("steps", 0) >= steps:  # a run with a larger budget contains this one
+                print(f"skip (done, {done.get('steps')} steps): {out}")
+                return out
+            # finished under another budget: keep its results beside the new run, under its budget's name;
+            # with a training state that is not past the new budget, the new run continues from it
+            extend = (state_steps() or steps + 1) <= steps
+            for name in ("eval.csv", "done.json"):
+                if (out / name).exists():
+                    stem, ext = name.split(".")
+                    dst = out / f"{stem}.steps-{done.get('steps')}.{ext}"
+                    if extend and name == "eval.csv":
+                        dst.write_bytes((out / name).read_bytes())
+                    else:
+                        os.replace(out / name, dst)
+        ev = out / "eval.csv"
+        if ev.exists() and state_steps() is None:  # killed before its first training state: start again
+            n = 1
+            while (out / f"eval.killed-{n}.csv").exists():
+                n += 1
+            os.replace(ev, out / f"eval.killed-{n}.csv")
 
-    from prm_critic.models.checkpoint import atomic_write_bytes
-    from prm_critic.sb3 import train_policy
+        from prm_critic.models.checkpoint import atomic_write_bytes
+        from prm_critic.sb3 import train_policy
 
-    shaped = config.startswith("prm")
-    t0 = time.perf_counter()
-    from prm_critic.robotics.spec import load_spec
+        shaped = config.startswith("prm")
+        t0 = time.perf_counter()
+        from prm_critic.robotics.spec import load_spec
 
-    task_spec = load_spec(spec if spec is not None else task)
-    critic_arg: Any = "subgoal" if (shaped or prune) else None
-    callbacks = []
-    if critic is not None:
-        from prm_critic.sb3.envs import resolve_critic
+        task_spec = load_spec(spec if spec is not None else task)
+        critic_arg: Any = "subgoal" if (shaped or prune) else None
+        callbacks = []
+        if critic is not None:
+            from prm_critic.sb3.envs import resolve_critic
 
-        critic_arg = resolve_critic(str(critic), task_spec)  # checked against the task by the shaper
-        if random_weights_seed is not None:
-            critic_arg = random_weights(critic_arg, random_weights_seed)
-        if refresh:
-            from prm_critic.sb3.refresh import CriticRefreshCallback
+            critic_arg = resolve_critic(str(critic), task_spec)  # checked against the task by the shaper
+            if random_weights_seed is not None:
+                critic_arg = random_weights(critic_arg, random_weights_seed)
+            if refresh:
+                from prm_critic.sb3.refresh import CriticRefreshCallback
 
-            callbacks.append(CriticRefreshCallback(critic_arg, head=head, refresh_freq=cfg["eval_freq"], seed=seed,
-                                                   save_path=out / "critic_refreshed"))
-    model = train_policy(
-        task_spec, algo=algo, critic=critic_arg, shaping="potential" if shaped else None, head=head if critic else "progress",
-        scale=scale, her=config.endswith("her"), prune=cfg["prune"] if prune else None, total_steps=steps,
-        seed=seed, eval_freq=cfg["eval_freq"], eval_episodes=cfg["eval_episodes"], log_dir=out,
-        algo_kwargs=cfg["algo_kwargs"], normalize_obs=cfg["normalize_obs"], progress_bar=progress_bar,
-        checkpoint_freq=cfg["eval_freq"], resume=True, callbacks=callbacks, torch_threads=1,
-        early_stop=None if early_stop == 0 else dict(
-            threshold=early_stop, consecutive=2,
-            min_steps=TASKS[task]["steps"] if early_stop_min_steps is None else early_stop_min_steps),
-    )
-    wall = time.perf_counter() - t0
-    rows = model.prm_eval.rows
-    stats = model.prm_stats
-    summary = {
-        "task": task, "config": config, "label": label, "seed": seed, "steps": steps, "algo": algo,
-        "scale": scale if shaped else None, "prune": cfg["prune"] if prune else None,
-        "spec": str(spec) if spec is not None else "built-in", "subgoals": task_spec.to_dict()["subgoals"],
-        "critic": str(critic) if critic is not None else None, "head": head if critic is not None else "progress",
-        "critic_sha256": model.prm_config.get("critic_sha256"), "random_weights": random_weights_seed,
-        "refresh": [dict(r) for r in callbacks[0].history] if refresh else None,
-        "algo_kwargs": json.loads(json.dumps(cfg["algo_kwargs"])), "normalize_obs": cfg["normalize_obs"],
-        "wall_s": round(rows[-1]["train_wall_s"] + rows[-1]["eval_wall_s"], 1) if rows else round(wall, 1),
-        "resumed_from": model.prm_resumed_from,
-        "early_stop": model.prm_config.get("early_stop"), "stopped_early_at": model.prm_config.get("stopped_early_at"),
-        "final_success": rows[-1]["success_rate"] if rows else None,
-        "episodes": stats.n_episodes, "pruned_episodes": stats.pruned_episodes,
-        "pruned_env_steps": int(sum(h["l"] for h in stats.history if h["pruned"])),
-        "train_success_last100": (sum(h["success"] for h in stats.history[-100:]) / max(1, len(stats.history[-100:]))),
-    }
-    if prune:  # the DeadEndPruner's own counters (first "stats" attribute down the env chain)
-        summary["pruner_stats"] = model.get_env().get_attr("stats")[0]
-    atomic_write_bytes(marker, json.dumps(summary, indent=2).encode())
-    print(json.dumps(summary))
-    return out
+                callbacks.append(CriticRefreshCallback(critic_arg, head=head, refresh_freq=cfg["eval_freq"], seed=seed,
+                                                       save_path=out / "critic_refreshed"))
+        model = train_policy(
+            task_spec, algo=algo, critic=critic_arg, shaping="potential" if shaped else None, head=head if critic else "progress",
+            scale=scale, her=config.endswith("her"), prune=cfg["prune"] if prune else None, total_steps=steps,
+            seed=seed, eval_freq=cfg["eval_freq"], eval_episodes=cfg["eval_episodes"], log_dir=out,
+            algo_kwargs=cfg["algo_kwargs"], normalize_obs=cfg["normalize_obs"], progress_bar=progress_bar,
+            checkpoint_freq=cfg["eval_freq"], resume=True, callbacks=callbacks, torch_threads=1, backend=backend,
+            early_stop=None if early_stop == 0 else dict(
+                threshold=early_stop, consecutive=2,
+                min_steps=TASKS[task]["steps"] if early_stop_min_steps is None else early_stop_min_steps),
+        )
+        wall = time.perf_counter() - t0
+        rows = model.prm_eval.rows
+        stats = model.prm_stats
+        summary = {
+            "task": task, "config": config, "label": label, "seed": seed, "steps": steps, "algo": algo,
+            "backend": backend,
+            "scale": scale if shaped else None, "prune": cfg["prune"] if prune else None,
+            "spec": str(spec) if spec is not None else "built-in", "subgoals": task_spec.to_dict()["subgoals"],
+            "critic": str(critic) if critic is not None else None, "head": head if critic is not None else "progress",
+            "critic_sha256": model.prm_config.get("critic_sha256"), "random_weights": random_weights_seed,
+            "refresh": [dict(r) for r in callbacks[0].history] if refresh else None,
+            "algo_kwargs": json.loads(json.dumps(cfg["algo_kwargs"])), "normalize_obs": cfg["normalize_obs"],
+            "wall_s": round(rows[-1]["train_wall_s"] + rows[-1]["eval_wall_s"], 1) if rows else round(wall, 1),
+            "resumed_from": model.prm_resumed_from,
+            "early_stop": model.prm_config.get("early_stop"), "stopped_early_at": model.prm_config.get("stopped_early_at"),
+            "final_success": rows[-1]["success_rate"] if rows else None,
+            "episodes": stats.n_episodes, "pruned_episodes": stats.pruned_episodes,
+            "pruned_env_steps": int(sum(h["l"] for h in stats.history if h["pruned"])),
+            "train_success_last100": (sum(h["success"] for h in stats.history[-100:]) / max(1, len(stats.history[-100:]))),
+        }
+        if prune:  # the DeadEndPruner's own counters (first "stats" attribute down the env chain)
+            summary["pruner_stats"] = model.get_env().get_attr("stats")[0]
+        atomic_write_bytes(marker, json.dumps(summary, indent=2).encode())
+        print(json.dumps(summary))
+        return out
 
 
 def main(argv=None) -> int:
@@ -343,6 +352,8 @@ def main(argv=None) -> int:
     p.add_argument("--random-weights", type=int, default=None, metavar="SEED",
                    help="--critic: the uninformed control, the critic's weights drawn anew under SEED "
                         "(normalisation, head, scale and gamma kept)")
+    p.add_argument("--backend", default="sb3", choices=["sb3", "sbx"],
+                   help="sb3 (stable-baselines3, torch; the benchmark's rows) or sbx (SBX, JAX; label suffix _sbx)")
     p.add_argument("--early-stop", type=float, default=0.8,
                    help="stop after two consecutive evaluations at or above this success (0: off; default 0.8)")
     p.add_argument("--early-stop-min-steps", type=int, default=None,
@@ -353,7 +364,7 @@ def main(argv=None) -> int:
                 progress_bar=a.progress, spec=a.spec, eval_freq=a.eval_freq, eval_episodes=a.eval_episodes,
                 learning_starts=a.learning_starts, critic=a.critic, head=a.head, refresh=a.refresh,
                 early_stop=a.early_stop, early_stop_min_steps=a.early_stop_min_steps,
-                random_weights_seed=a.random_weights)
+                random_weights_seed=a.random_weights, backend=a.backend)
     except RunInProgress as exc:
         print(exc, flush=True)
         return EXIT_HELD
