@@ -454,7 +454,9 @@ def render(raw: dict) -> str:
     floor = push.get("pass-through gym.Wrapper (floor)")
     lines += [f"- shaper's own work <= {GOAL_WRAPPER_US:.0f} µs per FetchPush step (constant critic, wrapper p50): "
               + _goal(w_now <= GOAL_WRAPPER_US) + f" ({w_now:.1f} µs; reference flattening {w_ref:.1f} µs"
-              + (f"; a wrapper that only calls the inner env's `step` costs {floor['wrapper_p50']:.1f} µs here"
+              + (f"; on the same timers a wrapper that only calls the inner env's `step` reads "
+                 f"{floor['wrapper_p50']:.1f} µs and the raw env {push['raw env']['wrapper_p50']:.1f} µs, the "
+                 "timers' own cost: the shaper's flattening, critic call and info keys are the rest"
                  if floor else "") + ")"]
     raw_push = push["raw env"]["cpu_us"]
     for k in (f"shaper(OnnxCritic {TEACHER_NAME})", f"pruner(SubgoalCritic) over shaper(OnnxCritic {TEACHER_NAME})",
