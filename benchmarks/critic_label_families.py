@@ -74,7 +74,10 @@ def render_run(run: dict) -> list[str]:
     hidden = "x".join(str(h) for h in c["hidden"])
     splits, seeds = c["splits"], c["seeds"]
     n_grid = len(splits) * len(seeds)
-    out = ["", f"## {run['title']}", ""]
+    title = run.get("title") or (f"{run['task']} ({run['episodes']} episodes"
+                                 + (f", {c['max_episode_steps']}-step cap" if c.get("max_episode_steps") else "")
+                                 + f", MC: k = {c['k']} continuations, stride {c['stride']})")
+    out = ["", f"## {title}", ""]
     if run.get("spec_note"):
         out += [run["spec_note"], ""]
     out += [f"{run['episodes']} episodes (success rate {run['success_rate']:.2f}), {run['steps']} steps, collected and "
@@ -305,20 +308,19 @@ def main() -> None:
         table = load_steps(data, "mc")
         eps = np.unique(table.episode)
         cfg0 = TrainConfig(epochs=args.epochs, pairwise_weight=args.pairwise_weight)
-        cap = f", {mes}-step cap" if mes else ""
         run = {
             "task": task, "episodes": args.episodes, "steps": int(len(table)),
-            "title": args.title or f"{task} ({args.episodes} episodes{cap}, MC: k = {args.k} continuations every "
-                                   f"{args.stride})",
             "success_rate": float(np.mean([table.ep_success[table.episode == e][0] for e in eps])),
             "test_episodes": max(1, int(round(args.holdout * len(eps)))),
             "command": canonical_command(args, task),
             "config": {"epochs": cfg0.epochs, "pairwise_weight": cfg0.pairwise_weight, "hidden": list(cfg0.hidden),
                        "holdout": args.holdout, "data_seed": args.data_seed, "k": args.k, "stride": args.stride,
-                       "spec": args.spec, "max_episode_steps": args.max_episode_steps,
+                       "spec": args.spec, "max_episode_steps": mes,
                        "splits": list(args.splits), "seeds": list(args.seeds)},
             "units": [], "spec_units": [],
         }
+        if args.title:
+            run["title"] = args.title
         if args.spec_note:
             run["spec_note"] = args.spec_note
 
@@ -330,7 +332,7 @@ def main() -> None:
                     run["config"][key] = sorted(set(run["config"][key]) | set(old["config"][key]))
                 run["command"] = canonical_command(argparse.Namespace(**{**vars(args), "splits": run["config"]["splits"],
                                                                          "seeds": run["config"]["seeds"]}), task)
-                if not args.title:
+                if not args.title and old.get("title"):
                     run["title"] = old["title"]
                 if not args.spec_note and old.get("spec_note"):
                     run["spec_note"] = old["spec_note"]
