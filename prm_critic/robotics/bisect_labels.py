@@ -27,9 +27,9 @@ nearest estimated states on its left and right (``np.interp`` over the estimated
 
 Why interpolation (not the left estimate): by construction, inside a searched bracket every estimated
 state left of the located drop has ``v > threshold`` and every one right of it ``v <= threshold``, so
-interpolation never crosses the drop by more than ``resolution`` steps, and where the success probability decays or rises
-gradually (a successful episode climbing to its goal) it follows the trend instead of holding a stale
-value. Estimated states keep exactly the label ``mc`` would give them: continuation ``j`` of step
+interpolation never crosses the drop by more than ``resolution`` steps, and where the success
+probability decays or rises gradually (a successful episode climbing to its goal) it follows the trend
+instead of holding a stale value. Estimated states keep exactly the label ``mc`` would give them: continuation ``j`` of step
 ``(episode, t)`` draws from ``default_rng([seed, episode, t, j])``, so labels do not depend on shard
 order, resumption or which worker ran them.
 
