@@ -12,7 +12,7 @@ pytest.importorskip("gymnasium_robotics")
 
 from faults import correct, loud  # noqa: E402
 from prm_critic.cli import main  # noqa: E402
-from prm_critic.robotics.bisect_labels import bisect_episode, read_stats  # noqa: E402
+from prm_critic.robotics.bisect_labels import bisect_episode, grid_states, read_stats  # noqa: E402
 from prm_critic.robotics.collect import ShardError, atomic_savez, collect, load_shard  # noqa: E402
 from prm_critic.robotics.dataset import load_steps  # noqa: E402
 from prm_critic.robotics.labels import label  # noqa: E402
@@ -69,6 +69,106 @@ def test_search_without_a_drop_estimates_only_the_ends():
     # a threshold above 0: a drop to <= threshold is a drop
     lab, est = bisect_episode(64, lambda i: 0.5 if i < 40 else 0.2, threshold=0.25)
     assert est.sum() > 2 and lab[39] == np.float32(0.5) and lab[40] == np.float32(0.2)
+
+
+# --- min_estimates: a grid of estimates spread over the episode before the search ------------------
+
+def _old_bisect_episode(T, estimate, threshold=0.0, resolution=1):
+    """The search as it was before min_estimates (both ends, then one bisection between them)."""
+    est = {}
+
+    def ev(i):
+        if i not in est:
+            est[i] = float(estimate(i))
+        return est[i]
+
+    lo, hi = 0, T - 1
+    v_lo, v_hi = ev(lo), ev(hi)
+    if v_lo > threshold >= v_hi:
+        while hi - lo > resolution:
+            mid = (lo + hi) // 2
+            if ev(mid) > threshold:
+                lo = mid
+            else:
+                hi = mid
+    xs = np.asarray(sorted(est), dtype=np.float64)
+    lab = np.interp(np.arange(T, dtype=np.float64), xs, [est[int(i)] for i in xs]).astype(np.float32)
+    return lab, xs.astype(np.int64)
+
+
+def _random_episode(rng):
+    """A success-estimate curve of a random length and outcome: values in multiples of 1/k, with zeros
+    at the start (the case min_estimates is for), drops, rises and plateaus."""
+    T = int(rng.integers(1, 200))
+    k = int(rng.choice([1, 2, 4, 8]))
+    kind = rng.integers(0, 4)
+    p = rng.uniform(0, 1, size=T)
+    if kind == 1:  # a drop somewhere: positive before, 0 after
+        p[int(rng.integers(0, T)):] = 0.0
+    elif kind == 2:  # 0 at both ends, positive in the middle
+        p[: max(1, T // 5)] = 0.0
+        p[-max(1, T // 5):] = 0.0
+    elif kind == 3:  # successful: climbing to 1
+        p = np.linspace(rng.uniform(0, 1), 1.0, T)
+    v = np.floor(p * k + rng.uniform(0, 1, size=T)) / k  # a noisy k-rollout estimate per state
+    return T, np.clip(v, 0.0, 1.0), float(rng.choice([0.0, 0.0, 0.25, 0.5]))
+
+
+@pytest.mark.parametrize("case", range(300))
+def test_min_estimates_property(case):
+    """Over random episode lengths and outcomes: with min_estimates = m, at least min(m, T) states are
+    estimated (each once, spread over the episode, the ends included) and estimated states keep their
+    estimate; with the default (2, the ends only) labels and estimated states are those of the search
+    before the option existed."""
+    rng = np.random.default_rng(case)
+    T, v, threshold = _random_episode(rng)
+    resolution = int(rng.choice([1, 1, 2, 5]))
+    calls = []
+
+    def estimate(i):
+        calls.append(i)
+        return v[i]
+
+    old_lab, old_xs = _old_bisect_episode(T, lambda i: v[i], threshold=threshold, resolution=resolution)
+    for m in (None, 2):
+        calls.clear()
+        kw = {} if m is None else {"min_estimates": m}
+        lab, est = bisect_episode(T, estimate, threshold=threshold, resolution=resolution, **kw)
+        assert np.array_equal(lab, old_lab) and np.nonzero(est)[0].tolist() == old_xs.tolist()
+        assert calls[:2] == ([0, T - 1] if T > 1 else [0])  # the ends first, as before
+    for m in (3, 4, 8, 16, int(rng.integers(2, 40))):
+        calls.clear()
+        lab, est = bisect_episode(T, estimate, threshold=threshold, resolution=resolution, min_estimates=m)
+        assert len(calls) == len(set(calls)) == int(est.sum()), "a state is estimated at most once"
+        assert est.sum() >= min(m, T)
+        grid = grid_states(T, m)
+        assert len(grid) == min(m, T) and np.all(np.diff(grid) >= 1) and grid[0] == 0 and grid[-1] == T - 1
+        assert est[grid].all()
+        if T > 1:  # evenly spread: no gap between grid states wider than ceil((T - 1) / (m - 1))
+            assert np.diff(grid).max() <= math.ceil((T - 1) / (m - 1))
+        assert np.array_equal(lab[est], v[est].astype(np.float32))
+        assert np.all((lab >= 0) & (lab <= 1))
+        # every drop between estimated neighbours is located within `resolution` steps
+        xs = np.nonzero(est)[0]
+        for a, b in zip(xs[:-1], xs[1:]):
+            if v[a] > threshold >= v[b]:
+                assert b - a <= resolution
+
+
+def test_min_estimates_keeps_a_zero_start_from_labelling_the_episode_zero():
+    """0 at both ends, positive in the middle: the ends alone label the episode 0 throughout; a grid
+    of 8 finds the positive middle and locates its drop."""
+    v = np.zeros(120)
+    v[30:80] = 0.5
+    lab, est = bisect_episode(120, lambda i: v[i])
+    assert est.sum() == 2 and not lab.any()
+    lab, est = bisect_episode(120, lambda i: v[i], min_estimates=8)
+    assert lab[30:80].min() >= 0.0 and lab[40:70].min() == np.float32(0.5)
+    xs = np.nonzero(est)[0]
+    assert xs[(v[xs] > 0)].max() == 79 and 80 in xs  # the drop at 80 is located to the step
+    for bad in (1, 0, 2.0, True):
+        with pytest.raises(ValueError, match=r"min_estimates: expected an integer >= 2"):
+            bisect_episode(10, lambda i: 0.5, min_estimates=bad)
 
 
 # --- real labels --------------------------------------------------------------------------------
@@ -166,6 +266,44 @@ def test_every_estimated_state_is_replay_checked(tmp_path):
     with loud(1, "mc_bisect on a shard whose last step's reward does not replay", ReplayMismatchError,
               match=rf"episode {int(d['episode'][i])}, step {T0 - 1}"):
         label(tmp_path, "mc_bisect", k=1, progress=False)
+
+
+def test_min_estimates_on_real_labels_and_the_cli(maze_data, tmp_path, capsys):
+    """--min-estimates 8: every episode has at least 8 estimated states (spread over it), each with exactly
+    its dense mc label; the option is recorded, refused by families that do not take it, and a folder
+    labelled with the default resumes unchanged (its record carries no min_estimates)."""
+    import shutil
+
+    d = tmp_path / "min8"
+    shutil.copytree(maze_data, d)
+    shutil.rmtree(d / "labels" / "mc_bisect")
+    (d / "labels" / "mc_bisect.json").unlink()
+    (d / "labels" / "mc_bisect.stats.json").unlink()
+    assert main(["label", "--data", str(d), "--family", "mc_bisect", "--k", "4", "--min-estimates", "8",
+                 "--no-progress"]) == 0
+    assert "rollout steps" in capsys.readouterr().out
+    params = json.loads((d / "labels" / "mc_bisect.json").read_text())
+    assert params["min_estimates"] == 8
+    dense, bis = load_steps(d, "mc"), load_steps(d, "mc_bisect")
+    est = _estimated(d)
+    assert np.array_equal(bis.success[est], dense.success[est])
+    for e in np.unique(bis.episode):
+        m = bis.episode == e
+        T = int(m.sum())
+        assert est[m].sum() >= min(8, T) and est[m][grid_states(T, 8)].all()
+    ends_only = read_stats(maze_data, "mc_bisect")["total"]
+    assert read_stats(d, "mc_bisect")["total"]["estimated_states"] > ends_only["estimated_states"]
+    # another min_estimates on the same folder is refused, the default is not recorded
+    with pytest.raises(ValueError, match=r"'min_estimates': \(8, None\)"):
+        label(d, "mc_bisect", k=4, seed=0, progress=False)
+    assert "min_estimates" not in json.loads((maze_data / "labels" / "mc_bisect.json").read_text())
+    label(maze_data, "mc_bisect", k=4, seed=0, min_estimates=2, progress=False)  # the default: resumes as is
+    assert read_stats(maze_data, "mc_bisect")["total"] == ends_only
+    assert main(["label", "--data", str(d), "--family", "mc", "--min-estimates", "4", "--no-progress"]) == 2
+    assert "min_estimates: family 'mc' takes no min_estimates (got 4); it is an option of 'mc_bisect'" in \
+        capsys.readouterr().err
+    with pytest.raises(ValueError, match=r"min_estimates: expected an integer >= 2"):
+        label(tmp_path / "min8", "mc_bisect", k=4, min_estimates=1, progress=False)
 
 
 def test_cli_label_and_train_with_bisect_labels(maze_data, tmp_path, capsys):

@@ -47,6 +47,10 @@ def register(sub) -> None:
     p.add_argument("--resolution", type=int, default=None,
                    help=f"{takers('resolution')}: stop bisecting when the drop is located within this many steps"
                         + default("resolution"))
+    p.add_argument("--min-estimates", type=int, default=None,
+                   help=f"{takers('min_estimates')}: states of each episode estimated before any search, spread "
+                        "evenly over it (2: the two ends); more keeps an episode whose first and last estimates are "
+                        "0 from being labelled 0 throughout" + default("min_estimates"))
     p.add_argument("--seed", type=int, default=None, help=f"{takers('seed')}: rollout seed" + default("seed"))
     p.add_argument("--rollout-policy", default=None,
                    help=f"{takers('rollout_policy')}: scripted, random, PATH/policy.json (train-policy checkpoint) or "
@@ -68,6 +72,7 @@ def run(args) -> int:
     out = label(args.data, args.family, k=args.k, stride=args.stride, gamma=args.gamma, seed=args.seed,
                 rollout_policy=args.rollout_policy, progress=not args.no_progress, trust_pickle=args.trust_pickle,
                 policy_loader=load_policy_on_cpu, threshold=args.threshold, resolution=args.resolution,
+                min_estimates=args.min_estimates,
                 **executor_kwargs(args))
     tab = load_steps(args.data, args.family)
     lab = tab.success[tab.mask]

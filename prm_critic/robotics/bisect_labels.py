@@ -3,25 +3,33 @@
 Dense ``mc`` labels run ``k`` continuations from every ``stride``-th state. ``mc_bisect`` runs them
 only at the states a binary search needs, per episode of ``T`` states ``s_0 .. s_{T-1}``:
 
-1. estimate ``v(0)`` and ``v(T-1)`` (``k`` continuations each, exactly as ``mc`` does);
-2. if ``v(0) > threshold >= v(T-1)`` (the success probability drops somewhere along the episode),
-   bisect: ``lo, hi = 0, T-1``; while ``hi - lo > resolution``: estimate ``v(m)``,
-   ``m = (lo + hi) // 2``; ``lo = m`` if ``v(m) > threshold`` else ``hi = m``. This locates the first
+1. estimate ``v`` at ``min(min_estimates, T)`` states spread evenly over the episode (``k``
+   continuations each, exactly as ``mc`` does): ``g_i = floor(i * (T-1) / (n-1) + 1/2)``, ``i = 0 .. n-1``,
+   so both ends ``v(0)`` and ``v(T-1)`` always (the default ``min_estimates = 2``: the ends only);
+2. for every pair of consecutive grid states ``a < b`` with ``v(a) > threshold >= v(b)`` (the success
+   probability drops between them), bisect: ``lo, hi = a, b``; while ``hi - lo > resolution``: estimate
+   ``v(m)``, ``m = (lo + hi) // 2``; ``lo = m`` if ``v(m) > threshold`` else ``hi = m``. This locates the
    drop to ``<= threshold`` (OmegaPRM's "first error step") within ``resolution`` steps using about
-   ``log2(T / resolution)`` estimated states instead of ``T / stride``;
-3. otherwise (no drop between the ends, e.g. a successful episode whose last state succeeds, or an
-   episode hopeless from its start) only the two ends are estimated.
+   ``log2((b - a) / resolution)`` more estimated states instead of ``T / stride``;
+3. a pair without such a drop (e.g. a successful episode whose last state succeeds, or an episode
+   hopeless from its start) gets no estimate between its two states.
+
+Why a grid of more than two states (``min_estimates``): with the ends only, an episode whose first
+estimate is 0 (no continuation of ``k`` succeeded, likely at small ``k`` even where the success
+probability is not 0) and whose last estimate is 0 has no drop to search for, so it is labelled 0
+throughout, though states in its middle may succeed often; the grid estimates some of them and
+searches the drops they expose.
 
 Every state of the episode is then labelled by linear interpolation between the estimates of the
 nearest estimated states on its left and right (``np.interp`` over the estimated ``(t, v(t))``):
 
 ``label_t = v(a) + (v(b) - v(a)) * (t - a) / (b - a)``, ``a <= t <= b`` consecutive estimated steps.
 
-Why interpolation (not the left estimate): by construction every estimated state left of the located
-drop has ``v > threshold`` and every one right of it ``v <= threshold``, so interpolation never
-crosses the drop by more than ``resolution`` steps, and where the success probability decays or rises
-gradually (a successful episode climbing to its goal) it follows the trend instead of holding a stale
-value. Estimated states keep exactly the label ``mc`` would give them: continuation ``j`` of step
+Why interpolation (not the left estimate): by construction, inside a searched bracket every estimated
+state left of the located drop has ``v > threshold`` and every one right of it ``v <= threshold``, so
+interpolation never crosses the drop by more than ``resolution`` steps, and where the success
+probability decays or rises gradually (a successful episode climbing to its goal) it follows the trend
+instead of holding a stale value. Estimated states keep exactly the label ``mc`` would give them: continuation ``j`` of step
 ``(episode, t)`` draws from ``default_rng([seed, episode, t, j])``, so labels do not depend on shard
 order, resumption or which worker ran them.
 
@@ -49,33 +57,55 @@ import numpy as np
 
 from prm_critic.robotics.collect import ShardError, atomic_savez, atomic_write_json, load_shard
 
-__all__ = ["FAMILY", "bisect_params", "bisect_episode", "label_bisect", "read_stats", "update_stats", "cost_arrays",
-           "sync_stats"]
+__all__ = ["FAMILY", "DEFAULT_MIN_ESTIMATES", "bisect_params", "bisect_episode", "grid_states", "label_bisect",
+           "read_stats", "update_stats", "cost_arrays", "sync_stats"]
 
 FAMILY = "mc_bisect"
+#: states of each episode estimated before any search (:func:`bisect_episode`): the two ends
+DEFAULT_MIN_ESTIMATES = 2
 STAT_KEYS = ("episodes", "states", "estimated_states", "rollouts", "rollout_steps", "replay_steps")
 
 
 def bisect_params(*, k: int = 8, seed: int = 0, threshold: float = 0.0, resolution: int = 1,
-                  rollout_policy: str = "scripted", trust_pickle: bool = False) -> dict[str, Any]:
-    """Validated parameter record of ``mc_bisect`` (what ``labels/mc_bisect.json`` stores)."""
+                  rollout_policy: str = "scripted", trust_pickle: bool = False,
+                  min_estimates: int = DEFAULT_MIN_ESTIMATES) -> dict[str, Any]:
+    """Validated parameter record of ``mc_bisect`` (what ``labels/mc_bisect.json`` stores).
+
+    ``min_estimates`` is recorded only when it is not the default (2, the ends only), so a label folder
+    written before the option existed resumes with the same record."""
     from prm_critic.robotics.collect import policy_id
 
     for name, v in (("k", k), ("resolution", resolution)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or int(v) < 1:
             raise ValueError(f"{name}: expected an integer >= 1, got {v!r}")
+    if isinstance(min_estimates, bool) or not isinstance(min_estimates, (int, np.integer)) or int(min_estimates) < 2:
+        raise ValueError(f"min_estimates: expected an integer >= 2 (the two ends of an episode are always estimated), "
+                         f"got {min_estimates!r}")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or int(seed) < 0:
         raise ValueError(f"seed: expected an integer >= 0, got {seed!r}")
     if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0.0 <= float(threshold) < 1.0:
         raise ValueError(f"threshold: expected a number in [0, 1) (the success estimate at or below which a state "
                          f"counts as dropped), got {threshold!r}")
     policy_id(rollout_policy, name="rollout_policy", trust_pickle=trust_pickle)
-    return {"family": FAMILY, "k": int(k), "seed": int(seed), "threshold": float(threshold),
-            "resolution": int(resolution), "rollout_policy": str(rollout_policy)}
+    record = {"family": FAMILY, "k": int(k), "seed": int(seed), "threshold": float(threshold),
+              "resolution": int(resolution), "rollout_policy": str(rollout_policy)}
+    if int(min_estimates) != DEFAULT_MIN_ESTIMATES:
+        record["min_estimates"] = int(min_estimates)
+    return record
+
+
+def grid_states(T: int, n: int) -> np.ndarray:
+    """The ``min(n, T)`` distinct states ``floor(i * (T-1) / (n-1) + 1/2)`` spread evenly over ``0 .. T-1``
+    (both ends included; ``[0]`` for ``T = 1``)."""
+    T, n = int(T), max(2, int(n))
+    if T <= n:
+        return np.arange(T, dtype=np.int64)
+    # consecutive points are >= 1 apart, so rounding half up keeps them distinct
+    return np.floor(np.arange(n) * ((T - 1) / (n - 1)) + 0.5).astype(np.int64)
 
 
 def bisect_episode(T: int, estimate: Callable[[int], float], *, threshold: float = 0.0,
-                   resolution: int = 1) -> tuple[np.ndarray, np.ndarray]:
+                   resolution: int = 1, min_estimates: int = DEFAULT_MIN_ESTIMATES) -> tuple[np.ndarray, np.ndarray]:
     """Labels of one episode's ``T`` states from estimates at the states a binary search needs.
 
     Args:
@@ -83,6 +113,9 @@ def bisect_episode(T: int, estimate: Callable[[int], float], *, threshold: float
         estimate: ``i -> v(i)``, the success estimate of state ``i`` (called once per estimated state).
         threshold: ``v <= threshold`` counts as dropped.
         resolution: stop bisecting when the bracket ``[lo, hi]`` is at most this many steps wide.
+        min_estimates: states estimated before any search, spread evenly over the episode
+            (:func:`grid_states`; all ``T`` when ``T <= min_estimates``), an int >= 2. The default 2
+            estimates the two ends only.
 
     Returns:
         ``(label, estimated)``: ``(T,)`` float32 labels (estimates, linearly interpolated between
@@ -98,9 +131,14 @@ def bisect_episode(T: int, estimate: Callable[[int], float], *, threshold: float
             est[i] = float(estimate(i))
         return est[i]
 
-    lo, hi = 0, T - 1
-    v_lo, v_hi = ev(lo), ev(hi)  # both ends are always estimated
-    if v_lo > threshold >= v_hi:
+    if isinstance(min_estimates, bool) or not isinstance(min_estimates, (int, np.integer)) or int(min_estimates) < 2:
+        raise ValueError(f"min_estimates: expected an integer >= 2, got {min_estimates!r}")
+    grid = [int(g) for g in grid_states(T, int(min_estimates))]
+    values = [ev(g) for g in grid]  # both ends are always estimated, first to last
+    for a, b, v_a, v_b in zip(grid[:-1], grid[1:], values[:-1], values[1:]):
+        if not v_a > threshold >= v_b:
+            continue
+        lo, hi = a, b
         while hi - lo > resolution:
             mid = (lo + hi) // 2
             if ev(mid) > threshold:
@@ -205,7 +243,7 @@ def _episodes(d: dict[str, np.ndarray]) -> list[np.ndarray]:
 
 def label_bisect(out_dir: "str | Path", *, k: int = 8, seed: int = 0, threshold: float = 0.0, resolution: int = 1,
                  rollout_policy: str = "scripted", progress: bool = True, trust_pickle: bool = False,
-                 policy_loader: Any = None) -> Path:
+                 policy_loader: Any = None, min_estimates: int = DEFAULT_MIN_ESTIMATES) -> Path:
     """Label every trajectory shard of ``out_dir`` with ``mc_bisect`` (resumable per shard).
 
     What :func:`prm_critic.robotics.labels.label` runs for ``family="mc_bisect"``.
@@ -222,7 +260,7 @@ def label_bisect(out_dir: "str | Path", *, k: int = 8, seed: int = 0, threshold:
     out = Path(out_dir)
     meta = read_meta(out)
     params = bisect_params(k=k, seed=seed, threshold=threshold, resolution=resolution,
-                           rollout_policy=rollout_policy, trust_pickle=trust_pickle)
+                           rollout_policy=rollout_policy, trust_pickle=trust_pickle, min_estimates=min_estimates)
     check_policy_loader(params["rollout_policy"], policy_loader, name="rollout_policy")
     files = shard_files(out)
     lab_dir = out / "labels" / FAMILY
@@ -248,7 +286,8 @@ def label_bisect(out_dir: "str | Path", *, k: int = 8, seed: int = 0, threshold:
                                                row=row)
 
                 lab, est = bisect_episode(len(idx), estimate, threshold=params["threshold"],
-                                          resolution=params["resolution"])
+                                          resolution=params["resolution"],
+                                          min_estimates=params.get("min_estimates", DEFAULT_MIN_ESTIMATES))
                 soft[idx], estimated[idx] = lab, est
                 checks += int(est.sum())
             hard = (soft > 0).astype(np.float32)

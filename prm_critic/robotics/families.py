@@ -28,7 +28,7 @@ __all__ = ["LabelFamily", "LabelJob", "OPTION_DEFAULTS", "register_label_family"
 
 #: every label option and its default (the command line's ``--k``, ``--stride``, ...); a family takes a subset
 OPTION_DEFAULTS: dict[str, Any] = {"k": 8, "stride": 1, "gamma": 0.99, "seed": 0, "rollout_policy": "scripted",
-                                   "threshold": 0.0, "resolution": 1}
+                                   "threshold": 0.0, "resolution": 1, "min_estimates": 2}
 
 
 @dataclass(frozen=True)
@@ -192,7 +192,8 @@ def _bisect_record(opts: dict[str, Any], trust_pickle: bool) -> dict[str, Any]:
         raise ValueError(f"stride: family 'mc_bisect' chooses the states it estimates by binary search, so it "
                          f"takes no stride (got {stride!r}); set its granularity with resolution")
     return bisect_params(k=opts["k"], seed=opts["seed"], threshold=opts["threshold"], resolution=opts["resolution"],
-                         rollout_policy=opts["rollout_policy"], trust_pickle=trust_pickle)
+                         rollout_policy=opts["rollout_policy"], trust_pickle=trust_pickle,
+                         min_estimates=opts["min_estimates"])
 
 
 def _run_arrays(job: LabelJob) -> Path:
@@ -219,7 +220,8 @@ register_label_family(LabelFamily(
     "mc", _run_mc, ("k", "stride", "seed", "rollout_policy"), _mc_record, snapshots=True,
     description="Monte-Carlo: the fraction of k continuations from each state's snapshot that succeed"))
 register_label_family(LabelFamily(
-    "mc_bisect", _run_bisect, ("k", "seed", "threshold", "resolution", "rollout_policy"), _bisect_record,
+    "mc_bisect", _run_bisect, ("k", "seed", "threshold", "resolution", "rollout_policy", "min_estimates"),
+    _bisect_record,
     snapshots=True,
     description="mc estimates only where a binary search for the drop of the success estimate needs them, "
                 "the other steps interpolated"))

@@ -115,11 +115,12 @@ def subgoal_evaluator(meta: dict):
 
 def label_params(family: str, *, k: int = 8, stride: int = 1, gamma: float = 0.99, seed: int = 0,
                  rollout_policy: str = "scripted", trust_pickle: bool = False, threshold: float = 0.0,
-                 resolution: int = 1) -> dict[str, Any]:
+                 resolution: int = 1, min_estimates: int = 2) -> dict[str, Any]:
     """Validated parameter record of a label family (what ``labels/<family>.json`` stores;
-    ``trust_pickle`` is checked, not stored). ``threshold`` and ``resolution``: ``mc_bisect`` only."""
+    ``trust_pickle`` is checked, not stored). ``threshold``, ``resolution`` and ``min_estimates``:
+    ``mc_bisect`` only."""
     options = {"k": k, "stride": stride, "gamma": gamma, "seed": seed, "rollout_policy": rollout_policy,
-               "threshold": threshold, "resolution": resolution}
+               "threshold": threshold, "resolution": resolution, "min_estimates": min_estimates}
     return get_label_family(family).params(options, trust_pickle)
 
 
@@ -356,15 +357,16 @@ def label(out_dir: "str | Path", family: str, *, k: int | None = None, stride: i
           gamma: float | None = None, seed: int | None = None, rollout_policy: str | None = None,
           progress: bool = True, trust_pickle: bool = False, policy_loader: Any = None,
           executor: "str | Executor" = "local", workers: int | None = None, address: str | None = None,
-          threshold: float | None = None, resolution: int | None = None) -> Path:
+          threshold: float | None = None, resolution: int | None = None, min_estimates: int | None = None) -> Path:
     """Label every trajectory shard of ``out_dir`` with ``family`` (resumable per shard): a family of the
     registry (:func:`prm_critic.robotics.families.register_label_family`), run with a
     :class:`~prm_critic.robotics.families.LabelJob`; an unknown name is refused with a near miss.
 
     Options a family does not take are refused when given (``None`` means not given; the defaults are
     :data:`OPTION_DEFAULTS`): ``k``, ``seed`` and ``rollout_policy`` are ``mc`` and ``mc_bisect``
-    options, ``stride`` is ``mc``'s, ``gamma`` is ``outcome``'s. ``threshold`` and ``resolution`` are
-    the ``mc_bisect`` search parameters (:func:`prm_critic.robotics.bisect_labels.bisect_episode`).
+    options, ``stride`` is ``mc``'s, ``gamma`` is ``outcome``'s. ``threshold``, ``resolution`` and
+    ``min_estimates`` (states estimated before any search, spread over the episode; default 2, the
+    ends) are the ``mc_bisect`` search parameters (:func:`prm_critic.robotics.bisect_labels.bisect_episode`).
     ``mc`` and ``mc_bisect`` refuse data without simulator snapshots (imported from Minari).
 
     ``trust_pickle=True`` allows an ``mc`` ``rollout_policy`` that is a stable-baselines3 ``.zip``
@@ -386,7 +388,7 @@ def label(out_dir: "str | Path", family: str, *, k: int | None = None, stride: i
 
     opts = family_options(family, {"k": k, "stride": stride, "gamma": gamma, "seed": seed,
                                    "rollout_policy": rollout_policy, "threshold": threshold,
-                                   "resolution": resolution})
+                                   "resolution": resolution, "min_estimates": min_estimates})
     fam = get_label_family(family)
     if fam.snapshots:
         check_snapshots(Path(out_dir), read_meta(out_dir), shard_files(Path(out_dir)), family)
@@ -469,6 +471,7 @@ def run_bisect(job: LabelJob) -> Path:
     o = job.options
     label_params(job.family, trust_pickle=job.trust_pickle, **o)
     return label_bisect(job.out_dir, k=o["k"], seed=o["seed"], threshold=o["threshold"], resolution=o["resolution"],
+                        min_estimates=o["min_estimates"],
                         rollout_policy=o["rollout_policy"], progress=job.progress, trust_pickle=job.trust_pickle,
                         policy_loader=job.policy_loader)
 

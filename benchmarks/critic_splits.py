@@ -1,0 +1,96 @@
+"""Statistics of critic-quality benchmarks run over episode splits x training seeds.
+
+A *unit* is one trained critic: a held-out episode split (its split seed) and a training seed
+(weight init, batch order). ``benchmarks/mc_bisect.py`` and ``benchmarks/critic_label_families.py``
+train one critic per label family and unit, on the same episodes, so two families are compared unit
+by unit (paired: same training episodes, same held-out episodes, same training seed).
+
+Two 95% intervals, both Student t:
+
+* over the units (``n = splits x seeds`` values, ``n - 1`` degrees of freedom), the pairing asked
+  for by split x seed;
+* over the splits (the mean over training seeds of each split, ``splits - 1`` degrees of freedom):
+  critics of the same split share their held-out episodes, so their results are not independent;
+  this interval is the wider, honest one when the split, not the initialisation, dominates.
+
+Resumable runs: :func:`update_raw` rewrites the raw-data file atomically after every unit, so a killed
+run loses at most the unit in progress and a rerun skips the units already recorded.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+__all__ = ["t_interval", "summary", "paired", "update_raw", "fmt_ci", "data_dir"]
+
+
+def t_interval(values, level: float = 0.95) -> dict[str, Any]:
+    """Mean of ``values`` with its Student-t interval: ``{"n", "mean", "lo", "hi", "sd"}`` (``lo = hi = None``
+    for fewer than 2 values)."""
+    from scipy import stats
+
+    v = np.asarray([x for x in values if x is not None and math.isfinite(x)], dtype=float)
+    n = len(v)
+    if n == 0:
+        return {"n": 0, "mean": None, "lo": None, "hi": None, "sd": None}
+    mean = float(v.mean())
+    if n < 2:
+        return {"n": 1, "mean": mean, "lo": None, "hi": None, "sd": None}
+    sd = float(v.std(ddof=1))
+    half = float(stats.t.ppf(0.5 + level / 2, n - 1)) * sd / math.sqrt(n)
+    return {"n": n, "mean": mean, "lo": mean - half, "hi": mean + half, "sd": sd}
+
+
+def _by_split(units: dict[tuple[int, int], float]) -> list[float]:
+    splits = sorted({s for s, _ in units})
+    return [float(np.mean([v for (s2, _), v in units.items() if s2 == s])) for s in splits]
+
+
+def summary(units: dict[tuple[int, int], float]) -> dict[str, Any]:
+    """Mean of one family's ``{(split seed, training seed): value}`` with both intervals (``units``, ``splits``)."""
+    return {"units": t_interval(list(units.values())), "splits": t_interval(_by_split(units))}
+
+
+def paired(a: dict[tuple[int, int], float], b: dict[tuple[int, int], float]) -> dict[str, Any]:
+    """``a - b`` unit by unit over the units both hold, with both intervals (``units``, ``splits``) and the
+    number of units where ``a`` is lower (``a_lower``) and higher (``a_higher``)."""
+    keys = sorted(set(a) & set(b))
+    d = {k: a[k] - b[k] for k in keys}
+    return {"units": t_interval(list(d.values())), "splits": t_interval(_by_split(d)),
+            "a_lower": sum(v < 0 for v in d.values()), "a_higher": sum(v > 0 for v in d.values())}
+
+
+def fmt_ci(s: dict[str, Any], signed: bool = False) -> str:
+    """``0.912 [0.901, 0.923]`` (``+0.012 [...]`` when ``signed``); ``n/a`` without a mean."""
+    if s["mean"] is None:
+        return "n/a"
+    f = "{:+.3f}" if signed else "{:.3f}"
+    if s["lo"] is None:
+        return f.format(s["mean"])
+    return f"{f.format(s['mean'])} [{f.format(s['lo'])}, {f.format(s['hi'])}]"
+
+
+def update_raw(path: Path, change: Callable[[dict], None], empty: Callable[[], dict]) -> dict:
+    """Read the raw-data file at ``path`` (``empty()`` when absent), apply ``change`` to it and write it back
+    atomically; returns the new content."""
+    from prm_critic._io import atomic_write_bytes
+
+    raw = json.loads(Path(path).read_text()) if Path(path).exists() else empty()
+    change(raw)
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(Path(path), (json.dumps(raw, indent=2) + "\n").encode())
+    return raw
+
+
+def data_dir(out: "str | Path", task: str, episodes: int, spec: "str | None" = None) -> Path:
+    """The folder of one collected episode set: ``OUT/TASK/data_<episodes>`` (``_<spec file stem>`` added for
+    a spec other than the task's built-in one). Both critic-quality benchmarks use it, so run with the same
+    ``--out`` they share the episodes and the dense ``mc`` labels; the episode count in the name keeps a
+    run with more episodes from extending (and silently changing) another run's set."""
+    name = f"data_{int(episodes)}" + ("" if spec is None else f"_{Path(spec).stem}")
+    return Path(out) / task / name
