@@ -33,7 +33,7 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from critic_splits import data_dir, fmt_ci, paired, summary, update_raw  # noqa: E402
+from critic_splits import data_dir, fmt_ci, paired, record_unit, summary, train_unit, update_raw  # noqa: E402
 
 FAMILIES = ("subgoal", "mc", "outcome")
 SPEC = "spec (untrained)"
@@ -290,7 +290,6 @@ def main() -> None:
         print(f"wrote {render_file(args.raw, args.md)}")
         return
 
-    from prm_critic.models.pipeline import train_critic_from_data
     from prm_critic.robotics.collect import collect
     from prm_critic.robotics.dataset import load_steps
     from prm_critic.robotics.labels import label
@@ -362,22 +361,10 @@ def main() -> None:
         t_start = time.perf_counter()
         for i, (s, t, fam) in enumerate(todo, 1):
             ckpt = cdir / f"{fam}_split{s}_seed{t}"
-            mpath = ckpt.with_name(ckpt.name + ".metrics.json")
             t0 = time.perf_counter()
-            if mpath.exists() and ckpt.with_suffix(".json").exists():
-                m = json.loads(mpath.read_text())["metrics"]
-            else:
-                cfg = TrainConfig(epochs=args.epochs, seed=t, pairwise_weight=args.pairwise_weight, num_threads=1)
-                m = train_critic_from_data(data, fam, ckpt, config=cfg, holdout=args.holdout, split_seed=s,
-                                           progress_bar=False)["metrics"]
+            m = train_unit(data, fam, ckpt, args, s, t)
             unit = {"family": fam, "seed": t, **_unit(m, s)}
-
-            def add(raw: dict, unit=unit) -> None:
-                r = next(r for r in raw["runs"] if run_key(r) == key)
-                r["units"] = [u for u in r["units"] if (u["family"], u["split_seed"], u["seed"])
-                              != (unit["family"], unit["split_seed"], unit["seed"])] + [unit]
-
-            update_raw(args.raw, add, empty)
+            record_unit(args.raw, key, run_key, unit, "family", empty)
             el = time.perf_counter() - t_start
             print(f"[{i}/{len(todo)}] {task} {fam} split {s} seed {t}: AUROC {m['auroc_success']:.3f} "
                   f"({time.perf_counter() - t0:.0f}s; ~{el / i * (len(todo) - i) / 60:.0f} min left)", flush=True)

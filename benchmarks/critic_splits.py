@@ -94,3 +94,31 @@ def data_dir(out: "str | Path", task: str, episodes: int, spec: "str | None" = N
     run with more episodes from extending (and silently changing) another run's set."""
     name = f"data_{int(episodes)}" + ("" if spec is None else f"_{Path(spec).stem}")
     return Path(out) / task / name
+
+
+def train_unit(data: "str | Path", family: str, ckpt: Path, args: Any, split_seed: int, seed: int) -> dict[str, Any]:
+    """The held-out metrics of one grid unit's critic (``family`` labels of ``data``, split ``split_seed``,
+    training seed ``seed``; ``args.epochs``, ``args.pairwise_weight``, ``args.holdout``): read back when
+    its checkpoint and metrics are on disk (a rerun resumes), else trained now."""
+    from prm_critic.models.pipeline import train_critic_from_data
+    from prm_critic.models.train import TrainConfig
+
+    mpath = ckpt.with_name(ckpt.name + ".metrics.json")
+    if mpath.exists() and ckpt.with_suffix(".json").exists():
+        return json.loads(mpath.read_text())["metrics"]
+    cfg = TrainConfig(epochs=args.epochs, seed=seed, pairwise_weight=args.pairwise_weight, num_threads=1)
+    return train_critic_from_data(data, family, ckpt, config=cfg, holdout=args.holdout, split_seed=split_seed,
+                                  progress_bar=False)["metrics"]
+
+
+def record_unit(raw_path: Path, key: Any, run_key: Callable[[dict], Any], unit: dict[str, Any], name_field: str,
+                empty: Callable[[], dict]) -> None:
+    """Store ``unit`` in the run ``key`` of the raw data at once (atomically), replacing an earlier
+    record of the same ``(name_field, split_seed, seed)``."""
+    ident = (unit[name_field], unit["split_seed"], unit["seed"])
+
+    def add(raw: dict) -> None:
+        r = next(r for r in raw["runs"] if run_key(r) == key)
+        r["units"] = [u for u in r["units"] if (u[name_field], u["split_seed"], u["seed"]) != ident] + [unit]
+
+    update_raw(raw_path, add, empty)

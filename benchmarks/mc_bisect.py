@@ -41,7 +41,7 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from critic_splits import data_dir, fmt_ci, paired, summary, update_raw  # noqa: E402
+from critic_splits import data_dir, fmt_ci, paired, record_unit, summary, train_unit, update_raw  # noqa: E402
 
 ROOT = HERE.parent
 RAW = ROOT / "benchmarks" / "results" / "mc_bisect.json"
@@ -346,7 +346,6 @@ def main() -> None:
         print(f"wrote {render_file(args.raw, args.md)}")
         return
 
-    from prm_critic.models.pipeline import train_critic_from_data
     from prm_critic.models.train import TrainConfig
     from prm_critic.robotics.collect import collect
     from prm_critic.robotics.dataset import load_steps
@@ -418,24 +417,12 @@ def main() -> None:
         for i, (s, t, name) in enumerate(todo, 1):
             lab = labels[name]
             ckpt = cdir / f"{name.replace(' ', '_')}_split{s}_seed{t}"
-            mpath = ckpt.with_name(ckpt.name + ".metrics.json")
             t0 = time.perf_counter()
-            if mpath.exists() and ckpt.with_suffix(".json").exists():
-                m = json.loads(mpath.read_text())["metrics"]
-            else:
-                cfg = TrainConfig(epochs=args.epochs, seed=t, pairwise_weight=args.pairwise_weight, num_threads=1)
-                m = train_critic_from_data(lab["dir"], lab["family"], ckpt, config=cfg, holdout=args.holdout,
-                                           split_seed=s, progress_bar=False)["metrics"]
+            m = train_unit(lab["dir"], lab["family"], ckpt, args, s, t)
             unit = {"labels": name, "split_seed": s, "seed": t, "auroc": m["auroc_success"],
                     "auroc_early": m["auroc_success_early"], "test_episodes": m["n_episodes"],
                     "test_success": m["n_success_episodes"]}
-
-            def add(raw: dict, unit=unit, key=key) -> None:
-                r = next(r for r in raw["runs"] if run_key(r) == key)
-                r["units"] = [u for u in r["units"] if (u["labels"], u["split_seed"], u["seed"])
-                              != (unit["labels"], unit["split_seed"], unit["seed"])] + [unit]
-
-            update_raw(args.raw, add, empty)
+            record_unit(args.raw, key, run_key, unit, "labels", empty)
             el = time.perf_counter() - t_start
             print(f"[{i}/{len(todo)}] {task} {name} split {s} seed {t}: AUROC {m['auroc_success']:.3f} "
                   f"({time.perf_counter() - t0:.0f}s; ~{el / i * (len(todo) - i) / 60:.0f} min left)", flush=True)

@@ -86,3 +86,22 @@ def test_an_incomplete_grid_is_not_assessed_and_names_what_is_missing(tmp_path):
     raw.write_text(json.dumps({"runs": [_run(0.0, 0.001)]}))
     out = mc_bisect.render_file(raw, tmp_path / "doc.md")
     assert "Goal met" in out.read_text()
+
+
+def test_a_recorded_unit_replaces_its_earlier_record_and_a_finished_critic_is_read_back(tmp_path):
+    raw = tmp_path / "raw.json"
+    empty = lambda: {"runs": [{"task": "T", "units": []}]}  # noqa: E731
+    key_of = lambda r: r["task"]  # noqa: E731
+    for auroc in (0.5, 0.7):  # the same unit twice: the second record replaces the first
+        critic_splits.record_unit(raw, "T", key_of, {"labels": "mc", "split_seed": 1, "seed": 2, "auroc": auroc},
+                                  "labels", empty)
+    critic_splits.record_unit(raw, "T", key_of, {"labels": "mc", "split_seed": 1, "seed": 0, "auroc": 0.6},
+                              "labels", empty)
+    units = json.loads(raw.read_text())["runs"][0]["units"]
+    assert sorted((u["seed"], u["auroc"]) for u in units) == [(0, 0.6), (2, 0.7)]
+    # a critic whose checkpoint and metrics are on disk is read back, not trained again (no data needed)
+    ckpt = tmp_path / "mc_split1_seed2"
+    ckpt.with_suffix(".json").write_text("{}")
+    ckpt.with_name(ckpt.name + ".metrics.json").write_text(json.dumps({"metrics": {"auroc_success": 0.8}}))
+    args = type("A", (), {"epochs": 1, "pairwise_weight": 0.0, "holdout": 0.2})()
+    assert critic_splits.train_unit(tmp_path / "no_data", "mc", ckpt, args, 1, 2) == {"auroc_success": 0.8}
