@@ -72,3 +72,56 @@ def test_inputs_that_do_not_match_are_refused_before_any_model_is_loaded(tmp_pat
     with pytest.raises(SystemExit, match="1 of 2 sibling examples .* \\(first at line 2\\) are not from the games"):
         main([*base, "--labels", str(labels), "--extra", str(extra), "--seeds", "5-6"])
     assert not (tmp_path / "o.json").exists()
+
+
+class _FakeModel:
+    """A fake text PRM (test double): a step scores 0.01 when its text says the game is lost, else 0.5
+    plus 0.1 per earlier step."""
+
+    def score_trajectory(self, prompt, steps):
+        from prm_critic.critic import StepScores
+
+        s = np.array([0.01 if "You lost" in c else 0.5 + 0.1 * i for i, c in enumerate(steps)], np.float32)
+        return StepScores(s, s)
+
+
+def _examples():
+    from prm_critic.text.trl_format import StepwiseExample
+
+    return [StepwiseExample("g1", ["a", "b", "c You won"], [0.2, 0.5, 1.0]),
+            StepwiseExample("g2", ["a", "eat it. You lost"], [0.0, 0.0]),
+            StepwiseExample("g3", ["a", "b"], [0.1, 0.0])]
+
+
+def test_first_error_is_the_step_that_loses_the_game():
+    from prm_calibration import first_errors
+
+    assert first_errors(_examples()) == [-1, 1, -1]
+
+
+def test_step_metrics_of_a_critic_that_flags_exactly_the_losing_steps():
+    from prm_calibration import step_metric_block
+
+    m = step_metric_block(_FakeModel(), _examples(), cuts=(0.02, 0.6), tune=_examples())
+    assert m["at_cut"]["0.02"]["f1"] == 1.0 and m["at_cut"]["0.02"]["first_error_accuracy"] == 1.0
+    # at 0.6 every trajectory is flagged at its first step: no error-free trajectory is right
+    assert m["at_cut"]["0.6"]["acc_correct"] == 0.0 and m["at_cut"]["0.6"]["f1"] == 0.0
+    assert m["tuned"]["f1"] == 1.0 and m["tuned"]["tuned_on"] == 3
+    # score rises with the step index: +1 on g1 (labels rise), -1 on g3 (labels fall); g2 has a constant reference
+    assert m["value_order_mc"] == {"n": 2, "mean": 0.0}
+
+
+def test_uninformed_controls_score_trajectories_like_a_prm():
+    from prm_calibration import CriticScorer, evaluate
+
+    from prm_critic.critic import ConstantCritic, RandomCritic
+
+    for critic in (RandomCritic(seed=3), ConstantCritic(0.5, seed=3)):
+        res = evaluate(CriticScorer(critic), _examples())
+        assert res["n_steps"] == 7 and 0.0 <= res["auroc_dead_end"] <= 1.0
+        assert set(res["step_metrics"]["at_cut"]) == {"0.02", "0.05", "0.1"}
+    # the constant control never goes under a cut that 0.5 clears: it flags nothing
+    res = evaluate(CriticScorer(ConstantCritic(0.5, seed=3)), _examples())
+    assert res["step_metrics"]["at_cut"]["0.1"]["acc_error"] == 0.0
+    with pytest.raises(TypeError, match="expected a prm_critic BaseCritic"):
+        CriticScorer(object())

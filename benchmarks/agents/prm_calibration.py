@@ -12,7 +12,14 @@ benchmark's games), with the same rendering as at training time. Against the MC 
   (trajectory steps that lost and, with ``--extra``, the lost terminal siblings): the probability
   that a surviving step outscores a losing one, which is what the beam's dead-end threshold relies on;
 * the mean score of losing steps and the share of them under each dead-end threshold of ``--cuts``
-  (and of surviving steps: what a cut would prune wrongly).
+  (and of surviving steps: what a cut would prune wrongly);
+* the field's step metrics (:mod:`prm_critic.models.step_metrics`) on the trajectories: a
+  trajectory's *first error* is the step that loses the game (``-1`` when it is won or runs out of
+  steps: in these games every irreversible mistake ends the game), predicted as the first step
+  scored under the threshold; first-error accuracy and ProcessBench F1 at each cut of ``--cuts`` and
+  at the F1-best threshold chosen on ``--tune-labels`` (other games, e.g. the PRM's training games)
+  when given; and the value-order correlation of the success score with the MC labels inside each
+  trajectory (progress: does the score rise and fall with the step's chance to win).
 
 AUROC is the Mann-Whitney probability (ties count one half). One JSON per PRM goes to ``--out``;
 ``report.py --render`` draws the table and the reliability plot from those files.
@@ -66,8 +73,52 @@ def calibration(p: np.ndarray, y: np.ndarray, bins: int = BINS) -> dict:
     return {"brier": float(np.mean((p - y) ** 2)), "ece": float(ece), "curve": curve}
 
 
-def evaluate(model, examples, extra=(), progress: bool = False) -> dict:
-    """The measurements above for ``model`` on stepwise ``examples`` (+ terminal-sibling branches)."""
+class CriticScorer:
+    """Any step critic (e.g. the uninformed controls ``prm_critic.RandomCritic`` / ``ConstantCritic``)
+    scored trajectory-wise like a text PRM: step ``t`` is ``TextStep(prompt, steps[:t], steps[t])``."""
+
+    def __init__(self, critic):
+        from prm_critic.critic import BaseCritic
+
+        if not isinstance(critic, BaseCritic):
+            raise TypeError(f"critic: expected a prm_critic BaseCritic, got {type(critic).__name__}")
+        self.critic = critic
+
+    def score_trajectory(self, prompt: str, steps):
+        from prm_critic.text.steps import TextStep
+
+        return self.critic.score([TextStep(prompt, tuple(steps[:t]), s) for t, s in enumerate(steps)])
+
+
+def first_errors(examples) -> list[int]:
+    """Per trajectory, the index of the step that loses the game (``-1``: none does)."""
+    out = []
+    for ex in examples:
+        lost = [i for i, c in enumerate(ex.completions) if "You lost" in c]
+        out.append(lost[0] if lost else -1)
+    return out
+
+
+def step_metric_block(model, examples, cuts=CUTS, tune=None) -> dict:
+    """First-error accuracy and ProcessBench F1 of ``model``'s success scores at each cut (and at the
+    F1-best threshold on the ``tune`` trajectories), and the value-order correlation with the MC labels."""
+    from prm_critic.models.step_metrics import best_threshold, process_error_metrics, value_order_correlation
+
+    scores = [np.asarray(model.score_trajectory(ex.prompt, ex.completions).success, np.float64) for ex in examples]
+    errs = first_errors(examples)
+    out = {"at_cut": {f"{c:g}": process_error_metrics(scores, errs, c) for c in cuts},
+           "value_order_mc": value_order_correlation(scores, [np.asarray(ex.labels, np.float64) for ex in examples])}
+    if tune:
+        t_scores = [np.asarray(model.score_trajectory(ex.prompt, ex.completions).success, np.float64) for ex in tune]
+        tau = best_threshold(t_scores, first_errors(tune))
+        out["tuned"] = process_error_metrics(scores, errs, tau)
+        out["tuned"]["tuned_on"] = len(tune)
+    return out
+
+
+def evaluate(model, examples, extra=(), progress: bool = False, tune=None) -> dict:
+    """The measurements above for ``model`` on stepwise ``examples`` (+ terminal-sibling branches;
+    ``tune``: trajectories of other games on which the step metrics' threshold is chosen)."""
     from tqdm import tqdm
 
     bar = tqdm(total=len(examples) + len(extra), desc="PRM calibration", unit="trajectory", disable=not progress)
@@ -97,18 +148,24 @@ def evaluate(model, examples, extra=(), progress: bool = False) -> dict:
            "mean_pred_losing": float(losing.mean()) if losing.size else None,
            "mean_pred_surviving": float(surviving.mean()),
            "cuts": {f"{c:g}": {"losing_under": float((losing < c).mean()) if losing.size else None,
-                               "surviving_under": float((surviving < c).mean())} for c in CUTS}}
+                               "surviving_under": float((surviving < c).mean())} for c in CUTS},
+           "step_metrics": step_metric_block(model, examples, CUTS, tune)}
     return out
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--prm", required=True, help="trained MiniLMStepPRM folder")
+    ap.add_argument("--prm", default=None, help="trained MiniLMStepPRM folder (with --critic prm)")
+    ap.add_argument("--critic", default="prm", choices=("prm", "random", "constant"),
+                    help="the learned PRM (--prm), or an uninformed control critic (seed 0) for comparison")
     ap.add_argument("--tag", required=True, help="the PRM's name in the report, e.g. 'sib96'")
     ap.add_argument("--labels", required=True, help="labels.jsonl of the calibration games")
     ap.add_argument("--extra", default=None, help="labels_siblings.jsonl of the same games")
     ap.add_argument("--seeds", required=True, help="the calibration games' seeds (recorded, e.g. '500-515')")
     ap.add_argument("--train-seeds", default=None, help="the PRM's training seeds (recorded, e.g. '0-95')")
+    ap.add_argument("--tune-labels", default=None,
+                    help="labels.jsonl of other games (e.g. the PRM's training games) on which the step metrics' "
+                         "F1-best threshold is chosen")
     ap.add_argument("--out", required=True, type=Path)
     a = ap.parse_args(argv)
     from agents.textworld_agent.labels import parse_seeds
@@ -116,6 +173,8 @@ def main(argv=None) -> int:
     from prm_critic.text.prm import MiniLMStepPRM
     from prm_critic.text.trl_format import read_stepwise_jsonl
 
+    if (a.critic == "prm") != (a.prm is not None):
+        raise SystemExit(f"--prm: required with --critic prm and only with it (got --critic {a.critic}, --prm {a.prm!r})")
     cal = parse_seeds(a.seeds)
     if a.train_seeds is not None and set(cal) & set(parse_seeds(a.train_seeds)):
         raise SystemExit(f"--seeds: the calibration games {a.seeds} overlap the training seeds {a.train_seeds}")
@@ -129,8 +188,17 @@ def main(argv=None) -> int:
     if strangers:
         raise SystemExit(f"--extra: {len(strangers)} of {len(extra)} sibling examples in {a.extra} (first at line "
                          f"{strangers[0] + 1}) are not from the games of --labels {a.labels}")
-    res = evaluate(MiniLMStepPRM.load(a.prm), examples, extra, progress=True)
-    res.update(tag=a.tag, prm=str(a.prm), seeds=a.seeds, train_seeds=a.train_seeds, command=" ".join(sys.argv))
+    tune = read_stepwise_jsonl(a.tune_labels) if a.tune_labels else None
+    if tune and {ex.prompt for ex in tune} & prompts:
+        raise SystemExit(f"--tune-labels: {a.tune_labels} shares games with --labels {a.labels}; tune on other games")
+    if a.critic == "prm":
+        model = MiniLMStepPRM.load(a.prm)
+    else:
+        from prm_critic.critic import ConstantCritic, RandomCritic
+
+        model = CriticScorer(RandomCritic(seed=0) if a.critic == "random" else ConstantCritic(0.5, seed=0))
+    res = evaluate(model, examples, extra, progress=True, tune=tune)
+    res.update(tag=a.tag, critic=a.critic, prm=None if a.prm is None else str(a.prm), seeds=a.seeds, train_seeds=a.train_seeds, command=" ".join(sys.argv))
     atomic_write_bytes(a.out, (json.dumps(res, indent=1) + "\n").encode())
     print(json.dumps({k: v for k, v in res.items() if k != "curve"}, indent=1))
     return 0
