@@ -113,3 +113,33 @@ def test_holm_matches_its_definition():
     assert holm([]) == []
     assert holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])  # 3*0.01, max(2*0.03, .03), max(1*0.04, .06)
     assert holm([0.5, 0.6]) == pytest.approx([1.0, 1.0])
+
+
+def test_goal_vs_random_needs_margin_significance_and_no_more_calls():
+    from report import goal_vs_random
+
+    n = 10
+    prm = _rows("prm_beam+tag", [True] * 8 + [False] * 2, [90] * n)
+    rnd = _rows("prm_beam+random", [False] * 8 + [False, True], [120] * n)
+    text = "\n".join(goal_vs_random({"prm_beam+tag": prm, "prm_beam+random": rnd}, "tag", "current", n))
+    # 0.80 vs 0.10, 8 vs 1 discordant: p = 0.039 < 0.05, fewer calls
+    assert "**met**" in text and "difference +0.70, exact McNemar p = 0.039" in text
+    # the same wins at more calls than the random search: not met
+    costly = [dict(r, policy_calls=150) for r in prm]
+    assert "**not met**" in "\n".join(goal_vs_random({"prm_beam+tag": costly, "prm_beam+random": rnd}, "tag", "current", n))
+    # a margin under 0.15 is not met (40 games: 30 vs 25 wins, 6 vs 1 discordant, p = 0.125)
+    a = _rows("prm_beam+tag", [True] * 30 + [False] * 10, [90] * 40)
+    b = _rows("prm_beam+random", [True] * 24 + [False] * 6 + [True] + [False] * 9, [90] * 40)
+    assert "**not met**" in "\n".join(goal_vs_random({"prm_beam+tag": a, "prm_beam+random": b}, "tag", "current", 40))
+    # a set the random critic has not finished enters no verdict
+    assert "unmeasured" in "\n".join(goal_vs_random({"prm_beam+tag": prm, "prm_beam+random": rnd[:5]}, "tag", "current", n))
+
+
+def test_goal_vs_random_on_harder_games_is_an_absolute_bar():
+    from report import goal_vs_random
+
+    prm = _rows("prm_mcts+tag", [True] * 4 + [False] * 6, [150] * 10)
+    rnd = _rows("prm_mcts+random", [True] + [False] * 9, [150] * 10)
+    assert "**met**" in "\n".join(goal_vs_random({"prm_mcts+tag": prm, "prm_mcts+random": rnd}, "tag", "harder", 10))
+    rnd2 = _rows("prm_mcts+random", [True] * 2 + [False] * 8, [150] * 10)
+    assert "**not met**" in "\n".join(goal_vs_random({"prm_mcts+tag": prm, "prm_mcts+random": rnd2}, "tag", "harder", 10))

@@ -596,6 +596,46 @@ def _verdicts(rows: list[dict], kind: str, prm_tag: str, n_games: int) -> list[s
     return out
 
 
+#: the goal of the PRM against the random critic in the same search, per kind of game set
+GOAL_MARGIN, GOAL_P, HARD_PRM, HARD_RANDOM = 0.15, 0.05, 0.40, 0.15
+
+
+def goal_vs_random(allres: dict[str, list[dict]], prm_tag: str, kind: str, n_games: int) -> list[str]:
+    """The PRM-must-earn-it goal over the hand-weighted sampler's proposals: the best PRM search
+    (highest success, then fewest calls) against the random critic in the same search, on the same
+    episodes. ``current`` games: at least ``GOAL_MARGIN`` more success, exact McNemar p < ``GOAL_P``,
+    at no more policy calls per episode. ``harder`` games: the PRM search at least ``HARD_PRM`` where
+    the random search is at most ``HARD_RANDOM``. Only searches run on all ``n_games`` games by both
+    critics enter."""
+    pairs = []
+    for name in CRITIC_METHODS:
+        prm, rnd = allres.get(f"{name}+{prm_tag}"), allres.get(f"{name}+random")
+        if not prm or not rnd or len({r["seed"] for r in prm}) < n_games or len({r["seed"] for r in rnd}) < n_games:
+            continue
+        if _settings(prm) != _settings(rnd):
+            continue
+        sp, sr = float(np.mean([r["won"] for r in prm])), float(np.mean([r["won"] for r in rnd]))
+        cp, cr = float(np.mean([r["policy_calls"] for r in prm])), float(np.mean([r["policy_calls"] for r in rnd]))
+        t = paired_test({(r["seed"], r["rep"]): bool(r["won"]) for r in prm},
+                        {(r["seed"], r["rep"]): bool(r["won"]) for r in rnd})
+        pairs.append((name, sp, sr, cp, cr, t))
+    if not pairs:
+        return [f"* **Goal, the PRM against the random critic in the same search [{prm_tag}]:** unmeasured (needs a "
+                "PRM search and the same search with the random critic on every game of the set)."]
+    name, sp, sr, cp, cr, t = max(pairs, key=lambda q: (q[1], -q[3]))
+    what = (f"best PRM search: {LABELS[name]} [{prm_tag}], {sp:.2f} at {cp:.1f} calls; the random critic in the same "
+            f"search {sr:.2f} at {cr:.1f} calls; difference {sp - sr:+.2f}, exact McNemar p = {t['p']:.3f} "
+            f"({t['a_only']} games won only with the PRM, {t['b_only']} only with the random critic)")
+    if kind == "current":
+        met = sp - sr >= GOAL_MARGIN and t["p"] < GOAL_P and cp <= cr
+        goal = (f"the PRM search at least {GOAL_MARGIN:.2f} above the random critic's, paired p < {GOAL_P}, at no "
+                "more policy calls")
+    else:
+        met = sp >= HARD_PRM and sr <= HARD_RANDOM
+        goal = f"the PRM search at least {HARD_PRM:.2f} where the random critic's is at most {HARD_RANDOM:.2f}"
+    return [f"* **Goal, {goal}:** {'**met**' if met else '**not met**'} ({what})."]
+
+
 def calibration_lines(cal: dict[str, dict]) -> list[str]:
     """The PRMs' calibration on unseen games (``prm_calibration_<tag>.json``); per dead-end cut, the
     share of losing steps under it (pruned rightly) and of surviving steps (pruned wrongly)."""
@@ -626,16 +666,21 @@ def render_unseen(spec: dict, cal: dict[str, dict], results: Path = RESULTS) -> 
         seeds = parse_seeds(st["seeds"])
         allres = load_results(results, seeds, st["difficulty"])
         rows = summary(allres)
-        lines += [f"### {st['title']} (seeds {_seeds(seeds)}, `{st['difficulty']}`)", ""]
+        set_tag = st.get("prm_tag", prm_tag)
+        lines += [f"### {st['title']} (seeds {_seeds(seeds)}, `{st['difficulty']}`)", "", *st.get("intro", [])]
+        if st.get("intro"):
+            lines.append("")
         if not rows:
             lines += ["Not measured yet.", ""]
             continue
         lines += [*unseen_table(rows), "", f"Per game (W won, L lost, T neither), seeds {_seeds(seeds)}:", "",
-                  *per_game(allres, rows, seeds), "", *_verdicts(rows, st["kind"], prm_tag, len(seeds)), ""]
-        ctl = controls_lines(allres, prm_tag)
+                  *per_game(allres, rows, seeds), "", *_verdicts(rows, st["kind"], set_tag, len(seeds)), ""]
+        ctl = controls_lines(allres, set_tag)
         if ctl:
             lines += [f"**The PRM against uninformed critics in the same search** (seeds {_seeds(seeds)}):", "",
                       *spec.get("controls_intro", []), "", *ctl]
+        if st.get("goal_vs_random"):
+            lines += [*goal_vs_random(allres, set_tag, st["kind"], len(seeds)), ""]
     if any(f"+{c}" in m for st in spec["sets"] for m in
            load_results(results, parse_seeds(st["seeds"]), st["difficulty"]) for c in CONTROLS):
         lines += ["![games won within B policy calls: the PRM and the control critics in the same beam]"
