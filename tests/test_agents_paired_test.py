@@ -143,3 +143,17 @@ def test_goal_vs_random_on_harder_games_is_an_absolute_bar():
     assert "**met**" in "\n".join(goal_vs_random({"prm_mcts+tag": prm, "prm_mcts+random": rnd}, "tag", "harder", 10))
     rnd2 = _rows("prm_mcts+random", [True] * 2 + [False] * 8, [150] * 10)
     assert "**not met**" in "\n".join(goal_vs_random({"prm_mcts+tag": prm, "prm_mcts+random": rnd2}, "tag", "harder", 10))
+
+
+def test_step_metric_table_shows_each_critic_and_marks_what_is_missing():
+    from report import step_metric_lines
+
+    r = dict(n=10, n_error=4, first_error_accuracy=0.5, acc_error=0.25, acc_correct=2 / 3, f1=0.3636, threshold=0.02)
+    cal = {"prm": {"step_metrics": {"at_cut": {"0.02": r}, "value_order_mc": {"n": 7, "mean": 0.41},
+                                    "tuned": dict(r, threshold=0.123, tuned_on=96)}},
+           "random": {"step_metrics": {"at_cut": {"0.02": r}, "value_order_mc": {"n": 0, "mean": float("nan")}}},
+           "old": {}}
+    text = "\n".join(step_metric_lines(cal))
+    assert "| prm | 10 (4) | 0.50 / 0.36 (0.25, 0.67) | 0.123 | 0.50 / 0.36 (0.25, 0.67) | 0.41 (7) |" in text
+    assert "| random | 10 (4) | 0.50 / 0.36 (0.25, 0.67) | not tuned | unmeasured | unmeasured (0) |" in text
+    assert "| old |" not in text and step_metric_lines({"old": {}}) == []

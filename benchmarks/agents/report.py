@@ -653,6 +653,35 @@ def calibration_lines(cal: dict[str, dict]) -> list[str]:
         lines.append(f"| {tag} | {c['train_seeds']} | {c['seeds']} | {c['n_steps']} (+{c['n_siblings']} siblings) | "
                      f"{f(c['brier'])} | {f(c['ece'])} | {f(c['auroc_label_pos'], 2)} | {f(c['auroc_dead_end'], 2)} | "
                      f"{f(c['mean_pred_losing'])} / {f(c['mean_pred_surviving'])} | " + " | ".join(under) + " |")
+    return lines + step_metric_lines(cal)
+
+
+def step_metric_lines(cal: dict[str, dict]) -> list[str]:
+    """The field's step metrics per critic (``step_metrics`` of ``prm_calibration.py``): first-error
+    accuracy and ProcessBench F1 (its two accuracies) at each dead-end cut and at the threshold tuned
+    on other games, and the value-order correlation with the MC labels."""
+    have = {t: c["step_metrics"] for t, c in cal.items() if "step_metrics" in c}
+    if not have:
+        return []
+    f = lambda v, d=2: "unmeasured" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.{d}f}"  # noqa: E731
+    cuts = sorted({k for m in have.values() for k in m["at_cut"]}, key=float)
+    lines = ["", "Step metrics on the same trajectories. A trajectory's first error is the step that loses the game "
+             "(none when it is won or runs out of steps); the critic predicts it as the first step scored under the "
+             "threshold. Cells: first-error accuracy / ProcessBench F1 (accuracy on trajectories with an error, "
+             "without one). *Tuned*: the F1-best threshold on the critic's training games. *Value order*: mean "
+             "Spearman correlation of the success score with the MC labels inside a trajectory.", "",
+             "| critic | trajectories (with an error) | " + " | ".join(f"under {c}" for c in cuts)
+             + " | tuned threshold | at the tuned threshold | value order (trajectories) |",
+             "|---|---|" + "---|" * len(cuts) + "---|---|---|"]
+    for tag, m in have.items():
+        any_cut = next(iter(m["at_cut"].values()))
+        cell = lambda r: (f"{f(r['first_error_accuracy'])} / {f(r['f1'])} "  # noqa: E731
+                          f"({f(r['acc_error'])}, {f(r['acc_correct'])})")
+        tuned = m.get("tuned")
+        lines.append(f"| {tag} | {any_cut['n']} ({any_cut['n_error']}) | "
+                     + " | ".join(cell(m["at_cut"][c]) if c in m["at_cut"] else "unmeasured" for c in cuts)
+                     + f" | {f(tuned['threshold'], 3) if tuned else 'not tuned'} | {cell(tuned) if tuned else 'unmeasured'}"
+                     f" | {f(m['value_order_mc']['mean'])} ({m['value_order_mc']['n']}) |")
     return lines
 
 
