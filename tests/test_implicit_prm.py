@@ -203,3 +203,45 @@ def test_a_real_minilm_value_model_trained_on_outcomes_only():
         check_critic(prm, TextStep.prefixes(ex.prompt, ex.completions), atol=5e-5)
     finally:
         torch.set_num_threads(n)
+
+
+def test_train_prm_outcome_only_trains_the_value_model_on_the_same_split(tmp_path):
+    """``benchmarks/agents/train_prm.py --outcome-only``: outcome labels of both files, the same
+    held-out games, the prompts' V_0 examples, ``labels`` in the statistics and the model's meta."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    import sys
+    from pathlib import Path
+
+    from prm_critic.text import MiniLMStepPRM, write_stepwise_jsonl
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks" / "agents"))
+    import train_prm
+
+    base = [traj(f"Game {g}.", [f"go {g}", "You lost" if g == 1 else "eat"], [0.4, float(g != 1)]) for g in range(4)]
+    base.append(traj("Game 0.", ["look", "eat"], [0.5, 0.0]))
+    sib = [traj("Game 0.", ["go 0", "You lost"], [0.4, 0.0]), traj("Game 3.", ["go 3", "drop"], [0.4, 0.0]),
+           traj("Game 1.", ["go 1", "eat"], [0.4, 1.0])]
+    write_stepwise_jsonl(tmp_path / "labels.jsonl", base)
+    write_stepwise_jsonl(tmp_path / "sib.jsonl", sib)
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        train_prm.main(["--labels", str(tmp_path / "labels.jsonl"), "--extra", str(tmp_path / "sib.jsonl"),
+                        "--out", str(tmp_path / "m"), "--epochs", "1", "--freeze-encoder", "--val-last", "2",
+                        "--outcome-only"])
+        stats = json.loads((tmp_path / "m" / "train_stats.json").read_text())
+        # held out: the last 2 trajectories (games 3 and 0) and the siblings of those games
+        assert stats["labels"] == "outcome-only" and stats["n_train"] == 3 + 1 and stats["n_val"] == 2
+        assert stats["n_prompt_examples"] == 3 and stats["val_sibling_last_steps"]["n"] == 2
+        assert {"loss_per_epoch", "train", "val", "config"} <= set(stats)
+        model = MiniLMStepPRM.load(tmp_path / "m")
+        assert model.meta["labels"] == "outcome-only"
+        assert model.meta["training"]["examples"] == 4 + 3  # trajectories + prompt-only examples
+        bad = [*sib, traj("Game 2.", ["go 2"], [0.7])]
+        write_stepwise_jsonl(tmp_path / "bad.jsonl", bad)
+        with pytest.raises(SystemExit, match=r"--outcome-only: .*bad.jsonl: examples\[3\]: the last label .* 0.7"):
+            train_prm.main(["--labels", str(tmp_path / "labels.jsonl"), "--extra", str(tmp_path / "bad.jsonl"),
+                            "--out", str(tmp_path / "m2"), "--outcome-only"])
+    finally:
+        torch.set_num_threads(n)
