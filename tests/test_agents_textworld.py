@@ -251,3 +251,39 @@ def test_mcts_runs_in_the_benchmark_within_its_budget_deterministically(game):
     assert runs[0] == runs[1]
     assert 0 < runs[0]["policy_calls"] == runs[0]["critic_calls"] == runs[0]["tool_calls"] <= 8
     assert runs[0]["steps"] <= 6 and len(runs[0]["commands"]) == runs[0]["steps"]
+
+
+def test_implicit_prm_runs_in_the_benchmark_searches_and_is_recorded(game, tmp_path, monkeypatch):
+    """``run.py --prm DIR --implicit --tag T``: the outcome value model in DIR wrapped in ImplicitPRM,
+    each result records ``implicit``; refused without a tag, with a control critic, without a critic
+    search, or on a model not trained on outcomes. The model is an untrained MiniLMStepPRM marked as an
+    outcome model: this checks the wiring, not what it learns."""
+    import sys
+
+    pytest.importorskip("torch")
+    sys.path.insert(0, str(ROOT / "benchmarks" / "agents"))
+    import run
+    from prm_critic.text import ImplicitPRM, MiniLMStepPRM
+
+    for bad, msg in ((["--methods", "prm_beam"], "expected --tag"),
+                     (["--methods", "prm_beam", "--critic", "random"], "wraps the learned PRM"),
+                     (["--methods", "base", "--tag", "imp"], "applies to the critic searches")):
+        with pytest.raises(SystemExit, match=msg):
+            run.main([*bad, "--implicit", "--seeds", "7", "--out", str(tmp_path / "none")])
+    assert not (tmp_path / "none").exists()
+    model = MiniLMStepPRM.from_pretrained_encoder(seed=0)
+    model.save(tmp_path / "mc")
+    with pytest.raises(SystemExit, match=r"--implicit: expected an outcome value model .* labels None"):
+        run.implicit_critic(tmp_path / "mc")
+    model.meta = {**model.meta, "labels": "outcome-only"}
+    model.save(tmp_path / "outcome")
+    assert isinstance(run.implicit_critic(tmp_path / "outcome"), ImplicitPRM)
+
+    monkeypatch.setattr(run, "ensure_game", lambda seed, difficulty: game)
+    out = tmp_path / "results"
+    run.main(["--methods", "prm_bon3", "--seeds", str(SEED), "--max-steps", "2", "--prm", str(tmp_path / "outcome"),
+              "--implicit", "--tag", "implicit", "--out", str(out), "--md", str(tmp_path / "t.md"),
+              "--png", str(tmp_path / "t.png")])
+    res = json.loads((out / f"prm_bon3+implicit__seed{SEED}_rep0.json").read_text())
+    assert res["implicit"] is True and res["critic"] == "prm" and res["method"] == "prm_bon3+implicit"
+    assert 0 < res["critic_calls"] and res["steps"] <= 2

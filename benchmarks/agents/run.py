@@ -18,6 +18,12 @@ and the same call budget: ``--critic random`` (prm_critic.RandomCritic: independ
 or ``--critic constant`` (prm_critic.ConstantCritic: 0.5, ties broken at random). A control's rows
 are named ``<method>+random`` / ``<method>+constant`` and record ``critic`` and ``critic_seed``.
 
+``--implicit`` wraps the ``--prm`` model in the implicit PRM (prm_critic.text.ImplicitPRM): the model
+must be an outcome value model (``train_prm.py --outcome-only``), ``--tag`` names the rows (e.g.
+``--tag implicit96``) and each result records ``"implicit": true`` (false for every other critic
+search). The searches rank by and prune on the ``success`` head, which the implicit PRM sets to the
+value model's value ``V_t`` (its step rewards ``V_t - V_{t-1}`` are the ``progress`` head).
+
 Resumable: one JSON per (method, game seed, rep) under --out, written atomically; existing ones
 are skipped. ``--report`` rebuilds the markdown table and the PNG from what is there;
 ``benchmarks/agents/report.py --render`` writes ``docs/agents_benchmark.md`` from the same files.
@@ -28,6 +34,8 @@ are skipped. ``--report`` rebuilds the markdown table and the PNG from what is t
     python benchmarks/agents/run.py --methods base --recipe 2 --take 2 --seeds 3000-3007   # harder games
     python benchmarks/agents/run.py --methods prm_beam --critic random --seeds 2000-2015 --dead-end-threshold 0.02
     python benchmarks/agents/run.py --methods prm_mcts --critic random --seeds 2000-2015 --mcts-budget 160
+    python benchmarks/agents/run.py --methods prm_beam,prm_mcts --seeds 2000-2015 --prm .cache/textworld/prm_outcome \
+        --implicit --tag implicit96
 
 Each result records its games' difficulty tag; the report counts only those of the chosen one.
 """
@@ -81,6 +89,20 @@ def control_critic(kind: str, seed: int):
     if kind == "constant":
         return ConstantCritic(0.5, seed=seed)
     raise ValueError(f"kind: expected 'random' or 'constant', got {kind!r}")
+
+
+def implicit_critic(prm_dir: str | os.PathLike):
+    """The implicit PRM on the outcome value model saved in ``prm_dir`` (``train_prm.py --outcome-only``);
+    a model trained on other labels is refused."""
+    from prm_critic.text.implicit import ImplicitPRM
+    from prm_critic.text.prm import MiniLMStepPRM
+
+    model = MiniLMStepPRM.load(prm_dir)
+    labels = model.meta.get("labels")
+    if labels != "outcome-only":
+        raise SystemExit(f"--implicit: expected an outcome value model (train_prm.py --outcome-only) in --prm "
+                         f"{str(prm_dir)!r}, got one trained on labels {labels!r}")
+    return ImplicitPRM(model)
 
 
 def critic_seed(seed: int, rep: int) -> int:
@@ -161,6 +183,8 @@ def main(argv=None) -> int:
     ap.add_argument("--critic", default="prm", choices=CRITICS,
                     help="critic of prm_bon3 / prm_beam / prm_beam_noprune / prm_mcts: the learned PRM (--prm), or an "
                          "uninformed control (method names get the tag 'random' / 'constant')")
+    ap.add_argument("--implicit", action="store_true",
+                    help="--critic prm: wrap the --prm outcome value model in the implicit PRM (needs --tag)")
     ap.add_argument("--report", action="store_true", help="only rebuild the table and plot")
     a = ap.parse_args(argv)
     seeds = parse_seeds(a.seeds)
@@ -181,6 +205,13 @@ def main(argv=None) -> int:
             raise SystemExit(f"--critic {a.critic}: applies to the critic searches {CRITIC_METHODS}, got {other}")
         if a.tag:
             raise SystemExit(f"--tag names the PRM; a control critic's rows are tagged {a.critic!r} (got --tag {a.tag!r})")
+    if a.implicit and not a.report:
+        if a.critic != "prm":
+            raise SystemExit(f"--implicit wraps the learned PRM (--critic prm), got --critic {a.critic}")
+        if not any(m in CRITIC_METHODS for m in methods):
+            raise SystemExit(f"--implicit: applies to the critic searches {CRITIC_METHODS}, got {methods}")
+        if not a.tag:
+            raise SystemExit("--implicit: expected --tag naming the implicit PRM's rows (e.g. --tag implicit96)")
     out = Path(a.out)
     if not a.report:
         from tqdm import tqdm
@@ -189,7 +220,7 @@ def main(argv=None) -> int:
         if a.critic == "prm" and any(m.startswith("prm") for m in methods):
             from prm_critic.text.prm import MiniLMStepPRM
 
-            critic = MiniLMStepPRM.load(a.prm)
+            critic = implicit_critic(a.prm) if a.implicit else MiniLMStepPRM.load(a.prm)
         policy, server = None, None
         if a.policy == "llm":
             from langchain_openai import ChatOpenAI
@@ -215,6 +246,7 @@ def main(argv=None) -> int:
                 ep_critic, extra = critic, {}
                 if m in CRITIC_METHODS:
                     extra["critic"] = a.critic
+                    extra["implicit"] = bool(a.implicit)
                     if a.critic != "prm":
                         extra["critic_seed"] = critic_seed(s, rep)
                         ep_critic = control_critic(a.critic, extra["critic_seed"])

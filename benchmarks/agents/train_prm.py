@@ -6,6 +6,18 @@
 The last ``--val-last`` labelled trajectories (training seeds, not benchmark seeds) are held out;
 prints the per-epoch loss and, on train and validation steps, the mean predicted success of losing
 steps, of other label-0 steps and of label > 0 steps, the correlation with the MC labels and the MAE.
+
+``--outcome-only`` trains an outcome value model for the implicit PRM (``prm_critic.text.ImplicitPRM``;
+``run.py --implicit``) on the same files and the same split: every step is labelled with its
+trajectory's outcome, the last label (``prm_critic.text.outcome_examples``; the branch examples of
+``--extra`` too), and each training game's prompt alone (one empty step) with the share of its
+``--labels`` trajectories won (``prm_critic.text.prompt_value_examples``: the value ``V_0`` the
+implicit PRM's first-step reward starts from). The statistics are measured against the MC labels,
+as for the MC-trained PRM, so the two compare directly. ``labels`` in the statistics and in the
+saved model's ``meta`` says which it is (``"mc"`` or ``"outcome-only"``).
+
+    python benchmarks/agents/train_prm.py --labels .cache/textworld/labels/labels.jsonl \
+        --extra .cache/textworld/labels/labels_siblings.jsonl --out .cache/textworld/prm_outcome --outcome-only
 """
 
 from __future__ import annotations
@@ -20,6 +32,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from prm_critic.text.implicit import outcome_examples, prompt_value_examples  # noqa: E402
 from prm_critic.text.train import TextTrainConfig, train_text_prm  # noqa: E402
 from prm_critic.text.trl_format import read_stepwise_jsonl  # noqa: E402
 
@@ -52,6 +65,14 @@ def _last_stats(model, examples) -> dict:
             "mean_pred_won": float(p[y == 1].mean()) if (y == 1).any() else None}
 
 
+def _outcomes(examples, path) -> list:
+    """``outcome_examples(examples)``, or a SystemExit naming the file (its example index = line)."""
+    try:
+        return outcome_examples(examples)
+    except ValueError as exc:
+        raise SystemExit(f"--outcome-only: {path}: {exc}") from None
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--labels", default=".cache/textworld/labels/labels.jsonl")
@@ -64,23 +85,35 @@ def main(argv=None) -> int:
     ap.add_argument("--val-last", type=int, default=3, help="hold out the last N trajectories for validation")
     ap.add_argument("--extra", default=None,
                     help="extra examples (e.g. labels_siblings.jsonl); those of validation games are held out too")
+    ap.add_argument("--outcome-only", action="store_true",
+                    help="train an outcome value model (every step labelled with its trajectory's outcome, plus "
+                         "each training prompt's share won) for the implicit PRM; see the module docstring")
     a = ap.parse_args(argv)
     examples = read_stepwise_jsonl(a.labels)
     if not 0 <= a.val_last < len(examples):
         raise SystemExit(f"--val-last: expected an int in [0, {len(examples) - 1}], got {a.val_last}")
-    train = examples[: len(examples) - a.val_last]
-    val = examples[len(examples) - a.val_last:]
-    val_extra = []
-    if a.extra:
-        val_prompts = {ex.prompt for ex in val}
-        extra = read_stepwise_jsonl(a.extra)
-        train = train + [ex for ex in extra if ex.prompt not in val_prompts]
-        val_extra = [ex for ex in extra if ex.prompt in val_prompts]
+    extra = read_stepwise_jsonl(a.extra) if a.extra else []
+    labels = "outcome-only" if a.outcome_only else "mc"
+    # the examples trained on: the files' own labels, or their outcomes (same order, so the same split)
+    fit, fit_extra = (_outcomes(examples, a.labels), _outcomes(extra, a.extra)) if a.outcome_only else (examples, extra)
+    n_train = len(examples) - a.val_last
+    train, val = examples[:n_train], examples[n_train:]
+    val_prompts = {ex.prompt for ex in val}
+    keep = [ex.prompt not in val_prompts for ex in extra]
+    train = train + [ex for ex, k in zip(extra, keep) if k]
+    val_extra = [ex for ex, k in zip(extra, keep) if not k]
+    fit = fit[:n_train] + [ex for ex, k in zip(fit_extra, keep) if k]
+    n_prompt = 0
+    if a.outcome_only:  # V_0: each training game's prompt alone, with the share of its base trajectories won
+        prompts = prompt_value_examples(examples[:n_train])
+        fit, n_prompt = fit + prompts, len(prompts)
     cfg = TextTrainConfig(epochs=a.epochs, batch_size=a.batch_size, freeze_encoder=a.freeze_encoder, lr=a.lr,
                           encoder_lr=a.encoder_lr)
-    model = train_text_prm(train, config=cfg)
+    model = train_text_prm(fit, config=cfg)
+    model.meta = {**model.meta, "labels": labels}
     model.save(a.out)
-    stats = {"n_train": len(train), "n_val": len(val), "config": vars(a),
+    stats = {"labels": labels, "n_train": len(train), "n_prompt_examples": n_prompt, "n_val": len(val),
+             "config": vars(a),
              "loss_per_epoch": model.meta.get("training", {}).get("epoch_loss"),
              "train": _stats(model, train), "val": _stats(model, val) if val else None,
              "val_sibling_last_steps": _last_stats(model, val_extra) if val_extra else None}

@@ -29,6 +29,9 @@ from prm_critic.text.trl_format import (
 )
 
 if TYPE_CHECKING:  # the lazy names below, for type checkers
+    from prm_critic.text.implicit import ImplicitPRM as ImplicitPRM
+    from prm_critic.text.implicit import outcome_examples as outcome_examples
+    from prm_critic.text.implicit import prompt_value_examples as prompt_value_examples
     from prm_critic.text.judge import LLMJudgeCritic as LLMJudgeCritic
     from prm_critic.text.lm_prm import StepTagLMPRM as StepTagLMPRM
     from prm_critic.text.lm_prm import verify_lm_prm_folder as verify_lm_prm_folder
@@ -50,6 +53,9 @@ _LAZY = {
     "train_text_prm": "prm_critic.text.train",
     "TextTrainConfig": "prm_critic.text.train",
     "LLMJudgeCritic": "prm_critic.text.judge",
+    "ImplicitPRM": "prm_critic.text.implicit",
+    "outcome_examples": "prm_critic.text.implicit",
+    "prompt_value_examples": "prm_critic.text.implicit",
     "VerifierCritic": "prm_critic.text.verifier",
 }
 
