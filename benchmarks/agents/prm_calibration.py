@@ -156,6 +156,8 @@ def evaluate(model, examples, extra=(), progress: bool = False, tune=None) -> di
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--prm", default=None, help="trained MiniLMStepPRM folder (with --critic prm)")
+    ap.add_argument("--implicit", action="store_true",
+                    help="--critic prm: the --prm outcome value model as the implicit PRM (train_prm.py --outcome-only)")
     ap.add_argument("--critic", default="prm", choices=("prm", "random", "constant"),
                     help="the learned PRM (--prm), or an uninformed control critic (seed 0) for comparison")
     ap.add_argument("--tag", required=True, help="the PRM's name in the report, e.g. 'sib96'")
@@ -191,14 +193,21 @@ def main(argv=None) -> int:
     tune = read_stepwise_jsonl(a.tune_labels) if a.tune_labels else None
     if tune and {ex.prompt for ex in tune} & prompts:
         raise SystemExit(f"--tune-labels: {a.tune_labels} shares games with --labels {a.labels}; tune on other games")
+    if a.implicit and a.critic != "prm":
+        raise SystemExit(f"--implicit wraps the learned model (--critic prm), got --critic {a.critic}")
     if a.critic == "prm":
-        model = MiniLMStepPRM.load(a.prm)
+        if a.implicit:
+            from run import implicit_critic
+
+            model = implicit_critic(a.prm)
+        else:
+            model = MiniLMStepPRM.load(a.prm)
     else:
         from prm_critic.critic import ConstantCritic, RandomCritic
 
         model = CriticScorer(RandomCritic(seed=0) if a.critic == "random" else ConstantCritic(0.5, seed=0))
     res = evaluate(model, examples, extra, progress=True, tune=tune)
-    res.update(tag=a.tag, critic=a.critic, prm=None if a.prm is None else str(a.prm), seeds=a.seeds, train_seeds=a.train_seeds, command=" ".join(sys.argv))
+    res.update(tag=a.tag, critic=a.critic, implicit=bool(a.implicit), prm=None if a.prm is None else str(a.prm), seeds=a.seeds, train_seeds=a.train_seeds, command=" ".join(sys.argv))
     atomic_write_bytes(a.out, (json.dumps(res, indent=1) + "\n").encode())
     print(json.dumps({k: v for k, v in res.items() if k != "curve"}, indent=1))
     return 0
