@@ -6,6 +6,12 @@
 The last ``--val-last`` labelled trajectories (training seeds, not benchmark seeds) are held out;
 prints the per-epoch loss and, on train and validation steps, the mean predicted success of losing
 steps, of other label-0 steps and of label > 0 steps, the correlation with the MC labels and the MAE.
+
+``--save-encoder packaged`` (the default with ``--freeze-encoder``) writes a head-only checkpoint
+(``MiniLMStepPRM.save(..., encoder="packaged")``, well under 1 MB: the head and the tokenizer files,
+the encoder taken from the installed package by fingerprint); ``embedded`` (the default otherwise,
+and the only choice for a fine-tuned encoder) writes the whole network. ``train_stats.json`` records
+the SHA-256 of the ``--labels`` and ``--extra`` files the PRM was trained on and the checkpoint's size.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from prm_critic.integrity import sha256_bytes  # noqa: E402
 from prm_critic.text.train import TextTrainConfig, train_text_prm  # noqa: E402
 from prm_critic.text.trl_format import read_stepwise_jsonl  # noqa: E402
 
@@ -52,6 +59,12 @@ def _last_stats(model, examples) -> dict:
             "mean_pred_won": float(p[y == 1].mean()) if (y == 1).any() else None}
 
 
+def _checkpoint_bytes(d: Path) -> tuple[int, int]:
+    """``(files, bytes)`` of the checkpoint in folder ``d``: its ``prm.json`` and the files it hashes."""
+    files = [d / "prm.json", *(d / n for n in json.loads((d / "prm.json").read_text())["files_sha256"])]
+    return len(files), sum(f.stat().st_size for f in files)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--labels", default=".cache/textworld/labels/labels.jsonl")
@@ -64,7 +77,17 @@ def main(argv=None) -> int:
     ap.add_argument("--val-last", type=int, default=3, help="hold out the last N trajectories for validation")
     ap.add_argument("--extra", default=None,
                     help="extra examples (e.g. labels_siblings.jsonl); those of validation games are held out too")
+    ap.add_argument("--save-encoder", choices=("packaged", "embedded"), default=None,
+                    help="packaged: a head-only checkpoint whose encoder is the installed all-MiniLM-L6-v2 (default "
+                         "with --freeze-encoder); embedded: the whole network (default otherwise)")
     a = ap.parse_args(argv)
+    if a.save_encoder is None:
+        a.save_encoder = "packaged" if a.freeze_encoder else "embedded"
+    if a.save_encoder == "packaged" and not a.freeze_encoder:
+        ap.error("--save-encoder packaged: expected --freeze-encoder (without it the encoder is fine-tuned and its "
+                 "weights must be saved: --save-encoder embedded)")
+    labels_sha256 = {"labels": sha256_bytes(Path(a.labels).read_bytes()),
+                     "extra": sha256_bytes(Path(a.extra).read_bytes()) if a.extra else None}
     examples = read_stepwise_jsonl(a.labels)
     if not 0 <= a.val_last < len(examples):
         raise SystemExit(f"--val-last: expected an int in [0, {len(examples) - 1}], got {a.val_last}")
@@ -79,8 +102,11 @@ def main(argv=None) -> int:
     cfg = TextTrainConfig(epochs=a.epochs, batch_size=a.batch_size, freeze_encoder=a.freeze_encoder, lr=a.lr,
                           encoder_lr=a.encoder_lr)
     model = train_text_prm(train, config=cfg)
-    model.save(a.out)
-    stats = {"n_train": len(train), "n_val": len(val), "config": vars(a),
+    out = model.save(a.out, encoder=a.save_encoder)
+    n_files, n_bytes = _checkpoint_bytes(out)
+    print(f"saved {out} (encoder {a.save_encoder}): {n_files} files, {n_bytes / 1e6:.3f} MB")
+    stats = {"n_train": len(train), "n_val": len(val), "config": vars(a), "labels_sha256": labels_sha256,
+             "checkpoint": {"encoder": a.save_encoder, "files": n_files, "bytes": n_bytes},
              "loss_per_epoch": model.meta.get("training", {}).get("epoch_loss"),
              "train": _stats(model, train), "val": _stats(model, val) if val else None,
              "val_sibling_last_steps": _last_stats(model, val_extra) if val_extra else None}
