@@ -127,7 +127,7 @@ def per_game(allres: dict[str, list[dict]], rows: list[dict], seeds) -> list[str
         for s in seeds:
             game = [r for r in res if r["seed"] == s]
             if multi:
-                cells.append(str(sum(r["won"] for r in game)))
+                cells.append(str(sum(r["won"] for r in game)) if game else "-")
             elif not game:
                 cells.append("-")
             else:
@@ -707,7 +707,7 @@ def render_unseen(spec: dict, cal: dict[str, dict], results: Path = RESULTS) -> 
         ctl = controls_lines(allres, set_tag)
         if ctl:
             lines += [f"**The PRM against uninformed critics in the same search** (seeds {_seeds(seeds)}):", "",
-                      *spec.get("controls_intro", []), "", *ctl]
+                      *st.get("controls_intro", spec.get("controls_intro", [])), "", *ctl]
         if st.get("goal_vs_random"):
             lines += [*goal_vs_random(allres, set_tag, st["kind"], len(seeds)), ""]
     if any(f"+{c}" in m for st in spec["sets"] for m in
