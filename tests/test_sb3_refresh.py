@@ -80,8 +80,9 @@ def test_refresh_outside_training_on_added_episodes():
 
 
 def test_refresh_benchmark_script_runs_end_to_end(tmp_path):
-    """benchmarks/critic_refresh.py on a tiny budget: scripted data -> critic -> policy episodes ->
-    refreshes; the table has a row per refresh round and the plot is written."""
+    """benchmarks/critic_refresh.py on a tiny budget, over 2 splits x 2 training seeds: scripted data ->
+    critics -> policy episodes re-split per split seed -> refreshes; the doc has a row per unit and per
+    refresh round, the paired differences, and the plot is written; a rerun resumes (adds a seed)."""
     import importlib.util
     import json
     from pathlib import Path
@@ -93,13 +94,27 @@ def test_refresh_benchmark_script_runs_end_to_end(tmp_path):
     spec = importlib.util.spec_from_file_location("critic_refresh", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    table, plot = tmp_path / "t.md", tmp_path / "p.png"
-    assert mod.main(["--task", "FetchReach-v4", "--policy", str(pol / "policy.json"), "--out", str(tmp_path / "out"),
-                     "--scripted-episodes", "8", "--refresh-episodes", "3", "--heldout-episodes", "3", "--epochs", "1",
-                     "--rounds", "1", "3", "--table", str(table), "--plot", str(plot),
-                     "--raw", str(tmp_path / "raw.json")]) == 0
+    table, plot, raw = tmp_path / "t.md", tmp_path / "p.png", tmp_path / "raw.json"
+    args = ["--task", "FetchReach-v4", "--policy", str(pol / "policy.json"), "--out", str(tmp_path / "out"),
+            "--scripted-episodes", "8", "--refresh-episodes", "3", "--heldout-episodes", "3", "--epochs", "1",
+            "--rounds", "1", "3", "--splits", "0", "1", "--table", str(table), "--plot", str(plot), "--raw", str(raw),
+            "--no-progress"]
+    assert mod.main(args + ["--seeds", "0"]) == 0
     text = table.read_text()
-    assert "| outcome critic (scripted data) | 0 |" in text
-    assert "| outcome critic, refreshed | 1 |" in text and "| outcome critic, refreshed | 3 |" in text
+    assert "Missing: 2 of 4 units" not in text and "Split seeds [0, 1], training seeds [0] (2 units)" in text
+    assert mod.main(args + ["--seeds", "1"]) == 0  # resumes: the seed-0 units are kept, seed 1 added
+    text = table.read_text()
+    data = json.loads(raw.read_text())
+    (run,) = data["runs"]
+    assert sorted((u["split_seed"], u["seed"]) for u in run["units"]) == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    assert sorted(u["split_seed"] for u in run["spec_units"]) == [0, 1]
+    for u in run["units"]:
+        assert [r["round"] for r in u["rounds"]] == [0, 1, 3]
+        assert u["rounds"][0]["policy"]["episodes"] == 3
+    assert "Split seeds [0, 1], training seeds [0, 1] (4 units)" in text
+    assert "| outcome critic (scripted data) | 0 | 4 |" in text
+    assert "| outcome critic, refreshed | 1 | 4 |" in text and "| outcome critic, refreshed | 3 | 4 |" in text
+    assert "| refresh improves policy held-out Brier (lower) | after - before | 4 |" in text
+    assert "refreshed critic beats the spec critic on policy held-out Brier (lower)" in text
     assert plot.stat().st_size > 0
-    assert table.read_text() == mod.render(json.loads((tmp_path / "raw.json").read_text()))  # the doc is its raw data
+    assert text == mod.render(data)  # the doc is its raw data
