@@ -421,12 +421,6 @@ def render(raw: dict) -> str:
     for k, r in vrows.items():
         lines.append(f"| {k} | {r['cpu_us']:.1f} | {r['cpu_us'] / vraw:.3f}x | {r['self_p50']:.1f} | "
                      f"{r['critic_p50']:.1f} | {r['wrapper_p50']:.1f} | {r['wrapper_p50'] / n:.2f} | {r['steps']} |")
-    push, maze = raw["rows"]["FetchPush-v4"], raw["rows"]["PointMaze_UMaze-v3"]
-    sub = [(t, raw["rows"][t]["shaper(SubgoalCritic)"]["critic_p50"],
-            raw["rows"][t]["shaper(SubgoalCritic) [reference]"]["critic_p50"]) for t in raw["rows"]]
-    w_now, w_ref = push["shaper(constant critic)"]["wrapper_p50"], push["shaper(constant critic) [reference]"]["wrapper_p50"]
-    mz = maze["shaper(constant critic)"]["cpu_us"] / maze["raw env"]["cpu_us"] - 1
-    mz_ref = maze["shaper(constant critic) [reference]"]["cpu_us"] / maze["raw env"]["cpu_us"] - 1
     ch = raw.get("cold_hot")
     if ch:
         lines += ["", "## The critic's call in the control loop: cold against hot (FetchPush-v4, batch 1)", "",
@@ -442,6 +436,49 @@ def render(raw: dict) -> str:
             lines.append(f"| {k} | {c['p50']:.1f} | {c['p90']:.1f} | {h['p50']:.1f} | {h['p90']:.1f} | "
                          f"{c['p50'] / h['p50']:.1f}x | {c['n']} |")
     lines += ["", "## Goals", ""]
+    idle = raw.get("idle")
+    if idle:
+        lines += ["Each goal measured twice: with the other jobs of the machine running (*loaded*, the tables "
+                  "above) and with them paused (*idle*, the section below).", ""]
+    lines += _goal_lines(raw, "loaded" if idle else None)
+    if idle:
+        lines += _goal_lines(idle, "idle")
+        lines += ["", "## Idle machine", "",
+                  "The same measurement with every other job on the machine paused (`SIGSTOP`) for its "
+                  "duration: " + idle["machine"] + ". " + idle.get("note", ""), ""]
+        for task, rows in idle["rows"].items():
+            raw_cpu = rows["raw env"]["cpu_us"]
+            lines += [f"### {task}, idle", "",
+                      "| variant | CPU µs / step | vs raw | self p50 µs | critic p50 µs | wrapper p50 µs | steps |",
+                      "|---|---:|---:|---:|---:|---:|---:|"]
+            for k, r in rows.items():
+                lines.append(f"| {k} | {r['cpu_us']:.1f} | {r['cpu_us'] / raw_cpu:.3f}x | {r['self_p50']:.1f} | "
+                             f"{r['critic_p50']:.1f} | {r['wrapper_p50']:.1f} | {r['steps']} |")
+            lines.append("")
+        ich = idle.get("cold_hot")
+        if ich:
+            lines += ["### The critic's call in the control loop, idle: cold against hot (FetchPush-v4, batch 1)", "",
+                      "| critic | cold p50 µs | cold p90 µs | hot p50 µs | hot p90 µs | cold / hot | calls |",
+                      "|---|---:|---:|---:|---:|---:|---:|"]
+            for k, v in ich.items():
+                c, h = v["cold"], v["hot"]
+                lines.append(f"| {k} | {c['p50']:.1f} | {c['p90']:.1f} | {h['p50']:.1f} | {h['p90']:.1f} | "
+                             f"{c['p50'] / h['p50']:.1f}x | {c['n']} |")
+            lines.append("")
+    return "\n".join(lines)
+
+
+def _goal_lines(raw: dict, condition: str | None) -> list[str]:
+    """The goals' verdicts on one measurement (``condition``: ``loaded`` / ``idle``, or None when the
+    doc has only one)."""
+    push, maze = raw["rows"]["FetchPush-v4"], raw["rows"]["PointMaze_UMaze-v3"]
+    sub = [(t, raw["rows"][t]["shaper(SubgoalCritic)"]["critic_p50"],
+            raw["rows"][t]["shaper(SubgoalCritic) [reference]"]["critic_p50"]) for t in raw["rows"]]
+    w_now, w_ref = push["shaper(constant critic)"]["wrapper_p50"], push["shaper(constant critic) [reference]"]["wrapper_p50"]
+    mz = maze["shaper(constant critic)"]["cpu_us"] / maze["raw env"]["cpu_us"] - 1
+    mz_ref = maze["shaper(constant critic) [reference]"]["cpu_us"] / maze["raw env"]["cpu_us"] - 1
+    ch = raw.get("cold_hot")
+    lines: list[str] = []
     lines += [f"- `SubgoalCritic` batch-1 call <= {GOAL_SUBGOAL_US:.0f} µs in the control loop: "
               + _goal(all(c <= GOAL_SUBGOAL_US for _, c, _ in sub)) + " ("
               + "; ".join(f"{t}: {c:.1f} µs, reference path {r:.1f} µs" for t, c, r in sub) + ")"]
@@ -463,11 +500,12 @@ def render(raw: dict) -> str:
               f"shaper(OnnxCritic {STUDENT_NAME})"):
         if k in push:
             e2e = push[k]["cpu_us"] / raw_push - 1
-            lines += [f"- end to end, {k} <= +{GOAL_E2E:.0%} CPU time over the raw FetchPush step (load as noted "
-                      "above): " + _goal(e2e <= GOAL_E2E) + f" ({e2e:+.1%})"]
+            lines += [f"- end to end, {k} <= +{GOAL_E2E:.0%} CPU time over the raw FetchPush step ("
+                      + ("load as noted above" if condition is None else condition) + "): " + _goal(e2e <= GOAL_E2E) + f" ({e2e:+.1%})"]
     lines += [f"- PointMaze constant-critic overhead <= {GOAL_MAZE_CONST:.0%} of the raw step (CPU time): "
               + _goal(mz <= GOAL_MAZE_CONST) + f" ({mz:+.1%}; reference flattening {mz_ref:+.1%})", ""]
-    return "\n".join(lines)
+    tag = "" if condition is None else f"[{condition}] "
+    return [ln.replace("- ", "- " + tag, 1) for ln in lines]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -481,6 +519,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--raw", type=Path, default=RAW, help="raw-data JSON written with --out and read by --render")
     p.add_argument("--render", action="store_true", help="only write --md from --raw (no measurement)")
     p.add_argument("--md", type=Path, default=DOC, help="markdown written by --render")
+    p.add_argument("--idle", action="store_true",
+                   help="store this measurement as the idle one (raw['idle'] of --raw, the rest kept): run it with "
+                        "the machine's other jobs paused")
+    p.add_argument("--note", default="", help="--idle: how the machine was made idle (recorded in the doc)")
     argv = sys.argv[1:] if argv is None else argv
     args = p.parse_args(argv)
     from prm_critic._io import atomic_write_bytes
@@ -490,6 +532,20 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     raw = measure(args)
     shown = [a if not a.startswith("/") else Path(a).name for a in argv]
+    if args.idle:
+        if not Path(args.raw).exists():
+            raise SystemExit(f"--idle: {args.raw} does not exist (expected the loaded measurement to add the idle one to)")
+        full = json.loads(Path(args.raw).read_text())
+        raw["machine"] = raw["machine"].replace("shared with other jobs", "with the other jobs paused")
+        full["idle"] = {"command": f"python benchmarks/wrappers_overhead.py {' '.join(shown)}".rstrip(),
+                        "note": args.note, **raw}
+        text = render(full)
+        print(text)
+        if args.out:
+            atomic_write_bytes(args.raw, (json.dumps(full, indent=1) + "\n").encode())
+            atomic_write_bytes(Path(args.out), text.encode())
+            print(f"wrote {args.raw} and {args.out}", file=sys.stderr)
+        return 0
     raw = {"about": "CPU time and per-step splits in microseconds measured by benchmarks/wrappers_overhead.py; "
                     "docs/wrappers_overhead.md is rendered from this file (--render).",
            "command": f"python benchmarks/wrappers_overhead.py {' '.join(shown)}".rstrip(), **raw}
