@@ -650,7 +650,7 @@ def calibration_lines(cal: dict[str, dict]) -> list[str]:
     for tag, c in cal.items():
         under = [f"{f(c['cuts'].get(k, {}).get('losing_under'), 2)} / {f(c['cuts'].get(k, {}).get('surviving_under'), 2)}"
                  for k in cuts]
-        lines.append(f"| {tag} | {c['train_seeds']} | {c['seeds']} | {c['n_steps']} (+{c['n_siblings']} siblings) | "
+        lines.append(f"| {tag} | {c['train_seeds'] or 'untrained'} | {c['seeds']} | {c['n_steps']} (+{c['n_siblings']} siblings) | "
                      f"{f(c['brier'])} | {f(c['ece'])} | {f(c['auroc_label_pos'], 2)} | {f(c['auroc_dead_end'], 2)} | "
                      f"{f(c['mean_pred_losing'])} / {f(c['mean_pred_surviving'])} | " + " | ".join(under) + " |")
     return lines + step_metric_lines(cal)
