@@ -521,7 +521,8 @@ def render_run(run: dict) -> list[str]:
         out += ["", f"Time per trained critic: training {np.median([x['train'] for x in secs]):.0f} s, measuring "
                 f"{np.median([x['measure'] for x in secs]):.0f} s (medians over {len(secs)} critics; "
                 f"{sum(enc)} trajectories encoded in all, the rest read from the feature cache); "
-                f"{sum(x['train'] + x['measure'] for x in secs) / 60:.0f} min in all."]
+                f"{sum(x['train'] + x['measure'] for x in secs) / 60:.0f} min in all; the controls "
+                f"{sum(u.get('seconds') or 0 for u in run['control_units']):.0f} s in all."]
     return out
 
 
