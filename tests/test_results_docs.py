@@ -47,6 +47,9 @@ RENDERED = {
                                 ["--render", "--md", "{out}"]),
     "docs/agents_benchmark.md": ("benchmarks/agents/report.py", "benchmarks/agents/results",
                                  ["--render", "--md", "{out}"]),
+    "docs/agents_prm_calibration_splits.md": ("benchmarks/agents/prm_calibration_splits.py",
+                                              "benchmarks/results/agents_prm_calibration_splits.json",
+                                              ["--render", "--md", "{out}"]),
     "benchmarks/agents/results/table.md": ("benchmarks/agents/report.py", "benchmarks/agents/results",
                                            ["--render", "--table", "{out}"]),
 }

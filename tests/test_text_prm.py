@@ -16,7 +16,7 @@ from prm_critic.models.checkpoint import CheckpointError  # noqa: E402
 from prm_critic.text import TextStep  # noqa: E402
 from prm_critic.text.contract import StepContract  # noqa: E402
 from prm_critic.text.prm import MiniLMStepPRM, encoder_fingerprint, minilm_model_dir, packaged_encoder_fingerprint  # noqa: E402
-from prm_critic.text.train import TextTrainConfig, train_text_prm  # noqa: E402
+from prm_critic.text.train import FrozenFeatureCache, TextTrainConfig, train_text_prm  # noqa: E402
 from prm_critic.text.trl_format import StepwiseExample  # noqa: E402
 
 PROMPT = "You are hungry. Cook a meal and eat it."
@@ -329,6 +329,49 @@ def test_training_resumes_from_epoch_checkpoints(prm, tmp_path):
     assert (ck / "epoch-0003").is_dir() and not (ck / "epoch-0002").exists()
     with pytest.raises(ValueError, match=r"checkpoint_dir: .* holds a run with other examples or settings"):
         train_text_prm(good_bad(12, seed=5), config=TextTrainConfig(epochs=3, checkpoint_dir=ck, **cfg), model=fresh(prm))
+
+
+def test_feature_cache_trains_as_without_it_and_encodes_each_trajectory_once(prm):
+    data = good_bad(10, seed=6)
+    cfg = TextTrainConfig(freeze_encoder=True, epochs=3, lr=3e-3, seed=2, show_progress=False)
+    plain = train_text_prm(data, config=cfg, model=fresh(prm))
+    cache = FrozenFeatureCache()
+    first = train_text_prm(data[:6], config=cfg, model=fresh(prm), feature_cache=cache)
+    assert (len(cache), cache.computed) == (6, 6)
+    cached = train_text_prm(data, config=cfg, model=fresh(prm), feature_cache=cache)
+    assert (len(cache), cache.computed) == (10, 10)  # only the 4 new trajectories were encoded
+    assert cached.meta["training"]["epoch_loss"] == plain.meta["training"]["epoch_loss"]
+    assert torch.equal(cached.net.head.weight, plain.net.head.weight)
+    # another training seed on the same cache: no encoder pass at all, and a different head
+    other = train_text_prm(data, config=TextTrainConfig(**{**cfg.__dict__, "seed": 3}), model=fresh(prm, seed=3),
+                           feature_cache=cache)
+    assert cache.computed == 10 and not torch.equal(other.net.head.weight, plain.net.head.weight)
+    # the head-only view scores as the model does, from the kept features
+    view = cache.bind(cached)
+    for ex in data[:3] + good_bad(2, seed=7):
+        a, b = view.score_trajectory(ex.prompt, ex.completions), cached.score_trajectory(ex.prompt, ex.completions)
+        np.testing.assert_allclose(a.success, b.success, atol=1e-5)
+        np.testing.assert_allclose(a.progress, b.progress, atol=1e-5)
+        np.testing.assert_array_equal(a.extra["truncated"], b.extra["truncated"])
+    assert cache.computed == 12 and first.meta["training"]["examples"] == 6
+
+
+def test_feature_cache_refuses_another_encoder_and_a_trained_encoder(prm):
+    cache = FrozenFeatureCache()
+    cache.bind(prm)
+    changed = fresh(prm)
+    with torch.no_grad():
+        changed.net.encoder.embeddings.word_embeddings.weight[0, 0] += 1.0
+    with pytest.raises(ValueError, match=r"feature_cache: holds the features of encoder .* \(use one cache per encoder\)"):
+        train_text_prm(good_bad(2, 0), config=TextTrainConfig(freeze_encoder=True, epochs=1, show_progress=False),
+                       model=changed, feature_cache=cache)
+    with pytest.raises(ValueError, match=r"feature_cache: expected config.freeze_encoder=True"):
+        train_text_prm(good_bad(2, 0), config=TextTrainConfig(epochs=1, show_progress=False), model=fresh(prm),
+                       feature_cache=cache)
+    with pytest.raises(TypeError, match=r"feature_cache: expected FrozenFeatureCache or None, got dict"):
+        train_text_prm(good_bad(2, 0), config=TextTrainConfig(freeze_encoder=True, epochs=1, show_progress=False),
+                       model=fresh(prm), feature_cache={})
+    assert len(cache) == 0
 
 
 @pytest.mark.parametrize("kwargs, msg", [

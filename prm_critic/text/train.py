@@ -16,7 +16,10 @@ the model scores with (block-causal, so one pass per trajectory trains all its s
 they are scored later).
 
 ``freeze_encoder=True`` trains the head only: encoder features at the step positions are computed
-once (one pass per trajectory) and the head is fit on them — seconds on a CPU.
+once (one pass per trajectory) and the head is fit on them — seconds on a CPU. A
+:class:`FrozenFeatureCache` passed to several such runs (``feature_cache=``) keeps those features
+across runs on the same encoder, so each distinct trajectory is encoded once (e.g. one run per data
+split and training seed); it also scores a trained head-only model from the kept features.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from prm_critic._optional import require
 from prm_critic.text.contract import Encoded, pad_batch
 from prm_critic.text.trl_format import StepwiseExample
 
-__all__ = ["TextTrainConfig", "train_text_prm", "step_targets"]
+__all__ = ["TextTrainConfig", "train_text_prm", "step_targets", "FrozenFeatureCache", "BoundFeatures"]
 
 _PROGRESS_TARGETS = ("step_index", "labels")
 
@@ -135,7 +138,7 @@ def _check_examples(examples) -> list[StepwiseExample]:
 
 
 def train_text_prm(examples: Sequence[StepwiseExample], *, config: TextTrainConfig | None = None,
-                   model=None):
+                   model=None, feature_cache: "FrozenFeatureCache | None" = None):
     """Fit a MiniLMStepPRM to stepwise examples; returns the trained model (in eval mode).
 
     Args:
@@ -143,12 +146,21 @@ def train_text_prm(examples: Sequence[StepwiseExample], *, config: TextTrainConf
         config: :class:`TextTrainConfig` (default settings if ``None``).
         model: a :class:`~prm_critic.text.prm.MiniLMStepPRM` to continue training; ``None`` builds a
             fresh one on the bundled all-MiniLM-L6-v2 encoder (head seeded by ``config.seed``).
+        feature_cache: a :class:`FrozenFeatureCache` (``freeze_encoder=True`` only) to read the encoder
+            features of the examples from, and to keep those it computes; the run trains exactly as
+            without it (the same features, computed the same way).
 
     The returned model's ``meta["training"]`` records the config, the number of examples/steps and
     the mean loss of each epoch.
     """
     torch = require("torch")
     config, examples, model = _checked_model(examples, config, model)
+    if feature_cache is not None:
+        if not isinstance(feature_cache, FrozenFeatureCache):
+            raise TypeError(f"feature_cache: expected FrozenFeatureCache or None, got {type(feature_cache).__name__}")
+        if not config.freeze_encoder:
+            raise ValueError("feature_cache: expected config.freeze_encoder=True (a trained encoder's features change "
+                             "every step and cannot be kept)")
     tqdm = require("tqdm", "torch").tqdm
 
     device = torch.device(config.device)
@@ -167,7 +179,7 @@ def train_text_prm(examples: Sequence[StepwiseExample], *, config: TextTrainConf
         order = np.concatenate([w.step_indices for w in wins])
         data.append((wins, tgt[order]))
     n_steps = int(sum(len(t) for _, t in data))
-    feats, opt = _optimizer(model, data, config, device, tqdm)
+    feats, opt = _optimizer(model, data, config, device, tqdm, feature_cache)
     if resume is not None:
         assert ckpt is not None, "a training state is read only from a checkpoint_dir"
         _load_optimizer(opt, ckpt, resume, device)
@@ -231,20 +243,30 @@ def _tensors(model, wins: list[Encoded], device):
     return t, torch.from_numpy(bt["step_row"]).to(device), torch.from_numpy(bt["step_positions"]).to(device)
 
 
-def _optimizer(model, data: list[tuple[list[Encoded], np.ndarray]], config: TextTrainConfig, device, tqdm):
+def _step_features(model, wins: list[Encoded], device):
+    """The encoder states ``(S, H)`` at the step positions of one trajectory's windows (in window order):
+    one pass, no grad, the network in eval mode."""
+    torch = require("torch")
+    model.net.eval()
+    with torch.no_grad():
+        t, rows, pos = _tensors(model, wins, device)
+        return model.net.hidden(t["input_ids"], t["attention_mask"], t["segment_ids"])[rows, pos].clone()
+
+
+def _optimizer(model, data: list[tuple[list[Encoded], np.ndarray]], config: TextTrainConfig, device, tqdm,
+               feature_cache: "FrozenFeatureCache | None" = None):
     """``(feats, opt)``: with ``freeze_encoder``, the encoder features at the step positions of every
-    example (one pass per trajectory, no grad) and an AdamW over the head; else ``[]`` and an AdamW
-    over the head and the encoder."""
+    example (one pass per trajectory, no grad; read from ``feature_cache`` when it holds them) and an
+    AdamW over the head; else ``[]`` and an AdamW over the head and the encoder."""
     torch = require("torch")
     net = model.net
     feats: list = []
     if config.freeze_encoder:
         # cache encoder features at step positions (one pass per trajectory, no grad)
         net.eval()
-        with torch.no_grad():
-            for wins, _ in tqdm(data, desc="encode steps", unit="traj", disable=not config.show_progress):
-                t, rows, pos = _tensors(model, wins, device)
-                feats.append(net.hidden(t["input_ids"], t["attention_mask"], t["segment_ids"])[rows, pos].clone())
+        bound = feature_cache.bind(model) if feature_cache is not None else None
+        for wins, _ in tqdm(data, desc="encode steps", unit="traj", disable=not config.show_progress):
+            feats.append(bound.features(wins) if bound is not None else _step_features(model, wins, device))
         opt = torch.optim.AdamW(net.head.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     else:
         opt = torch.optim.AdamW([
@@ -252,6 +274,95 @@ def _optimizer(model, data: list[tuple[list[Encoded], np.ndarray]], config: Text
             {"params": list(net.encoder.parameters()), "lr": config.encoder_lr},
         ], weight_decay=config.weight_decay)
     return feats, opt
+
+
+class FrozenFeatureCache:
+    """Encoder features of encoded trajectories under a frozen encoder, computed once and kept.
+
+    With ``freeze_encoder=True``, :func:`train_text_prm` fits the head on the encoder's states at the
+    step positions of each example; the encoder is not trained, so those states are a deterministic
+    function of the encoder's weights and the encoded windows. One cache passed to several runs
+    (``train_text_prm(..., feature_cache=cache)``, e.g. one per data split and training seed) encodes
+    each distinct trajectory once, and each run trains exactly as it would without the cache.
+    :meth:`bind` also gives a head-only view of a trained model that scores trajectories from the kept
+    features (:meth:`BoundFeatures.score_trajectory`).
+
+    A cache serves one encoder: the first model bound fixes its weights' fingerprint
+    (:func:`~prm_critic.text.prm.encoder_fingerprint`), and a model whose encoder differs is refused
+    (``ValueError``) rather than served another encoder's features. Features are keyed by the
+    windows' token ids, masks, segments and step positions, and kept on the CPU.
+    """
+
+    def __init__(self) -> None:
+        self.fingerprint: str | None = None
+        self._feats: dict[str, Any] = {}
+        self.computed = 0  #: trajectories encoded so far (the rest were read from the cache)
+
+    def __len__(self) -> int:
+        return len(self._feats)
+
+    def bind(self, model) -> "BoundFeatures":
+        """A view of the cache for ``model`` (a :class:`~prm_critic.text.prm.MiniLMStepPRM`), after checking
+        that its encoder is the cache's; valid while that model's encoder weights stay unchanged."""
+        from prm_critic.text.prm import MiniLMStepPRM, encoder_fingerprint
+
+        if not isinstance(model, MiniLMStepPRM):
+            raise TypeError(f"model: expected MiniLMStepPRM, got {type(model).__name__}")
+        fp = encoder_fingerprint(model.net.encoder)
+        if self.fingerprint is None:
+            self.fingerprint = fp
+        elif fp != self.fingerprint:
+            raise ValueError(f"feature_cache: holds the features of encoder {self.fingerprint[:12]}..., got a model "
+                             f"whose encoder is {fp[:12]}... (use one cache per encoder)")
+        return BoundFeatures(self, model)
+
+    @staticmethod
+    def key(wins: Sequence[Encoded], pad_id: int) -> str:
+        """The cache key of one trajectory's windows."""
+        h = hashlib.sha256(f"pad {int(pad_id)}\n".encode())
+        for w in wins:
+            for a in (w.input_ids, w.attention_mask, w.segment_ids, w.step_positions):
+                a = np.ascontiguousarray(a, dtype=np.int64)
+                h.update(f"{a.size}\n".encode())
+                h.update(a.tobytes())
+        return h.hexdigest()
+
+
+class BoundFeatures:
+    """:meth:`FrozenFeatureCache.bind`'s view of the cache for one model."""
+
+    def __init__(self, cache: FrozenFeatureCache, model) -> None:
+        self.cache = cache
+        self.model = model
+
+    def _device(self):
+        return next(self.model.net.parameters()).device
+
+    def features(self, wins: list[Encoded]):
+        """The encoder states ``(S, H)`` at the step positions of one trajectory's windows (window order),
+        as :func:`train_text_prm` computes them: read from the cache, or computed (one pass) and kept."""
+        k = FrozenFeatureCache.key(wins, self.model.layout.pad_id)
+        f = self.cache._feats.get(k)
+        if f is None:
+            f = _step_features(self.model, wins, self._device()).cpu()
+            self.cache._feats[k] = f
+            self.cache.computed += 1
+        return f
+
+    def score_trajectory(self, prompt: str, steps: Sequence[str]):
+        """The model's scores of one trajectory from the kept features: the StepScores ``(T,)`` of
+        ``model.score_trajectory(prompt, steps)`` (up to float error), without an encoder pass for a
+        trajectory already in the cache."""
+        torch = require("torch")
+        from prm_critic.critic import StepScores
+
+        wins = self.model.encode(prompt, steps)
+        net = self.model.net
+        net.eval()
+        with torch.inference_mode():
+            p = torch.sigmoid(net.head(net.dropout(self.features(wins).to(self._device())))).float().cpu().numpy()
+        trunc = np.concatenate([np.full(len(w.step_positions), float(w.truncated), np.float32) for w in wins])
+        return StepScores(p[:, 0], p[:, 1], {"truncated": trunc})
 
 
 @dataclass(frozen=True)
