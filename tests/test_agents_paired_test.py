@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 import sys
 from pathlib import Path
 
@@ -157,3 +158,20 @@ def test_step_metric_table_shows_each_critic_and_marks_what_is_missing():
     assert "| prm | 10 (4) | 0.50 / 0.36 (0.25, 0.67) | 0.123 | 0.50 / 0.36 (0.25, 0.67) | 0.41 (7) |" in text
     assert "| random | 10 (4) | 0.50 / 0.36 (0.25, 0.67) | not tuned | unmeasured | unmeasured (0) |" in text
     assert "| old |" not in text and step_metric_lines({"old": {}}) == []
+
+
+def test_a_sets_further_critic_gets_its_own_paired_tests(tmp_path):
+    from report import render_unseen
+
+    rows = {"prm_beam_noprune+imp": _rows("prm_beam_noprune+imp", [True] * 6, [50] * 6),
+            "prm_beam_noprune+random": _rows("prm_beam_noprune+random", [False] * 6, [60] * 6),
+            "prm_beam+main": _rows("prm_beam+main", [True] * 6, [50] * 6)}
+    for m, res in rows.items():
+        for r in res:
+            (tmp_path / f"{m}__seed{r['seed']}_rep0.json").write_text(json.dumps(
+                dict(r, tool_calls=1, critic_calls=1, dead_ends_avoided=0, wall_s=1.0)))
+    spec = {"prm_tag": "main", "intro": [], "commands": [],
+            "sets": [{"title": "t", "seeds": "0-5", "difficulty": "d", "kind": "current", "also_tags": ["imp"]}]}
+    text = "\n".join(render_unseen(spec, {}, tmp_path))
+    assert "**[imp] against uninformed critics in the same search** (seeds 0-5):" in text
+    assert "| beam search (w=2, b=2, no pruning) | random critic | 6 | 0 | 0 | 6 | 0 | 0.031 |" in text

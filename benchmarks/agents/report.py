@@ -708,6 +708,11 @@ def render_unseen(spec: dict, cal: dict[str, dict], results: Path = RESULTS) -> 
         if ctl:
             lines += [f"**The PRM against uninformed critics in the same search** (seeds {_seeds(seeds)}):", "",
                       *st.get("controls_intro", spec.get("controls_intro", [])), "", *ctl]
+        for tag in st.get("also_tags", []):  # further critics of the set, each paired with the controls
+            ctl = controls_lines(allres, tag)
+            if ctl and any(m.endswith(f"+{tag}") for m in allres):
+                lines += [f"**[{tag}] against uninformed critics in the same search** (seeds {_seeds(seeds)}):", "",
+                          *ctl]
         if st.get("goal_vs_random"):
             lines += [*goal_vs_random(allres, set_tag, st["kind"], len(seeds)), ""]
     if any(f"+{c}" in m for st in spec["sets"] for m in
