@@ -403,15 +403,7 @@ def render(raw: dict) -> str:
         "in the same run (the previous flattening; for the `SubgoalCritic`, its batched numpy path "
         "`score(x[None])` and `holds(x[None])`).", "",
     ]
-    for task, rows in raw["rows"].items():
-        raw_cpu = rows["raw env"]["cpu_us"]
-        lines += [f"## {task}", "",
-                  "| variant | CPU µs / step | vs raw | self p50 µs | critic p50 µs | wrapper p50 µs | wrapper mean µs | steps |",
-                  "|---|---:|---:|---:|---:|---:|---:|---:|"]
-        for k, r in rows.items():
-            lines.append(f"| {k} | {r['cpu_us']:.1f} | {r['cpu_us'] / raw_cpu:.3f}x | {r['self_p50']:.1f} | "
-                         f"{r['critic_p50']:.1f} | {r['wrapper_p50']:.1f} | {r['wrapper_mean']:.1f} | {r['steps']} |")
-        lines.append("")
+    lines += _task_tables(raw["rows"], "##", "")
     n = raw["n_envs"]
     vrows = raw["vec"]
     vraw = vrows[f"DummyVecEnv({n}) raw"]["cpu_us"]
@@ -429,12 +421,7 @@ def render(raw: dict) -> str:
                   "(*cold*: what a control loop pays), then the same call again at once (*hot*: what a "
                   "micro-benchmark's tight loop reports). Critics take turns in blocks of 100 consecutive steps (a control "
                   "loop calls the same critic every step); the first step of each block is not counted.", "",
-                  "| critic | cold p50 µs | cold p90 µs | hot p50 µs | hot p90 µs | cold / hot | calls |",
-                  "|---|---:|---:|---:|---:|---:|---:|"]
-        for k, v in ch.items():
-            c, h = v["cold"], v["hot"]
-            lines.append(f"| {k} | {c['p50']:.1f} | {c['p90']:.1f} | {h['p50']:.1f} | {h['p90']:.1f} | "
-                         f"{c['p50'] / h['p50']:.1f}x | {c['n']} |")
+                  *_cold_hot_rows(ch)]
     lines += ["", "## Goals", ""]
     idle = raw.get("idle")
     if idle:
@@ -446,26 +433,38 @@ def render(raw: dict) -> str:
         lines += ["", "## Idle machine", "",
                   "The same measurement with every other job on the machine paused (`SIGSTOP`) for its "
                   "duration: " + idle["machine"] + ". " + idle.get("note", ""), ""]
-        for task, rows in idle["rows"].items():
-            raw_cpu = rows["raw env"]["cpu_us"]
-            lines += [f"### {task}, idle", "",
-                      "| variant | CPU µs / step | vs raw | self p50 µs | critic p50 µs | wrapper p50 µs | steps |",
-                      "|---|---:|---:|---:|---:|---:|---:|"]
-            for k, r in rows.items():
-                lines.append(f"| {k} | {r['cpu_us']:.1f} | {r['cpu_us'] / raw_cpu:.3f}x | {r['self_p50']:.1f} | "
-                             f"{r['critic_p50']:.1f} | {r['wrapper_p50']:.1f} | {r['steps']} |")
-            lines.append("")
+        lines += _task_tables(idle["rows"], "###", ", idle")
         ich = idle.get("cold_hot")
         if ich:
             lines += ["### The critic's call in the control loop, idle: cold against hot (FetchPush-v4, batch 1)", "",
-                      "| critic | cold p50 µs | cold p90 µs | hot p50 µs | hot p90 µs | cold / hot | calls |",
-                      "|---|---:|---:|---:|---:|---:|---:|"]
-            for k, v in ich.items():
-                c, h = v["cold"], v["hot"]
-                lines.append(f"| {k} | {c['p50']:.1f} | {c['p90']:.1f} | {h['p50']:.1f} | {h['p90']:.1f} | "
-                             f"{c['p50'] / h['p50']:.1f}x | {c['n']} |")
-            lines.append("")
+                      *_cold_hot_rows(ich), ""]
     return "\n".join(lines)
+
+
+def _task_tables(rows_by_task: dict, level: str, suffix: str) -> list[str]:
+    """One table per task of single-env variants (CPU time per step against the raw env, per-step split)."""
+    lines = []
+    for task, rows in rows_by_task.items():
+        raw_cpu = rows["raw env"]["cpu_us"]
+        lines += [f"{level} {task}{suffix}", "",
+                  "| variant | CPU µs / step | vs raw | self p50 µs | critic p50 µs | wrapper p50 µs | wrapper mean µs | steps |",
+                  "|---|---:|---:|---:|---:|---:|---:|---:|"]
+        for k, r in rows.items():
+            lines.append(f"| {k} | {r['cpu_us']:.1f} | {r['cpu_us'] / raw_cpu:.3f}x | {r['self_p50']:.1f} | "
+                         f"{r['critic_p50']:.1f} | {r['wrapper_p50']:.1f} | {r['wrapper_mean']:.1f} | {r['steps']} |")
+        lines.append("")
+    return lines
+
+
+def _cold_hot_rows(ch: dict) -> list[str]:
+    """The cold/hot table of the critics' batch-1 calls."""
+    lines = ["| critic | cold p50 µs | cold p90 µs | hot p50 µs | hot p90 µs | cold / hot | calls |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
+    for k, v in ch.items():
+        c, h = v["cold"], v["hot"]
+        lines.append(f"| {k} | {c['p50']:.1f} | {c['p90']:.1f} | {h['p50']:.1f} | {h['p90']:.1f} | "
+                     f"{c['p50'] / h['p50']:.1f}x | {c['n']} |")
+    return lines
 
 
 def _goal_lines(raw: dict, condition: str | None) -> list[str]:
