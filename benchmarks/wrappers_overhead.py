@@ -538,16 +538,11 @@ def main(argv: list[str] | None = None) -> int:
         raw["machine"] = raw["machine"].replace("shared with other jobs", "with the other jobs paused")
         full["idle"] = {"command": f"python benchmarks/wrappers_overhead.py {' '.join(shown)}".rstrip(),
                         "note": args.note, **raw}
-        text = render(full)
-        print(text)
-        if args.out:
-            atomic_write_bytes(args.raw, (json.dumps(full, indent=1) + "\n").encode())
-            atomic_write_bytes(Path(args.out), text.encode())
-            print(f"wrote {args.raw} and {args.out}", file=sys.stderr)
-        return 0
-    raw = {"about": "CPU time and per-step splits in microseconds measured by benchmarks/wrappers_overhead.py; "
-                    "docs/wrappers_overhead.md is rendered from this file (--render).",
-           "command": f"python benchmarks/wrappers_overhead.py {' '.join(shown)}".rstrip(), **raw}
+        raw = full
+    else:
+        raw = {"about": "CPU time and per-step splits in microseconds measured by benchmarks/wrappers_overhead.py; "
+                        "docs/wrappers_overhead.md is rendered from this file (--render).",
+               "command": f"python benchmarks/wrappers_overhead.py {' '.join(shown)}".rstrip(), **raw}
     text = render(raw)
     print(text)
     if args.out:
