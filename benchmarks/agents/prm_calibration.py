@@ -99,12 +99,14 @@ def first_errors(examples) -> list[int]:
     return out
 
 
-def step_metric_block(model, examples, cuts=CUTS, tune=None) -> dict:
+def step_metric_block(model, examples, cuts=CUTS, tune=None, scores=None) -> dict:
     """First-error accuracy and ProcessBench F1 of ``model``'s success scores at each cut (and at the
-    F1-best threshold on the ``tune`` trajectories), and the value-order correlation with the MC labels."""
+    F1-best threshold on the ``tune`` trajectories), and the value-order correlation with the MC labels.
+    ``scores``: the success scores of ``examples`` when already computed (one array per trajectory)."""
     from prm_critic.models.step_metrics import best_threshold, process_error_metrics, value_order_correlation
 
-    scores = [np.asarray(model.score_trajectory(ex.prompt, ex.completions).success, np.float64) for ex in examples]
+    if scores is None:
+        scores = [np.asarray(model.score_trajectory(ex.prompt, ex.completions).success, np.float64) for ex in examples]
     errs = first_errors(examples)
     out = {"at_cut": {f"{c:g}": process_error_metrics(scores, errs, c) for c in cuts},
            "value_order_mc": value_order_correlation(scores, [np.asarray(ex.labels, np.float64) for ex in examples])}
@@ -122,9 +124,10 @@ def evaluate(model, examples, extra=(), progress: bool = False, tune=None) -> di
     from tqdm import tqdm
 
     bar = tqdm(total=len(examples) + len(extra), desc="PRM calibration", unit="trajectory", disable=not progress)
-    ps, ys, lost = [], [], []
+    ps, ys, lost, per_traj = [], [], [], []
     for ex in examples:
-        s = model.score_trajectory(ex.prompt, ex.completions).success
+        s = np.asarray(model.score_trajectory(ex.prompt, ex.completions).success, np.float64)
+        per_traj.append(s)
         ps += list(map(float, s))
         ys += list(map(float, ex.labels))
         lost += ["You lost" in c for c in ex.completions]
@@ -149,7 +152,7 @@ def evaluate(model, examples, extra=(), progress: bool = False, tune=None) -> di
            "mean_pred_surviving": float(surviving.mean()),
            "cuts": {f"{c:g}": {"losing_under": float((losing < c).mean()) if losing.size else None,
                                "surviving_under": float((surviving < c).mean())} for c in CUTS},
-           "step_metrics": step_metric_block(model, examples, CUTS, tune)}
+           "step_metrics": step_metric_block(model, examples, CUTS, tune, scores=per_traj)}
     return out
 
 
