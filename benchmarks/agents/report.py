@@ -183,6 +183,11 @@ def paired_test(a: dict[tuple, bool], b: dict[tuple, bool]) -> dict:
             "p": sign_test_p(a_only, n), "share_ci": clopper_pearson(a_only, n) if n else None}
 
 
+def wins_by_episode(res: list[dict]) -> dict[tuple, bool]:
+    """``{(seed, rep): won}`` of episode results: the keys :func:`paired_test` pairs on."""
+    return {(r["seed"], r["rep"]): bool(r["won"]) for r in res}
+
+
 def holm(ps: list[float]) -> list[float]:
     """Holm's step-down adjustment of ``ps`` (family-wise error over the tests given), in their order."""
     order = sorted(range(len(ps)), key=lambda i: ps[i])
@@ -233,14 +238,14 @@ def controls_lines(allres: dict[str, list[dict]], prm_tag: str) -> list[str]:
             if not prm:
                 notes.append(f"* {search}: no PRM rows [{prm_tag}] on these games: no paired test.")
                 continue
-            wins_prm = {(r["seed"], r["rep"]): bool(r["won"]) for r in prm}
+            wins_prm = wins_by_episode(prm)
             for c, res in ctls.items():
                 if _settings(res) != _settings(prm):
                     notes.append(f"* {search}, {CONTROLS[c]}: settings {list(_PAIR_SETTINGS)} differ from the PRM "
                                  f"rows ({sorted(map(str, _settings(res)))} vs {sorted(map(str, _settings(prm)))}): "
                                  "no paired test.")
                     continue
-                t = paired_test(wins_prm, {(r["seed"], r["rep"]): bool(r["won"]) for r in res})
+                t = paired_test(wins_prm, wins_by_episode(res))
                 share = "no discordant pairs" if t["share_ci"] is None else \
                     f"{t['a_only'] / (t['a_only'] + t['b_only']):.2f} ({t['share_ci'][0]:.2f}-{t['share_ci'][1]:.2f})"
                 done.append((search, c, t, share))
@@ -616,8 +621,7 @@ def goal_vs_random(allres: dict[str, list[dict]], prm_tag: str, kind: str, n_gam
             continue
         sp, sr = float(np.mean([r["won"] for r in prm])), float(np.mean([r["won"] for r in rnd]))
         cp, cr = float(np.mean([r["policy_calls"] for r in prm])), float(np.mean([r["policy_calls"] for r in rnd]))
-        t = paired_test({(r["seed"], r["rep"]): bool(r["won"]) for r in prm},
-                        {(r["seed"], r["rep"]): bool(r["won"]) for r in rnd})
+        t = paired_test(wins_by_episode(prm), wins_by_episode(rnd))
         pairs.append((name, sp, sr, cp, cr, t))
     if not pairs:
         return [f"* **Goal, the PRM against the random critic in the same search [{prm_tag}]:** unmeasured (needs a "
