@@ -36,6 +36,7 @@ CLI::
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import tempfile
@@ -238,6 +239,12 @@ def build_labels(out: str | Path, seeds: Sequence[int], *, episodes: int = 1, k:
     ex = make_executor(executor, workers=workers, address=address)
     out = Path(out)
     units = out / "units"
+    prev = out / "summary.json"
+    if prev.exists():  # units are named by seed only: never mix two difficulties in one folder
+        had = json.loads(prev.read_text()).get("difficulty")
+        if had is not None and had != difficulty.to_dict():
+            raise ValueError(f"{out}: labels of difficulty {had} are already there; expected "
+                             f"{difficulty.to_dict()} (use another --out)")
     units.mkdir(parents=True, exist_ok=True)
     todo = [(s, e) for s in seeds for e in range(episodes)]
     t0 = time.time()
@@ -324,10 +331,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--executor", choices=["local", "ray"], default="local", help="where units are labelled")
     ap.add_argument("--workers", type=int, default=None, help="ray: worker processes (default: one per CPU)")
     ap.add_argument("--address", default=None, help="ray: address of an existing cluster")
+    ap.add_argument("--recipe", type=int, default=DEFAULT_DIFFICULTY.recipe,
+                    help="games: ingredients in the recipe (tw-cooking --recipe; default %(default)s)")
+    ap.add_argument("--take", type=int, default=DEFAULT_DIFFICULTY.take,
+                    help="games: ingredients to find (tw-cooking --take; default %(default)s)")
     a = ap.parse_args(argv)
+    try:
+        difficulty = dataclasses.replace(DEFAULT_DIFFICULTY, recipe=a.recipe, take=a.take)
+    except ValueError as exc:
+        raise SystemExit(f"--recipe/--take: {exc}") from None
     build_labels(a.out, parse_seeds(a.seeds), episodes=a.episodes, k=a.k, max_steps=a.max_steps,
                  max_labelled=a.max_labelled, siblings=a.siblings, executor=a.executor, workers=a.workers,
-                 address=a.address)
+                 address=a.address, difficulty=difficulty)
     print((Path(a.out) / "summary.json").read_text())
     return 0
 
