@@ -245,3 +245,40 @@ def test_train_prm_outcome_only_trains_the_value_model_on_the_same_split(tmp_pat
                             "--out", str(tmp_path / "m2"), "--outcome-only"])
     finally:
         torch.set_num_threads(n)
+
+
+def test_train_prm_trains_on_several_label_files_and_hashes_each(tmp_path):
+    """``train_prm.py --labels A --labels B --extra C``: the examples of both label files (in order,
+    so ``--val-last`` holds out B's last ones), one SHA-256 per file, and a missing file named."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    import hashlib
+    import sys
+    from pathlib import Path
+
+    from prm_critic.text import write_stepwise_jsonl
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks" / "agents"))
+    import train_prm
+
+    a = [traj(f"Game {g}.", [f"go {g}", "eat"], [0.4, 1.0]) for g in range(3)]
+    b = [traj(f"Hard {g}.", [f"go {g}", "You lost"], [0.2, 0.0]) for g in range(2)]
+    sib = [traj("Hard 1.", ["go 1", "eat"], [0.2, 1.0]), traj("Game 0.", ["go 0", "drop"], [0.4, 0.0])]
+    for name, exs in (("a.jsonl", a), ("b.jsonl", b), ("sib.jsonl", sib)):
+        write_stepwise_jsonl(tmp_path / name, exs)
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        train_prm.main(["--labels", str(tmp_path / "a.jsonl"), "--labels", str(tmp_path / "b.jsonl"),
+                        "--extra", str(tmp_path / "sib.jsonl"), "--out", str(tmp_path / "m"), "--epochs", "1",
+                        "--freeze-encoder", "--val-last", "1"])
+        stats = json.loads((tmp_path / "m" / "train_stats.json").read_text())
+        # held out: b's last trajectory (Hard 1) and its sibling; trained: 3 + 1 trajectories + Game 0's sibling
+        assert stats["n_train"] == 3 + 1 + 1 and stats["n_val"] == 1
+        sha = lambda f: hashlib.sha256((tmp_path / f).read_bytes()).hexdigest()  # noqa: E731
+        assert stats["labels_sha256"] == {"labels": [sha("a.jsonl"), sha("b.jsonl")], "extra": sha("sib.jsonl")}
+        with pytest.raises(SystemExit, match=r"--labels/--extra: .*missing.jsonl: expected a stepwise JSONL file"):
+            train_prm.main(["--labels", str(tmp_path / "a.jsonl"), "--labels", str(tmp_path / "missing.jsonl"),
+                            "--out", str(tmp_path / "m2")])
+    finally:
+        torch.set_num_threads(n)

@@ -88,7 +88,9 @@ def _checkpoint_bytes(d: Path) -> tuple[int, int]:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--labels", default=".cache/textworld/labels/labels.jsonl")
+    ap.add_argument("--labels", action="append", default=None,
+                    help="MC labels (labels.jsonl); repeat to train on several label sets (default "
+                         ".cache/textworld/labels/labels.jsonl)")
     ap.add_argument("--out", default=".cache/textworld/prm")
     ap.add_argument("--epochs", type=int, default=4)
     ap.add_argument("--freeze-encoder", action="store_true")
@@ -96,8 +98,9 @@ def main(argv=None) -> int:
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--encoder-lr", type=float, default=5e-5)
     ap.add_argument("--val-last", type=int, default=3, help="hold out the last N trajectories for validation")
-    ap.add_argument("--extra", default=None,
-                    help="extra examples (e.g. labels_siblings.jsonl); those of validation games are held out too")
+    ap.add_argument("--extra", action="append", default=None,
+                    help="extra examples (e.g. labels_siblings.jsonl); those of validation games are held out too; "
+                         "repeatable")
     ap.add_argument("--outcome-only", action="store_true",
                     help="train an outcome value model (every step labelled with its trajectory's outcome, plus "
                          "each training prompt's share won) for the implicit PRM; see the module docstring")
@@ -110,15 +113,23 @@ def main(argv=None) -> int:
     if a.save_encoder == "packaged" and not a.freeze_encoder:
         ap.error("--save-encoder packaged: expected --freeze-encoder (without it the encoder is fine-tuned and its "
                  "weights must be saved: --save-encoder embedded)")
-    labels_sha256 = {"labels": sha256_bytes(Path(a.labels).read_bytes()),
-                     "extra": sha256_bytes(Path(a.extra).read_bytes()) if a.extra else None}
-    examples = read_stepwise_jsonl(a.labels)
+    a.labels = a.labels or [".cache/textworld/labels/labels.jsonl"]
+    a.extra = a.extra or []
+    for f in a.labels + a.extra:
+        if not Path(f).is_file():
+            raise SystemExit(f"--labels/--extra: {f}: expected a stepwise JSONL file, found none")
+    one = lambda fs: sha256_bytes(Path(fs[0]).read_bytes()) if len(fs) == 1 else [  # noqa: E731
+        sha256_bytes(Path(f).read_bytes()) for f in fs]
+    # one file: the hash itself (as every earlier PRM records it); several: one hash per file, in order
+    labels_sha256 = {"labels": one(a.labels), "extra": one(a.extra) if a.extra else None}
+    examples = [ex for f in a.labels for ex in read_stepwise_jsonl(f)]
     if not 0 <= a.val_last < len(examples):
         raise SystemExit(f"--val-last: expected an int in [0, {len(examples) - 1}], got {a.val_last}")
-    extra = read_stepwise_jsonl(a.extra) if a.extra else []
+    extra = [ex for f in a.extra for ex in read_stepwise_jsonl(f)]
     labels = "outcome-only" if a.outcome_only else "mc"
     # the examples trained on: the files' own labels, or their outcomes (same order, so the same split)
-    fit, fit_extra = (_outcomes(examples, a.labels), _outcomes(extra, a.extra)) if a.outcome_only else (examples, extra)
+    fit, fit_extra = ((_outcomes(examples, ", ".join(a.labels)), _outcomes(extra, ", ".join(a.extra)))
+                      if a.outcome_only else (examples, extra))
     n_train = len(examples) - a.val_last
     train, val = examples[:n_train], examples[n_train:]
     val_prompts = {ex.prompt for ex in val}
