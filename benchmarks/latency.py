@@ -517,8 +517,9 @@ def bench_in_loop(args, paths, bar) -> dict:
     """The critic right after a MuJoCo step (caches cold) vs called again at once (caches hot), through
     ``OnnxCritic.score_one(x, check=False)`` (the shaper's call), a bare onnxruntime IOBinding run of the
     same batch-1 model (what the runtime itself costs, without prm-critic's Python), and
-    ``NumpyMLPCritic.score_one(x, check=False)`` (the same file run with numpy: the fast path). Steps
-    take turns between the three."""
+    ``NumpyMLPCritic.score_one(x, check=False)`` (the same file run with numpy: the fast path). The three
+    take turns in blocks of consecutive steps (a control loop calls the same critic every step, so only
+    the physics step runs between two of its calls); the first step of each block is not counted."""
     import onnxruntime as ort
 
     from prm_critic.onnx import NumpyMLPCritic, OnnxCritic
@@ -537,32 +538,32 @@ def bench_in_loop(args, paths, bar) -> dict:
     io = sess.io_binding()
     io.bind_cpu_input("obs", xin)
     io.bind_output("scores", "cpu", 0, np.float32, [1, 2], xout.ctypes.data)
-    turns = (("ort_cold", "ort_hot", None), ("cold", "hot", critic.score_one), ("fast_cold", "fast_hot", fast.score_one))
+    turns = (("cold", "hot", critic.score_one), ("ort_cold", "ort_hot", None), ("fast_cold", "fast_hot", fast.score_one))
     times: dict[str, list[int]] = {k: [] for cold, hot, _ in turns for k in (cold, hot)}
-    per_round = max(1, args.shaper_steps // args.rounds)
+    block = max(2, args.shaper_steps // args.rounds // len(turns))
     for r in range(args.rounds + 1):
-        for i in range(per_round):
-            obs, _, term, trunc, _ = env.step(rng.uniform(-1, 1, 4))
-            x = layout.flatten(obs)
-            cold, hot, score_one = turns[i % 3]  # the three take turns at meeting the cold caches
-            if score_one is None:
-                xin[0] = x
-                t0 = pc()
-                sess.run_with_iobinding(io)
-                t1 = pc()
-                sess.run_with_iobinding(io)
-                t2 = pc()
-            else:
-                t0 = pc()
-                score_one(x, check=False)
-                t1 = pc()
-                score_one(x, check=False)
-                t2 = pc()
-            if r:  # round 0 is warm-up
-                times[cold].append(t1 - t0)
-                times[hot].append(t2 - t1)
-            if term or trunc:
-                obs, _ = env.reset()
+        for cold, hot, score_one in turns:
+            for i in range(block):
+                obs, _, term, trunc, _ = env.step(rng.uniform(-1, 1, 4))
+                x = layout.flatten(obs)
+                if score_one is None:
+                    xin[0] = x
+                    t0 = pc()
+                    sess.run_with_iobinding(io)
+                    t1 = pc()
+                    sess.run_with_iobinding(io)
+                    t2 = pc()
+                else:
+                    t0 = pc()
+                    score_one(x, check=False)
+                    t1 = pc()
+                    score_one(x, check=False)
+                    t2 = pc()
+                if r and i:  # round 0 is warm-up; a block's first step follows another path's calls
+                    times[cold].append(t1 - t0)
+                    times[hot].append(t2 - t1)
+                if term or trunc:
+                    obs, _ = env.reset()
         if r and bar is not None:
             bar.update(1)
     env.close()
@@ -718,8 +719,10 @@ def render(raw: dict, gpu: dict | None = None) -> str:
         lines += ["## The critic inside a control loop (µs per `OnnxCritic.score_one`, batch-1 export)", "",
                   "A MuJoCo step evicts the critic's weights (~290 KB) from the core's caches; the first call after "
                   "`env.step` pays for reloading them. This is the figure that matters in a control loop. The bare "
-                  f"onnxruntime run of the same model ({'steps take turns between the three' if fast else 'steps alternate between the two'}) "
-                  "shows how much of the cold cost is the runtime's own"
+                  "onnxruntime run of the same model "
+                  + ("(the three take turns in blocks of consecutive steps, as a control loop calls the same critic "
+                     "every step; a block's first step is not counted) " if fast else "(steps alternate between the two) ")
+                  + "shows how much of the cold cost is the runtime's own"
                   + ("; `NumpyMLPCritic` runs the same file with numpy (the batch-1 fast path, its scores within "
                      "1e-5 of onnxruntime's)." if fast else "."), "",
                   "| call | p50 | p99 | p99.9 | calls |", "|---|---:|---:|---:|---:|"]
