@@ -394,6 +394,33 @@ def test_drop_in_for_onnx_critic_in_the_shaper_and_the_pruner(files, key):
     np.testing.assert_allclose([r[:3] for r in got], [r[:3] for r in want], rtol=0, atol=3 * ATOL)
 
 
+def test_drop_in_for_onnx_critic_in_the_vector_shaper(files):
+    """One batched call per vector step through score_rows (check=False), terminal rows included."""
+    pytest.importorskip("gymnasium_robotics")
+    pytest.importorskip("stable_baselines3")
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    from prm_critic.robotics.make import make_env
+    from prm_critic.sb3 import SB3VecPRMRewardShaper
+
+    def run(critic):
+        venv = SB3VecPRMRewardShaper(DummyVecEnv([lambda: make_env("FetchPush-v4")] * 3), critic, gamma=0.98)
+        rows = []
+        try:
+            venv.seed(0)
+            venv.reset()
+            rng = np.random.default_rng(0)
+            for _ in range(52):  # crosses the 50-step time limit: terminal observations join the batch
+                _, rewards, dones, infos = venv.step(rng.uniform(-1, 1, (3, 4)).astype(np.float32))
+                rows += [(r, i["prm_phi"], i["prm_next_phi"]) for r, i in zip(rewards, infos)]
+        finally:
+            venv.close()
+        return np.array(rows)
+
+    np.testing.assert_allclose(run(NumpyMLPCritic(files["push"])), run(OnnxCritic(files["push"], provider="cpu")),
+                               rtol=0, atol=3 * ATOL)
+
+
 def test_needs_neither_onnxruntime_nor_torch(files):
     """The numpy critic imports numpy and onnx (to read the file), not onnxruntime, not torch."""
     code = ("import sys; import numpy as np; from prm_critic.onnx import NumpyMLPCritic; "
