@@ -515,15 +515,19 @@ def bench_shaper(args, paths, bar) -> dict:
 
 def bench_in_loop(args, paths, bar) -> dict:
     """The critic right after a MuJoCo step (caches cold) vs called again at once (caches hot), through
-    ``OnnxCritic.score_one(x, check=False)`` (the shaper's call) and a bare onnxruntime IOBinding run
-    of the same batch-1 model (what the runtime itself costs, without prm-critic's Python)."""
+    ``OnnxCritic.score_one(x, check=False)`` (the shaper's call), a bare onnxruntime IOBinding run of the
+    same batch-1 model (what the runtime itself costs, without prm-critic's Python), and
+    ``NumpyMLPCritic.score_one(x, check=False)`` (the same file run with numpy: the fast path). The three
+    take turns in blocks of consecutive steps (a control loop calls the same critic every step, so only
+    the physics step runs between two of its calls); the first step of each block is not counted."""
     import onnxruntime as ort
 
-    from prm_critic.onnx import OnnxCritic
+    from prm_critic.onnx import NumpyMLPCritic, OnnxCritic
     from prm_critic.robotics.make import make_env
 
     env = make_env("FetchPush-v4")
     critic = OnnxCritic(paths[1], provider="cpu", env=env, allow_spinning=args.spinning)
+    fast = NumpyMLPCritic(paths[1], env=env)
     layout = critic.layout
     rng = np.random.default_rng(1)
     obs, _ = env.reset(seed=0)
@@ -534,40 +538,40 @@ def bench_in_loop(args, paths, bar) -> dict:
     io = sess.io_binding()
     io.bind_cpu_input("obs", xin)
     io.bind_output("scores", "cpu", 0, np.float32, [1, 2], xout.ctypes.data)
-    times: dict[str, list[int]] = {k: [] for k in ("cold", "hot", "ort_cold", "ort_hot")}
-    per_round = max(1, args.shaper_steps // args.rounds)
+    turns = (("cold", "hot", critic.score_one), ("ort_cold", "ort_hot", None), ("fast_cold", "fast_hot", fast.score_one))
+    times: dict[str, list[int]] = {k: [] for cold, hot, _ in turns for k in (cold, hot)}
+    block = max(2, args.shaper_steps // args.rounds // len(turns))
     for r in range(args.rounds + 1):
-        for i in range(per_round):
-            obs, _, term, trunc, _ = env.step(rng.uniform(-1, 1, 4))
-            x = layout.flatten(obs)
-            if i % 2:  # alternate which path meets the cold caches
-                t0 = pc()
-                critic.score_one(x, check=False)
-                t1 = pc()
-                critic.score_one(x, check=False)
-                t2 = pc()
-                keys = ("cold", "hot")
-            else:
-                xin[0] = x
-                t0 = pc()
-                sess.run_with_iobinding(io)
-                t1 = pc()
-                sess.run_with_iobinding(io)
-                t2 = pc()
-                keys = ("ort_cold", "ort_hot")
-            if r:  # round 0 is warm-up
-                times[keys[0]].append(t1 - t0)
-                times[keys[1]].append(t2 - t1)
-            if term or trunc:
-                obs, _ = env.reset()
+        for cold, hot, score_one in turns:
+            for i in range(block):
+                obs, _, term, trunc, _ = env.step(rng.uniform(-1, 1, 4))
+                x = layout.flatten(obs)
+                if score_one is None:
+                    xin[0] = x
+                    t0 = pc()
+                    sess.run_with_iobinding(io)
+                    t1 = pc()
+                    sess.run_with_iobinding(io)
+                    t2 = pc()
+                else:
+                    t0 = pc()
+                    score_one(x, check=False)
+                    t1 = pc()
+                    score_one(x, check=False)
+                    t2 = pc()
+                if r and i:  # round 0 is warm-up; a block's first step follows another path's calls
+                    times[cold].append(t1 - t0)
+                    times[hot].append(t2 - t1)
+                if term or trunc:
+                    obs, _ = env.reset()
         if r and bar is not None:
             bar.update(1)
     env.close()
-    names = {"cold": "OnnxCritic.score_one after env.step (cold caches)",
-             "hot": "OnnxCritic.score_one repeated at once (hot caches)",
+    names = {"cold": COLD_KEY, "hot": HOT_KEY,
              "ort_cold": "onnxruntime IOBinding run after env.step (cold caches)",
-             "ort_hot": "onnxruntime IOBinding run repeated at once (hot caches)"}
-    return {names[k]: (_pcts(v), len(v)) for k, v in times.items()}
+             "ort_hot": "onnxruntime IOBinding run repeated at once (hot caches)",
+             "fast_cold": FAST_COLD_KEY, "fast_hot": FAST_HOT_KEY}
+    return {names[k]: (_pcts(times[k]), len(times[k])) for k in names}
 
 
 GPU_BATCHES = (1, 16, 64, 1024, 4096)
@@ -711,11 +715,16 @@ def render(raw: dict, gpu: dict | None = None) -> str:
     if shaper is not None:
         lines += _render_shaper(shaper)
     if in_loop is not None:
+        fast = FAST_COLD_KEY in in_loop
         lines += ["## The critic inside a control loop (µs per `OnnxCritic.score_one`, batch-1 export)", "",
                   "A MuJoCo step evicts the critic's weights (~290 KB) from the core's caches; the first call after "
                   "`env.step` pays for reloading them. This is the figure that matters in a control loop. The bare "
-                  "onnxruntime run of the same model (steps alternate between the two) shows how much of the cold "
-                  "cost is the runtime's own.", "",
+                  "onnxruntime run of the same model "
+                  + ("(the three take turns in blocks of consecutive steps, as a control loop calls the same critic "
+                     "every step; a block's first step is not counted) " if fast else "(steps alternate between the two) ")
+                  + "shows how much of the cold cost is the runtime's own"
+                  + ("; `NumpyMLPCritic` runs the same file with numpy (the batch-1 fast path, its scores within "
+                     "1e-5 of onnxruntime's)." if fast else "."), "",
                   "| call | p50 | p99 | p99.9 | calls |", "|---|---:|---:|---:|---:|"]
         for k, ((p50, p99, p999), n) in in_loop.items():
             lines.append(f"| {k} | {p50:.1f} | {p99:.1f} | {p999:.1f} | {n} |")
@@ -726,6 +735,8 @@ def render(raw: dict, gpu: dict | None = None) -> str:
 
 COLD_KEY = "OnnxCritic.score_one after env.step (cold caches)"
 HOT_KEY = "OnnxCritic.score_one repeated at once (hot caches)"
+FAST_COLD_KEY = "NumpyMLPCritic.score_one after env.step (cold caches)"
+FAST_HOT_KEY = "NumpyMLPCritic.score_one repeated at once (hot caches)"
 GOAL_IN_LOOP_US = 20.0
 GOAL_E2E = 0.05
 
@@ -748,6 +759,13 @@ def _render_headline(in_loop: dict | None, shaper: dict | None) -> list[str]:
     goals = [f"- critic call in the control loop <= {GOAL_IN_LOOP_US:.0f} µs p50 (cold, FetchPush-v4 critic "
              f"256x256): **{'met' if cold <= GOAL_IN_LOOP_US else 'not met'}** ({cold:.1f} µs; hot {hot:.1f} µs; "
              "the distilled 9 KB student: `docs/critic_distill.md`)"]
+    if FAST_COLD_KEY in in_loop:
+        fcold, fhot = in_loop[FAST_COLD_KEY][0][0], in_loop[FAST_HOT_KEY][0][0]
+        lines += [f"| `NumpyMLPCritic.score_one` (the same file, numpy) after `env.step`, p50 (cold) | {fcold:.1f} µs |",
+                  f"| the same call repeated at once, p50 (hot) | {fhot:.1f} µs |"]
+        goals.append(f"- the same with `NumpyMLPCritic` (numpy, the batch-1 fast path) <= {GOAL_IN_LOOP_US:.0f} µs "
+                     f"p50 (cold): **{'met' if fcold <= GOAL_IN_LOOP_US else 'not met'}** ({fcold:.1f} µs; hot "
+                     f"{fhot:.1f} µs; its shaped step end to end: `docs/wrappers_overhead.md`)")
     single = (shaper or {}).get("single", {})
     raw = single.get("FetchPush: env.step (raw)")
     if raw is not None:

@@ -3,7 +3,9 @@
 Single envs (FetchPush-v4, PointMaze_UMaze-v3), µs of CPU time per ``env.step``: the raw env, the
 reward shaper with a constant critic (the wrapper's own work), with the no-training
 ``SubgoalCritic`` (its batch-1 path ``score_one``), shaper + dead-end pruner, ``info_subgoals=True``,
-and a torch state critic (256x256 MLP, one thread). Rows marked ``[reference]`` run the previous
+a torch state critic (256x256 MLP, one thread), and the committed FetchPush critic (256x256) and its
+distilled student (32x32) exported to ONNX, each run by onnxruntime (``OnnxCritic``) and by numpy
+(``NumpyMLPCritic``, the batch-1 fast path for small critics). Rows marked ``[reference]`` run the previous
 per-step path in the same run: the previous flattening (a Python check per key) and, for the
 ``SubgoalCritic``, its batched numpy path (``score(x[None])``, ``holds(x[None])``), which is what the
 shaper called before the batch-1 path existed. ``n_envs`` FetchPush envs in an SB3 ``DummyVecEnv``
@@ -204,12 +206,12 @@ def _build(n_envs: int, clock: _CriticClock, tmp: Path):
                     env(), ref, gamma=gamma, info_subgoals=True),
                 "shaper(torch 256x256)": PRMRewardShaper(env(), tc, gamma=gamma),
             })
-            for name, onnx in _onnx_critics(tmp, probe).items():
-                oc = clock.wrap(onnx)
-                critics[f"OnnxCritic {name}"] = oc
-                v[f"shaper(OnnxCritic {name})"] = PRMRewardShaper(env(), oc, gamma=gamma)
-                if name == TEACHER_NAME:  # the README's deploy loop: Phi = the export, pruned on the subgoals
-                    v[f"pruner(SubgoalCritic) over shaper(OnnxCritic {name})"] = DeadEndPruner(
+            for label, exported in _onnx_critics(tmp, probe).items():
+                oc = clock.wrap(exported)
+                critics[label] = oc
+                v[f"shaper({label})"] = PRMRewardShaper(env(), oc, gamma=gamma)
+                if label.endswith(TEACHER_NAME):  # the README's deploy loop: Phi = the export, pruned on the subgoals
+                    v[f"pruner(SubgoalCritic) over shaper({label})"] = DeadEndPruner(
                         PRMRewardShaper(env(), oc, gamma=gamma), sub, threshold=0.05, patience=20)
             critics["torch 256x256"] = tc
         critics.setdefault("SubgoalCritic", {})[task] = sub  # type: ignore[index]
@@ -226,18 +228,25 @@ def _build(n_envs: int, clock: _CriticClock, tmp: Path):
 
 TEACHER_NAME = "push_mc (256x256, 298 KB)"
 STUDENT_NAME = "push_mc_small (distilled, 9 KB)"
+#: the two runners of the same exported file: onnxruntime, and numpy (the batch-1 fast path)
+RUNNERS = ("OnnxCritic", "NumpyMLPCritic")
+RUNNERS_NOTE = (" `OnnxCritic` and `NumpyMLPCritic` run the same exported file: onnxruntime, and numpy "
+                "(`prm_critic.onnx.NumpyMLPCritic`, the batch-1 fast path for small MLP critics; its scores equal "
+                "onnxruntime's within 1e-5).")
 
 
 def _onnx_critics(tmp: Path, env) -> dict:
-    """The committed FetchPush critic and its distilled student as batch-1 ONNX exports."""
+    """The committed FetchPush critic and its distilled student as batch-1 ONNX exports, each run by
+    onnxruntime (``OnnxCritic``) and by numpy (``NumpyMLPCritic``): ``{"<runner> <name>": critic}``."""
     from prm_critic.models import load_state_critic
-    from prm_critic.onnx import OnnxCritic, export_state_critic
+    from prm_critic.onnx import NumpyMLPCritic, OnnxCritic, export_state_critic
 
     crit = ROOT / "benchmarks" / "rl" / "critics"
     out = {}
     for name, stem in ((TEACHER_NAME, "push_mc"), (STUDENT_NAME, "push_mc_small")):
         path = export_state_critic(load_state_critic(crit / stem), tmp / f"{stem}.b1.onnx", batch=1)
-        out[name] = OnnxCritic(path, provider="cpu", env=env)
+        out[f"OnnxCritic {name}"] = OnnxCritic(path, provider="cpu", env=env)
+        out[f"NumpyMLPCritic {name}"] = NumpyMLPCritic(path, env=env)
     return out
 
 
@@ -377,7 +386,8 @@ def measure(args) -> dict:
     out["n_envs"] = args.n_envs
     out["settings"] = {"rounds": args.rounds, "steps": args.steps, "vec_steps": args.vec_steps}
     out["machine"] = (f"{platform.machine()} CPU, {os.cpu_count()} logical cores shared with other jobs (1-min "
-                      f"load average {load0[0]:.1f} at the start, {load1[0]:.1f} at the end); Python "
+                      f"load average {load0[0]:.1f} at the start, {load1[0]:.1f} at the end; this process at "
+                      f"niceness {os.nice(0)}); Python "
                       f"{platform.python_version()}, numpy {np.__version__}; {time.strftime('%Y-%m-%d')}")
     return out
 
@@ -420,7 +430,8 @@ def render(raw: dict) -> str:
                   "step, which evicts the critic's weights and the interpreter's working set from the caches "
                   "(*cold*: what a control loop pays), then the same call again at once (*hot*: what a "
                   "micro-benchmark's tight loop reports). Critics take turns in blocks of 100 consecutive steps (a control "
-                  "loop calls the same critic every step); the first step of each block is not counted.", "",
+                  "loop calls the same critic every step); the first step of each block is not counted."
+                  + (RUNNERS_NOTE if any(k.startswith("NumpyMLPCritic") for k in ch) else ""), "",
                   *_cold_hot_rows(ch)]
     lines += ["", "## Goals", ""]
     idle = raw.get("idle")
@@ -482,7 +493,7 @@ def _goal_lines(raw: dict, condition: str | None) -> list[str]:
               + _goal(all(c <= GOAL_SUBGOAL_US for _, c, _ in sub)) + " ("
               + "; ".join(f"{t}: {c:.1f} µs, reference path {r:.1f} µs" for t, c, r in sub) + ")"]
     if ch:
-        for k in (f"OnnxCritic {TEACHER_NAME}", f"OnnxCritic {STUDENT_NAME}"):
+        for k in (f"{runner} {name}" for name in (TEACHER_NAME, STUDENT_NAME) for runner in RUNNERS):
             if k in ch:
                 lines += [f"- {k}: batch-1 call <= {GOAL_IN_LOOP_US:.0f} µs p50 in the control loop (cold): "
                           + _goal(ch[k]["cold"]["p50"] <= GOAL_IN_LOOP_US)
@@ -495,8 +506,9 @@ def _goal_lines(raw: dict, condition: str | None) -> list[str]:
                  "timers' own cost: the shaper's flattening, critic call and info keys are the rest"
                  if floor else "") + ")"]
     raw_push = push["raw env"]["cpu_us"]
-    for k in (f"shaper(OnnxCritic {TEACHER_NAME})", f"pruner(SubgoalCritic) over shaper(OnnxCritic {TEACHER_NAME})",
-              f"shaper(OnnxCritic {STUDENT_NAME})"):
+    for k in (row.format(runner) for row in (
+            f"shaper({{}} {TEACHER_NAME})", f"pruner(SubgoalCritic) over shaper({{}} {TEACHER_NAME})",
+            f"shaper({{}} {STUDENT_NAME})") for runner in RUNNERS):
         if k in push:
             e2e = push[k]["cpu_us"] / raw_push - 1
             lines += [f"- end to end, {k} <= +{GOAL_E2E:.0%} CPU time over the raw FetchPush step ("

@@ -2,6 +2,8 @@
 
 * :func:`export_state_critic` (torch -> ONNX, opset 18, metadata, parity-checked against torch);
 * :class:`OnnxCritic` (a :class:`~prm_critic.critic.BaseCritic` on onnxruntime, CPU/CUDA/TensorRT);
+* :class:`NumpyMLPCritic`: the same exported MLP critic file run with numpy alone, the batch-1 fast
+  path for small critics in a control loop (no onnxruntime per-call cost);
 * :func:`read_onnx_metadata`;
 * :func:`seal_onnx`: re-seal an export you changed on purpose (e.g. re-saved by onnxsim);
 * :func:`export_text_prm` / :class:`OnnxTextCritic`: the text PRM (MiniLM) on onnxruntime.
@@ -22,6 +24,8 @@ __all__ = [
     "export_text_prm",
     "OnnxTextCritic",
     "OnnxCritic",
+    "NumpyMLPCritic",
+    "UnsupportedGraphError",
     "OnnxModelError",
     "OnnxExportError",
     "installed_runtimes",
@@ -39,11 +43,13 @@ _LAZY = {
     "parity_check": "prm_critic.onnx.export",
     "export_text_prm": "prm_critic.onnx.text",
     "OnnxTextCritic": "prm_critic.onnx.text",
+    "NumpyMLPCritic": "prm_critic.onnx.fast",
+    "UnsupportedGraphError": "prm_critic.onnx.fast",
 }
 
 
 def __getattr__(name: str):
-    if name in _LAZY:  # the exporters import torch; load them on first use only
+    if name in _LAZY:  # the exporters import torch, the numpy critic onnx: load them on first use only
         import importlib
 
         return getattr(importlib.import_module(_LAZY[name]), name)

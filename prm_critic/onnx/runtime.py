@@ -193,7 +193,133 @@ def _session_options(ort, intra_op_threads: int, inter_op_threads: int, allow_sp
     return so
 
 
-class OnnxCritic(StateCritic):
+def _existing_file(path: "str | os.PathLike") -> Path:
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"path: {str(p)!r} does not exist (expected an exported .onnx critic)")
+    return p
+
+
+class _ExportedCritic(StateCritic):
+    """What every runner of an exported critic file shares: the file's checks before it is run, its
+    decoded metadata, the graph's signature against it, and the env checks. :class:`OnnxCritic`
+    (onnxruntime) and :class:`~prm_critic.onnx.fast.NumpyMLPCritic` (numpy) derive from it; it runs
+    nothing itself."""
+
+    path: Path
+    meta: dict[str, Any]
+    batch: "int | str"
+    task: "str | None"
+
+    def _read_checked(self, allow_unverified: bool) -> tuple[bytes, dict[str, str]]:
+        """The file's bytes and raw metadata, checked (well-formed, self-contained, the prm-critic
+        format, the content hash) before anything runs them; called from the subclass's ``__init__``
+        helper, so that an ``allow_unverified`` warning points at the code that built the critic."""
+        data = self.path.read_bytes()
+        raw = check_model_bytes(data, str(self.path), fmt=FORMAT, error=OnnxModelError,
+                                allow_unverified=allow_unverified, stacklevel=5)
+        return data, raw
+
+    def _decode_meta(self, raw: Mapping[str, str]) -> None:
+        """Decode the metadata: ``meta``, ``obs_dim``, ``batch``, ``task`` and the input/output names."""
+        try:
+            self.meta = decode_metadata(raw)
+        except ValueError as exc:
+            raise OnnxModelError(f"path: {str(self.path)!r} has corrupt metadata: {exc}") from exc
+        self.obs_dim = int(self.meta["obs_dim"])
+        self.batch = self.meta.get("batch", "dynamic")
+        self.task = self.meta.get("task")
+        self._in_name = self.meta.get("input_name", INPUT_NAME)
+        self._out_name = self.meta.get("output_name", OUTPUT_NAME)
+
+    def _check_io(self, in_names: list[str], out_names: list[str], in_shape: Any) -> None:
+        """The graph has one input and one output, named as the metadata says, the input ``(B, obs_dim)``."""
+        if in_names != [self._in_name] or out_names != [self._out_name]:
+            raise OnnxModelError(
+                f"path: {str(self.path)!r} has inputs {in_names} and outputs {out_names}; "
+                f"expected one input {self._in_name!r} and one output {self._out_name!r}"
+            )
+        shape = list(in_shape)
+        if len(shape) != 2 or shape[1] != self.obs_dim:
+            raise OnnxModelError(
+                f"path: {str(self.path)!r} input {self._in_name!r} has shape {shape}, but its metadata says "
+                f"obs_dim={self.obs_dim}; expected (B, {self.obs_dim})"
+            )
+
+    @property
+    def layout(self):
+        """The :class:`~prm_critic.robotics.CriticInputLayout` stored at export (``None`` if none)."""
+        lay = self.meta.get("layout")
+        if lay is None:
+            return None
+        from prm_critic.robotics.layout import CriticInputLayout
+
+        return CriticInputLayout.from_dict(lay)
+
+    @property
+    def spec(self):
+        """The task spec (:class:`~prm_critic.robotics.TaskSpec`) stored at export, or ``None``."""
+        if "_spec" not in self.__dict__:
+            doc = self.meta.get("spec")
+            spec = None
+            if isinstance(doc, Mapping):
+                from prm_critic.robotics.spec import load_spec
+
+                spec = load_spec(dict(doc))
+            self.__dict__["_spec"] = spec
+        return self.__dict__["_spec"]
+
+    def critic_info(self) -> CriticInfo:
+        """The task, env id, layout, spec and label family stored at export."""
+        return CriticInfo.from_meta(self.meta, layout=self.layout, spec=self.spec)
+
+    def check_env(self, env: Any) -> None:
+        """Check that ``env`` is the task this critic was exported for and that its observations fit.
+
+        Raises:
+            OnnxModelError: another task (by env id), a missing observation key, or a size mismatch.
+        """
+        spec = getattr(env, "spec", None)
+        env_id = getattr(spec, "id", None)
+        expected = self.meta.get("env_id") or self.task
+        if expected and env_id and env_id != expected:
+            raise OnnxModelError(
+                f"env: the critic {str(self.path)!r} was exported for task {self.task!r} (env id {expected!r}), "
+                f"but the env is {env_id!r}"
+            )
+        space = getattr(env, "observation_space", None)
+        if space is None:
+            raise OnnxModelError(f"env: expected a gymnasium env with an observation_space, got {type(env).__name__}")
+        lay = self.meta.get("layout")
+        spaces = getattr(space, "spaces", None)
+        if isinstance(spaces, Mapping):
+            if lay is None:
+                raise OnnxModelError(
+                    f"env: the observation space is a Dict {sorted(spaces)}, but the critic {str(self.path)!r} was "
+                    "exported without a layout; re-export it with layout=CriticInputLayout.from_space(spec, space)"
+                )
+            for k in lay["keys"]:
+                if k not in spaces:
+                    raise OnnxModelError(
+                        f"env: observation key {k!r} expected by the critic is missing; env keys {sorted(spaces)}"
+                    )
+                key_size = int(np.prod(spaces[k].shape))
+                if key_size != int(lay["sizes"][k]):
+                    raise OnnxModelError(
+                        f"env: observation {k!r} has size {key_size}, but the critic {str(self.path)!r} expects "
+                        f"{lay['sizes'][k]} (layout {lay['sizes']}, obs_dim {self.obs_dim})"
+                    )
+            return
+        shape = getattr(space, "shape", None)
+        size = int(np.prod(shape)) if shape is not None else None
+        if size != self.obs_dim:
+            raise OnnxModelError(
+                f"env: observation size {size} (shape {shape}) does not match the critic's obs_dim {self.obs_dim} "
+                f"({str(self.path)!r})"
+            )
+
+
+class OnnxCritic(_ExportedCritic):
     """A critic exported by :func:`~prm_critic.onnx.export_state_critic`, run by onnxruntime.
 
     Args:
@@ -247,10 +373,7 @@ class OnnxCritic(StateCritic):
         _check_init_args(provider, strict=strict, intra_op_threads=intra_op_threads, inter_op_threads=inter_op_threads,
                          allow_spinning=allow_spinning, io_binding=io_binding, cuda_graph=cuda_graph,
                          device_id=device_id, allow_unverified=allow_unverified)
-        p = Path(path)
-        if not p.is_file():
-            raise FileNotFoundError(f"path: {str(p)!r} does not exist (expected an exported .onnx critic)")
-        self.path = p
+        self.path = _existing_file(path)
         _warn_double_install()
         ort = require("onnxruntime")
         self._ort = ort
@@ -270,8 +393,7 @@ class OnnxCritic(StateCritic):
         """Check the file's bytes, build the session, and refuse/warn on a GPU fallback; returns the raw metadata."""
         ort, p = self._ort, self.path
         # format, single file and content hash are checked on the bytes, before any session is built
-        data = p.read_bytes()
-        raw = check_model_bytes(data, str(p), fmt=FORMAT, error=OnnxModelError, allow_unverified=allow_unverified)
+        data, raw = self._read_checked(allow_unverified)
         log = _NativeLog() if requested in _GPU else None
         try:
             with log if log is not None else contextlib.nullcontext():
@@ -298,15 +420,7 @@ class OnnxCritic(StateCritic):
 
     def _read_meta(self, raw: dict[str, str], cuda_graph: bool) -> None:
         """Decode the metadata and check the graph's signature against it."""
-        try:
-            self.meta = decode_metadata(raw)
-        except ValueError as exc:
-            raise OnnxModelError(f"path: {str(self.path)!r} has corrupt metadata: {exc}") from exc
-        self.obs_dim = int(self.meta["obs_dim"])
-        self.batch = self.meta.get("batch", "dynamic")
-        self.task = self.meta.get("task")
-        self._in_name = self.meta.get("input_name", INPUT_NAME)
-        self._out_name = self.meta.get("output_name", OUTPUT_NAME)
+        self._decode_meta(raw)
         self._check_signature()
         if cuda_graph and self.batch != 1:
             raise ValueError(f"cuda_graph: needs a batch-1 export (static shapes), got a model with batch={self.batch!r}")
@@ -395,17 +509,7 @@ class OnnxCritic(StateCritic):
 
     def _check_signature(self) -> None:
         ins, outs = self.session.get_inputs(), self.session.get_outputs()
-        if len(ins) != 1 or ins[0].name != self._in_name or len(outs) != 1 or outs[0].name != self._out_name:
-            raise OnnxModelError(
-                f"path: {str(self.path)!r} has inputs {[i.name for i in ins]} and outputs {[o.name for o in outs]}; "
-                f"expected one input {self._in_name!r} and one output {self._out_name!r}"
-            )
-        shape = ins[0].shape
-        if len(shape) != 2 or shape[1] != self.obs_dim:
-            raise OnnxModelError(
-                f"path: {str(self.path)!r} input {self._in_name!r} has shape {shape}, but its metadata says "
-                f"obs_dim={self.obs_dim}; expected (B, {self.obs_dim})"
-            )
+        self._check_io([i.name for i in ins], [o.name for o in outs], ins[0].shape if ins else None)
 
     def _make_binding_one(self, device_id: int):
         ort = self._ort
@@ -552,79 +656,6 @@ class OnnxCritic(StateCritic):
             else:
                 out = self.session.run([self._out_name], {self._in_name: np.ascontiguousarray(x)})[0]
         return out
-
-    # ------------------------------------------------------------------ metadata / env
-    @property
-    def layout(self):
-        """The :class:`~prm_critic.robotics.CriticInputLayout` stored at export (``None`` if none)."""
-        lay = self.meta.get("layout")
-        if lay is None:
-            return None
-        from prm_critic.robotics.layout import CriticInputLayout
-
-        return CriticInputLayout.from_dict(lay)
-
-    @property
-    def spec(self):
-        """The task spec (:class:`~prm_critic.robotics.TaskSpec`) stored at export, or ``None``."""
-        if "_spec" not in self.__dict__:
-            doc = self.meta.get("spec")
-            spec = None
-            if isinstance(doc, Mapping):
-                from prm_critic.robotics.spec import load_spec
-
-                spec = load_spec(dict(doc))
-            self.__dict__["_spec"] = spec
-        return self.__dict__["_spec"]
-
-    def critic_info(self) -> CriticInfo:
-        """The task, env id, layout, spec and label family stored at export."""
-        return CriticInfo.from_meta(self.meta, layout=self.layout, spec=self.spec)
-
-    def check_env(self, env: Any) -> None:
-        """Check that ``env`` is the task this critic was exported for and that its observations fit.
-
-        Raises:
-            OnnxModelError: another task (by env id), a missing observation key, or a size mismatch.
-        """
-        spec = getattr(env, "spec", None)
-        env_id = getattr(spec, "id", None)
-        expected = self.meta.get("env_id") or self.task
-        if expected and env_id and env_id != expected:
-            raise OnnxModelError(
-                f"env: the critic {str(self.path)!r} was exported for task {self.task!r} (env id {expected!r}), "
-                f"but the env is {env_id!r}"
-            )
-        space = getattr(env, "observation_space", None)
-        if space is None:
-            raise OnnxModelError(f"env: expected a gymnasium env with an observation_space, got {type(env).__name__}")
-        lay = self.meta.get("layout")
-        spaces = getattr(space, "spaces", None)
-        if isinstance(spaces, Mapping):
-            if lay is None:
-                raise OnnxModelError(
-                    f"env: the observation space is a Dict {sorted(spaces)}, but the critic {str(self.path)!r} was "
-                    "exported without a layout; re-export it with layout=CriticInputLayout.from_space(spec, space)"
-                )
-            for k in lay["keys"]:
-                if k not in spaces:
-                    raise OnnxModelError(
-                        f"env: observation key {k!r} expected by the critic is missing; env keys {sorted(spaces)}"
-                    )
-                key_size = int(np.prod(spaces[k].shape))
-                if key_size != int(lay["sizes"][k]):
-                    raise OnnxModelError(
-                        f"env: observation {k!r} has size {key_size}, but the critic {str(self.path)!r} expects "
-                        f"{lay['sizes'][k]} (layout {lay['sizes']}, obs_dim {self.obs_dim})"
-                    )
-            return
-        shape = getattr(space, "shape", None)
-        size = int(np.prod(shape)) if shape is not None else None
-        if size != self.obs_dim:
-            raise OnnxModelError(
-                f"env: observation size {size} (shape {shape}) does not match the critic's obs_dim {self.obs_dim} "
-                f"({str(self.path)!r})"
-            )
 
     def __repr__(self) -> str:
         return (f"OnnxCritic({str(self.path)!r}, task={self.task!r}, obs_dim={self.obs_dim}, batch={self.batch!r}, "
