@@ -327,10 +327,11 @@ def _one_row_function(f: ObsFlattener):
 
     elif len(sizes) == 3:
         n0, n1, n2 = sizes
+        get3 = operator.itemgetter(*f._keys)  # three keys: a tuple of their values
 
         def one(obs: Any, name: str = "observation") -> np.ndarray:
             try:
-                a, b, c = parts = get(obs)
+                a, b, c = parts = get3(obs)
                 out = concatenate(parts, dtype=f32, casting="same_kind") \
                     if len(a) == n0 and len(b) == n1 and len(c) == n2 else None
             except unusual:
