@@ -6,9 +6,12 @@ reward shaper with a constant critic (the wrapper's own work), with the no-train
 a torch state critic (256x256 MLP, one thread), and the committed FetchPush critic (256x256) and its
 distilled student (32x32) exported to ONNX, each run by onnxruntime (``OnnxCritic``) and by numpy
 (``NumpyMLPCritic``, the batch-1 fast path for small critics). Rows marked ``[reference]`` run the previous
-per-step path in the same run: the previous flattening (a Python check per key) and, for the
-``SubgoalCritic``, its batched numpy path (``score(x[None])``, ``holds(x[None])``), which is what the
-shaper called before the batch-1 path existed. ``n_envs`` FetchPush envs in an SB3 ``DummyVecEnv``
+per-step path in the same run: the previous flattening (a shape tuple per step, through the flattener
+instance), critic call (through a closure) and info (two dicts merged), a pruner over a shaper with
+another critic flattening the observation again, and, for the ``SubgoalCritic``, its batched numpy path
+(``score(x[None])``, ``holds(x[None])``), which is what the shaper called before the batch-1 path
+existed. A floor row: a wrapper doing only the per-step work any shaper must do (flatten, finiteness
+check, info copy; no size checks, no critic). ``n_envs`` FetchPush envs in an SB3 ``DummyVecEnv``
 raw and under ``SB3VecPRMRewardShaper`` (one batched critic call per vector step; the row keeps the
 label of its recorded data, ``VecPRMRewardShaper``, the class's former name).
 
@@ -26,7 +29,8 @@ warm-up), so load from other processes hits all alike. Two measurements per vari
 
 Run (about 4 minutes on a loaded 2-core machine; ``--out`` writes the raw data to
 ``benchmarks/results/wrappers_overhead.json`` and renders the doc from it; ``--render`` rewrites the
-doc from the raw data alone)::
+doc from the raw data alone; a measurement without ``--idle`` keeps an idle measurement already in the
+raw data as ``previous_idle``, of the code before, not shown in the doc, and says so)::
 
     python benchmarks/wrappers_overhead.py --out docs/wrappers_overhead.md
     python benchmarks/wrappers_overhead.py --render
@@ -56,23 +60,102 @@ GOAL_E2E = 0.05
 
 
 class _PreviousFlattener:
-    """The flattening of the previous version (a type, shape and dtype check per key in Python, then
-    one concatenation), kept here so that the benchmark puts it side by side with the current one."""
+    """The flattening of the previous version (a shape tuple per step, compared with the expected
+    shapes; one concatenation; the row checked finite by the sum of its Python floats; called through
+    the instance), kept here so that the benchmark puts it side by side with the current one."""
 
     def __init__(self, layout):
-        self._shapes = tuple((k, (layout.sizes[k],)) for k in layout.keys)
-        self._probe = np.full(layout.obs_dim, 1e-30, np.float32)
+        import operator
+
+        self._shapes = tuple((layout.sizes[k],) for k in layout.keys)
+        self._get = operator.itemgetter(*layout.keys)
+        self._shape = operator.attrgetter("shape")
 
     def __call__(self, obs, name="observation"):
-        assert isinstance(obs, dict)
-        parts = []
-        for k, shape in self._shapes:
-            a = obs.get(k)
-            assert type(a) is np.ndarray and a.shape == shape and a.dtype.kind in "fiub"
-            parts.append(a)
-        out = np.concatenate(parts, dtype=np.float32, casting="unsafe")
-        assert math.isfinite(out.dot(self._probe))
+        parts = self._get(obs)
+        assert tuple(map(self._shape, parts)) == self._shapes
+        out = np.concatenate(parts, dtype=np.float32, casting="same_kind")
+        assert math.isfinite(sum(out.tolist()))
         return out
+
+
+_NAN = float("nan")
+
+
+def _previous_one(caller, x):
+    """The previous ``CriticCaller.one`` without a deadline: the critic's ``score_one`` through a
+    closure that adds ``check=False`` (or ``score(x[None])`` for a critic without it)."""
+    caller.stats["calls"] += 1
+    caller.last_heads = None
+    if caller._score_one is None:
+        out, caller.last_heads = caller._run_one(x)
+        return out
+    progress, success = caller._score_one(x)
+    heads = {"progress": float(progress), "success": float(success)}
+    v = heads[caller.head]
+    assert math.isfinite(v)
+    caller.last_heads = heads
+    return v
+
+
+def _previous_shaper_step(self, action):
+    """The previous ``PRMRewardShaper.step``: the info built by merging two dicts."""
+    if self._x is None:
+        raise RuntimeError("step: call reset() before step()")
+    obs, reward, terminated, truncated, info = self.env.step(action)
+    x_next = self._flatten(obs)
+    phi_next = _previous_one(self._caller, x_next)
+    heads = self._caller.last_heads
+    phi = self._phi
+    r = float(reward)
+    subgoals = self._subgoals(x_next) if self._eval_subgoals else None
+    if self.mode == "subgoal":
+        new = [n for n, b in subgoals.items() if b and n not in self._claimed]
+        self._claimed.update(new)
+        shaping = self.subgoal_bonus * len(new)
+    elif phi_next is None or phi is None:
+        shaping = 0.0
+    elif self.mode == "potential":
+        shaping = self.scale * (self.gamma * (0.0 if terminated else phi_next) - phi)
+    else:
+        shaping = self.scale * phi_next - r
+    info = {**info, "prm_original_reward": r, "prm_phi": _NAN if phi is None else phi,
+            "prm_next_phi": _NAN if phi_next is None else phi_next, "prm_shaping": float(shaping),
+            "prm_fallback": phi_next is None, "prm_terminated": bool(terminated), "prm_x": self._x,
+            "prm_next_x": x_next}
+    if self.info_subgoals:
+        info["prm_subgoals"] = subgoals
+    if heads is not None:
+        info["prm_next_scores"] = heads
+    self._x, self._phi = x_next, phi_next
+    return obs, r + shaping, terminated, truncated, info
+
+
+def _previous_pruner_step(self, action):
+    """The previous ``DeadEndPruner.step``: with another critic than the shaper's below, the observation
+    flattened a second time; the info built by merging two dicts."""
+    obs, reward, terminated, truncated, info = self.env.step(action)
+    self._elapsed += 1
+    if self._shares_shaper:
+        c = self._score(obs, info)
+    else:
+        c = _previous_one(self._caller, self._flatten(obs))
+    if c is None:
+        self._unknown += 1
+        pruned = False
+    else:
+        self._below = self._below + 1 if c < self.threshold else 0
+        pruned = bool(self._below >= self.patience and not terminated and not truncated)
+    info = {**info, "prm_pruned": pruned, "prm_prune_score": float("nan") if c is None else c}
+    if pruned:
+        truncated = True
+        self._pruned += 1
+        if self.max_episode_steps is not None:
+            self._saved += max(self.max_episode_steps - self._elapsed, 0)
+    if (terminated or truncated) and self._active:
+        self._episodes += 1
+        self._active = False
+    return obs, reward, terminated, truncated, info
 
 
 def _timers():
@@ -154,13 +237,43 @@ def _build(n_envs: int, clock: _CriticClock, tmp: Path):
         def step(self, action):
             return self.env.step(action)
 
+    def flatten_floor(layout):
+        """A wrapper that does only what any shaper must do per step, in the fewest Python operations:
+        fetch the critic's keys, one ``np.concatenate`` to float32, the finiteness check, a copy of
+        the info with the shaper's eight keys. No checks of the sizes, no critic call, no shaping."""
+        import operator
+
+        get, f32, cat, isfinite = operator.itemgetter(*layout.keys), np.float32, np.concatenate, math.isfinite
+
+        class FlattenFloor(gym.Wrapper):
+            def step(self, action):
+                obs, r, term, trunc, info = self.env.step(action)
+                x = cat(get(obs), dtype=f32, casting="same_kind")
+                if not isfinite(sum(x.tolist())):
+                    raise ValueError("observation: not finite")
+                info = info.copy()
+                info["prm_original_reward"] = r
+                info["prm_phi"] = 0.0
+                info["prm_next_phi"] = 0.0
+                info["prm_shaping"] = 0.0
+                info["prm_fallback"] = False
+                info["prm_terminated"] = term
+                info["prm_x"] = x
+                info["prm_next_x"] = x
+                return obs, r, term, trunc, info
+
+        return FlattenFloor
+
     class BatchedSubgoalCritic(SubgoalCritic):
         """The SubgoalCritic without its batch-1 path: the shaper calls ``score(x[None])``."""
 
         score_one = None  # type: ignore[assignment]
 
     class ReferenceShaper(PRMRewardShaper):
-        """The previous per-step path: previous flattening, subgoals through the batched ``holds``."""
+        """The previous per-step path: previous flattening, critic call and info; subgoals through the
+        batched ``holds``."""
+
+        step = _previous_shaper_step
 
         def __init__(self, *a, **k):
             super().__init__(*a, **k)
@@ -171,6 +284,16 @@ def _build(n_envs: int, clock: _CriticClock, tmp: Path):
                 return None
             h = self.evaluator.holds(x[None, :])[0]
             return {n: bool(b) for n, b in zip(self.evaluator.names, h)}
+
+    class ReferencePruner(DeadEndPruner):
+        """The previous per-step path of the pruner: previous flattening (again, over a shaper with
+        another critic), critic call and info."""
+
+        step = _previous_pruner_step
+
+        def __init__(self, *a, **k):
+            super().__init__(*a, **k)
+            self._flatten = _PreviousFlattener(self.layout)
 
     single: dict[str, dict] = {}
     critics: dict = {}
@@ -187,6 +310,7 @@ def _build(n_envs: int, clock: _CriticClock, tmp: Path):
         v = single[task] = {
             "raw env": env(),
             "pass-through gym.Wrapper (floor)": PassThrough(env()),
+            FLATTEN_FLOOR: flatten_floor(layout)(env()),
             "shaper(constant critic)": PRMRewardShaper(env(), const, gamma=gamma),
             "shaper(constant critic) [reference]": ReferenceShaper(env(), const, gamma=gamma),
             "shaper(SubgoalCritic)": PRMRewardShaper(env(), sub, gamma=gamma),
@@ -198,7 +322,7 @@ def _build(n_envs: int, clock: _CriticClock, tmp: Path):
             v.update({
                 "pruner(shaper(SubgoalCritic))": DeadEndPruner(PRMRewardShaper(env(), sub, gamma=gamma), sub,
                                                                threshold=0.0, patience=10),
-                "pruner(shaper(SubgoalCritic)) [reference]": DeadEndPruner(
+                "pruner(shaper(SubgoalCritic)) [reference]": ReferencePruner(
                     ReferenceShaper(env(), ref, gamma=gamma), ref, threshold=0.0, patience=10),
                 "shaper(SubgoalCritic, info_subgoals=True)": PRMRewardShaper(env(), sub, gamma=gamma,
                                                                              info_subgoals=True),
@@ -210,9 +334,14 @@ def _build(n_envs: int, clock: _CriticClock, tmp: Path):
                 oc = clock.wrap(exported)
                 critics[label] = oc
                 v[f"shaper({label})"] = PRMRewardShaper(env(), oc, gamma=gamma)
+                if label == f"NumpyMLPCritic {TEACHER_NAME}":
+                    v[f"shaper({label}) [reference]"] = ReferenceShaper(env(), oc, gamma=gamma)
                 if label.endswith(TEACHER_NAME):  # the README's deploy loop: Phi = the export, pruned on the subgoals
                     v[f"pruner(SubgoalCritic) over shaper({label})"] = DeadEndPruner(
                         PRMRewardShaper(env(), oc, gamma=gamma), sub, threshold=0.05, patience=20)
+                    if label.startswith("NumpyMLPCritic"):
+                        v[f"pruner(SubgoalCritic) over shaper({label}) [reference]"] = ReferencePruner(
+                            ReferenceShaper(env(), oc, gamma=gamma), sub, threshold=0.05, patience=20)
             critics["torch 256x256"] = tc
         critics.setdefault("SubgoalCritic", {})[task] = sub  # type: ignore[index]
         critics.setdefault("constant", {})[task] = const  # type: ignore[index]
@@ -226,6 +355,8 @@ def _build(n_envs: int, clock: _CriticClock, tmp: Path):
     return single, vec, critics
 
 
+#: the row of a wrapper doing only the per-step work any shaper must do (no checks, no critic)
+FLATTEN_FLOOR = "floor: flatten + finiteness check + info copy, no critic"
 TEACHER_NAME = "push_mc (256x256, 298 KB)"
 STUDENT_NAME = "push_mc_small (distilled, 9 KB)"
 #: the two runners of the same exported file: onnxruntime, and numpy (the batch-1 fast path)
@@ -410,8 +541,13 @@ def render(raw: dict) -> str:
         "medians over all steps of the per-step split (the wrapper's time below the outer `step` and above the "
         "inner env's; *critic* = inside the critic's `score_one` / `score`; *wrapper* = self - critic). The "
         "critic is called right after a MuJoCo step (cold caches). `[reference]`: the previous per-step path "
-        "in the same run (the previous flattening; for the `SubgoalCritic`, its batched numpy path "
-        "`score(x[None])` and `holds(x[None])`).", "",
+        "in the same run (the previous flattening, a shape tuple per step through the flattener instance; the "
+        "previous critic call, through a closure; the info built by merging two dicts; a pruner over a shaper "
+        "with another critic flattening the observation again; for the `SubgoalCritic`, its batched numpy "
+        "path `score(x[None])` and `holds(x[None])`). *" + FLATTEN_FLOOR + "*: a wrapper doing only what "
+        "any shaper must do per step in Python, in the fewest operations (fetch the critic's keys, one "
+        "`np.concatenate` to float32, the finiteness check, a copy of the info with the shaper's eight keys; "
+        "no size checks, no critic call, no shaping): the floor of the shaper's own work.", "",
     ]
     lines += _task_tables(raw["rows"], "##", "")
     n = raw["n_envs"]
@@ -435,6 +571,11 @@ def render(raw: dict) -> str:
                   *_cold_hot_rows(ch)]
     lines += ["", "## Goals", ""]
     idle = raw.get("idle")
+    prev = raw.get("previous_idle")
+    if prev and not idle:
+        lines += ["The idle measurement (other jobs paused) has not been repeated for this run's code: the "
+                  f"previous one ({prev['machine'].rsplit('; ', 1)[-1]}) is kept in the raw data as "
+                  "`previous_idle` and not shown; `--idle` measures this code's.", ""]
     if idle:
         lines += ["Each goal measured twice: with the other jobs of the machine running (*loaded*, the tables "
                   "above) and with them paused (*idle*, the section below).", ""]
@@ -499,22 +640,29 @@ def _goal_lines(raw: dict, condition: str | None) -> list[str]:
                           + _goal(ch[k]["cold"]["p50"] <= GOAL_IN_LOOP_US)
                           + f" ({ch[k]['cold']['p50']:.1f} µs cold; hot {ch[k]['hot']['p50']:.1f} µs)"]
     floor = push.get("pass-through gym.Wrapper (floor)")
+    flat = push.get(FLATTEN_FLOOR)
     lines += [f"- shaper's own work <= {GOAL_WRAPPER_US:.0f} µs per FetchPush step (constant critic, wrapper p50): "
-              + _goal(w_now <= GOAL_WRAPPER_US) + f" ({w_now:.1f} µs; reference flattening {w_ref:.1f} µs"
+              + _goal(w_now <= GOAL_WRAPPER_US) + f" ({w_now:.1f} µs; reference path {w_ref:.1f} µs"
               + (f"; on the same timers a wrapper that only calls the inner env's `step` reads "
                  f"{floor['wrapper_p50']:.1f} µs and the raw env {push['raw env']['wrapper_p50']:.1f} µs, the "
-                 "timers' own cost: the shaper's flattening, critic call and info keys are the rest"
-                 if floor else "") + ")"]
+                 "timers' own cost" if floor else "")
+              + (f"; the floor wrapper (flatten, finiteness check, info copy; no checks, no critic) reads "
+                 f"{flat['wrapper_p50']:.1f} µs" if flat else "") + ")"]
     raw_push = push["raw env"]["cpu_us"]
     for k in (row.format(runner) for row in (
             f"shaper({{}} {TEACHER_NAME})", f"pruner(SubgoalCritic) over shaper({{}} {TEACHER_NAME})",
             f"shaper({{}} {STUDENT_NAME})") for runner in RUNNERS):
         if k in push:
             e2e = push[k]["cpu_us"] / raw_push - 1
+            ref = push.get(f"{k} [reference]")
             lines += [f"- end to end, {k} <= +{GOAL_E2E:.0%} CPU time over the raw FetchPush step ("
-                      + ("load as noted above" if condition is None else condition) + "): " + _goal(e2e <= GOAL_E2E) + f" ({e2e:+.1%})"]
+                      + ("load as noted above" if condition is None else condition) + "): " + _goal(e2e <= GOAL_E2E)
+                      + f" ({e2e:+.1%}" + (f"; reference path {ref['cpu_us'] / raw_push - 1:+.1%}" if ref else "") + ")"]
+    mz_flat = maze.get(FLATTEN_FLOOR)
     lines += [f"- PointMaze constant-critic overhead <= {GOAL_MAZE_CONST:.0%} of the raw step (CPU time): "
-              + _goal(mz <= GOAL_MAZE_CONST) + f" ({mz:+.1%}; reference flattening {mz_ref:+.1%})", ""]
+              + _goal(mz <= GOAL_MAZE_CONST) + f" ({mz:+.1%}; reference path {mz_ref:+.1%}"
+              + (f"; the floor wrapper {mz_flat['cpu_us'] / maze['raw env']['cpu_us'] - 1:+.1%}" if mz_flat else "")
+              + ")", ""]
     tag = "" if condition is None else f"[{condition}] "
     return [ln.replace("- ", "- " + tag, 1) for ln in lines]
 
@@ -550,11 +698,20 @@ def main(argv: list[str] | None = None) -> int:
         raw["machine"] = raw["machine"].replace("shared with other jobs", "with the other jobs paused")
         full["idle"] = {"command": f"python benchmarks/wrappers_overhead.py {' '.join(shown)}".rstrip(),
                         "note": args.note, **raw}
+        full.pop("previous_idle", None)  # this code's idle measurement replaces the previous code's
         raw = full
     else:
         raw = {"about": "CPU time and per-step splits in microseconds measured by benchmarks/wrappers_overhead.py; "
                         "docs/wrappers_overhead.md is rendered from this file (--render).",
                "command": f"python benchmarks/wrappers_overhead.py {' '.join(shown)}".rstrip(), **raw}
+        old = json.loads(Path(args.raw).read_text()) if args.out and Path(args.raw).exists() else {}
+        prev = old.get("idle") or old.get("previous_idle")
+        if prev:
+            # the idle measurement was of the code before: kept aside (not shown as this code's), said so
+            raw["previous_idle"] = prev
+            print(f"note: {args.raw} held an idle measurement of the previous code ({prev['machine'].rsplit('; ', 1)[-1]}); "
+                  "it is kept as 'previous_idle' and no longer shown in the doc: rerun with --idle (other jobs "
+                  "paused) to measure this code idle", file=sys.stderr)
     text = render(raw)
     print(text)
     if args.out:

@@ -1,4 +1,5 @@
-"""DeadEndPruner: truncates (never terminates), counts pruned episodes and steps saved."""
+"""DeadEndPruner: truncates (never terminates), counts pruned episodes and steps saved; on FetchPush and
+PointMaze the shaper's and the pruner's per-step results (alone and stacked) equal a plain reference."""
 
 from __future__ import annotations
 
@@ -92,3 +93,88 @@ def test_pruner_never_calls_critic_under_shaper_and_calls_it_when_critic_differs
     assert not other.shares_shaper
     _episode(other, 0)
     assert other.stats["critic_calls"] == 5 and other.stats["reused_scores"] == 0
+
+
+# ---------------------------------------------------------------------------------------------------
+# The per-step paths against a plain reference on real MuJoCo envs: the shaper's rewards, infos and
+# potentials, and the pruner's decisions, alone and stacked on the shaper (sharing its critic, or with
+# another critic reading the shaper's prm_next_x)
+
+import functools  # noqa: E402
+
+import numpy as np  # noqa: E402
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@functools.lru_cache(maxsize=None)
+def _real(task: str):
+    """The env and two SubgoalCritic objects of ``task`` (two objects: a pruner with the second one does
+    not share the shaper's critic)."""
+    env = make_env(task)
+    return env, SubgoalCritic(task, env), SubgoalCritic(task, env)
+
+
+def _run(env, seed: int, actions: np.ndarray) -> list:
+    out = [("reset", env.reset(seed=seed)[1])]
+    for a in actions:
+        _, r, term, trunc, info = env.step(a)
+        out.append(("step", (r, term, trunc, info)))
+        if term or trunc:
+            out.append(("reset", env.reset()[1]))
+    return out
+
+
+@pytest.mark.parametrize("task", ["FetchPush-v4", "PointMaze_UMaze-v3"])
+@settings(max_examples=5, deadline=None)
+@given(seed=st.integers(0, 2**16), n=st.integers(1, 60), gamma=st.floats(0.8, 1.0), scale=st.floats(0.1, 5.0),
+       threshold=st.floats(0.0, 1.0), patience=st.integers(1, 6), info_subgoals=st.booleans())
+def test_per_step_paths_equal_the_reference_on_real_envs(task, seed, n, gamma, scale, threshold, patience,
+                                                         info_subgoals):
+    from prm_critic.robotics.layout import ObsFlattener
+    from wrappers_helpers import Recorder, assert_same_info, reference_heads, reference_pruner, reference_shaper
+
+    base, critic, other = _real(task)
+    layout = critic.layout
+    actions = np.random.default_rng(seed).uniform(-1, 1, (n, base.action_space.shape[0])).astype(np.float32)
+
+    def shaper(env):
+        return PRMRewardShaper(env, critic, gamma=gamma, scale=scale, info_subgoals=info_subgoals)
+
+    def score(c):  # the pruner's score of s' computed the plain way
+        return lambda obs, info: reference_heads(c, ObsFlattener(layout).checked(obs))["success"]
+
+    stacks = {  # name: (wrapper, its recorder, the pruner's critic or None)
+        "shaper": (shaper(rec := Recorder(base)), rec, None),
+        "pruner sharing the shaper's critic": (DeadEndPruner(shaper(rec := Recorder(base)), critic,
+                                                             threshold=threshold, patience=patience), rec, critic),
+        "pruner with another critic over the shaper": (DeadEndPruner(shaper(rec := Recorder(base)), other,
+                                                                     threshold=threshold, patience=patience), rec, other),
+        "pruner alone": (DeadEndPruner(rec := Recorder(base), other, threshold=threshold, patience=patience), rec, other),
+    }
+    assert stacks["pruner sharing the shaper's critic"][0].shares_shaper
+    assert stacks["pruner with another critic over the shaper"][0]._reads_shaper_x
+    for name, (env, rec, prune_critic) in stacks.items():
+        got = _run(env, seed, actions)
+        events = rec.events
+        assert len(got) == len(events), name
+        # what the pruner sees below it, per event: the reset info, or (reward, info) of the step
+        if name == "pruner alone":
+            below = [(k, d[1] if k == "reset" else (d[1], d[4])) for k, d in events]
+        else:
+            below = reference_shaper(events, critic, layout, gamma=gamma, scale=scale, info_subgoals=info_subgoals)
+        if prune_critic is None:
+            want = [(k, d if k == "reset" else (*d, False)) for k, d in below]
+        else:
+            pruned = iter(reference_pruner(events, [d[1] for k, d in below if k == "step"], score(prune_critic),
+                                           threshold=threshold, patience=patience))
+            want = [(k, d if k == "reset" else (d[0], *reversed(next(pruned)))) for k, d in below]
+        for (kind, g), (_, w), (_, ev) in zip(got, want, events):
+            if kind == "reset":
+                assert_same_info(g, w)
+                continue
+            r, term, trunc, info = g
+            w_r, w_info, w_pruned = w
+            assert r == w_r and type(r) is type(w_r), name
+            assert term == ev[2] and trunc == (bool(ev[3]) or w_pruned), name
+            assert_same_info(info, w_info)

@@ -128,3 +128,122 @@ def wait_for_handover(wrapper, tries: int = 3000) -> None:
         if not worker._done.locked():
             return
         time.sleep(0.01)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Reference computations of the wrappers' per-step results, from what the env below them returned
+
+class Recorder(gym.Wrapper):
+    """Passes everything through and keeps a copy of what the env below returned, one event per call:
+    ``("reset", (obs, info))`` or ``("step", (obs, reward, terminated, truncated, info))``."""
+
+    def __init__(self, env):
+        super().__init__(env)
+        self.events: list[tuple[str, tuple]] = []
+
+    def reset(self, **kwargs):
+        obs, info = self.env.reset(**kwargs)
+        self.events.append(("reset", (_copy_obs(obs), dict(info))))
+        return obs, info
+
+    def step(self, action):
+        obs, r, term, trunc, info = self.env.step(action)
+        self.events.append(("step", (_copy_obs(obs), r, term, trunc, dict(info))))
+        return obs, r, term, trunc, info
+
+
+def _copy_obs(obs):
+    return {k: np.array(v, copy=True) for k, v in obs.items()} if isinstance(obs, dict) else np.array(obs, copy=True)
+
+
+def reference_heads(critic: BaseCritic, x: np.ndarray) -> dict[str, float]:
+    """Both heads of one critic input through the critic's batched ``score`` (not its batch-1 path)."""
+    s = critic.score(x[None])
+    return {"progress": float(s.progress[0]), "success": float(s.success[0])}
+
+
+def reference_shaper(events, critic: BaseCritic, layout, *, gamma: float, scale: float = 1.0, mode: str = "potential",
+                     head: str = "progress", subgoal_bonus: float = 1.0, info_subgoals: bool = False):
+    """What :class:`PRMRewardShaper` (no deadline) returns for the recorded ``events``, computed the
+    plain way: the checked flattening (``ObsFlattener.checked``), the critic's batched ``score``,
+    ``potential_shaping`` (the numpy formula), the batched subgoal evaluation ``holds``, and the info
+    built by merging dicts. One ``("reset", info)`` or ``("step", (reward, info))`` per event."""
+    from prm_critic.robotics.label_rewards import potential_shaping
+    from prm_critic.robotics.layout import ObsFlattener
+
+    flat = ObsFlattener(layout).checked
+    ev = getattr(critic, "evaluator", None)
+
+    def holds(x):
+        return {n: bool(b) for n, b in zip(ev.names, ev.holds(x[None])[0])}
+
+    out: list = []
+    x = phi = None
+    claimed: set[str] = set()
+    for kind, data in events:
+        if kind == "reset":
+            obs, info = data
+            x = flat(obs)
+            phi = reference_heads(critic, x)[head]
+            claimed = {n for n, b in holds(x).items() if b} if mode == "subgoal" else set()
+            out.append(("reset", {**info, "prm_phi": phi, "prm_fallback": False}))
+            continue
+        obs, r, term, _trunc, info = data
+        xn = flat(obs)
+        heads = reference_heads(critic, xn)
+        phin = heads[head]
+        r = float(r)
+        if mode == "potential":
+            shaping = float(potential_shaping(np.float64(phi), np.float64(phin), bool(term), gamma=gamma, scale=scale))
+        elif mode == "replace":
+            shaping = scale * phin - r
+        else:
+            new = [n for n, b in holds(xn).items() if b and n not in claimed]
+            claimed.update(new)
+            shaping = subgoal_bonus * len(new)
+        want = {**info, "prm_original_reward": r, "prm_phi": phi, "prm_next_phi": phin, "prm_shaping": shaping,
+                "prm_fallback": False, "prm_terminated": bool(term), "prm_x": x, "prm_next_x": xn}
+        if info_subgoals:
+            want["prm_subgoals"] = holds(xn)
+        want["prm_next_scores"] = heads
+        out.append(("step", (r + shaping, want)))
+        x, phi = xn, phin
+    return out
+
+
+def reference_pruner(events, infos, score, *, threshold: float, patience: int):
+    """What :class:`DeadEndPruner` returns on top of the wrapper whose step infos are ``infos`` (one
+    per step event of ``events``, the env's own when nothing is between): ``(pruned, info)`` per step,
+    with ``c = score(obs, info)`` (``None``: unknown) and the counter rule of its docstring."""
+    out = []
+    below = 0
+    steps = iter(infos)
+    for kind, data in events:
+        if kind == "reset":
+            below = 0
+            continue
+        obs, _r, term, trunc, _info = data
+        info = next(steps)
+        c = score(obs, info)
+        if c is None:
+            pruned = False
+        else:
+            below = below + 1 if c < threshold else 0
+            pruned = bool(below >= patience and not term and not trunc)
+        out.append((pruned, {**info, "prm_pruned": pruned, "prm_prune_score": float("nan") if c is None else c}))
+    return out
+
+
+def assert_same_info(got: dict, want: dict) -> None:
+    """The same keys in the same order and the same values: arrays of the same dtype, shape and bytes,
+    floats of type float equal bit for bit (NaN where NaN), everything else equal and of the same type."""
+    assert list(got) == list(want)
+    for k, w in want.items():
+        g = got[k]
+        assert type(g) is type(w), (k, type(g), type(w))
+        if isinstance(w, np.ndarray):
+            assert g.dtype == w.dtype and g.shape == w.shape and g.tobytes() == w.tobytes(), k
+        elif isinstance(w, float):
+            assert np.float64(g).tobytes() == np.float64(w).tobytes(), (k, g, w)
+        else:
+            assert g == w, (k, g, w)

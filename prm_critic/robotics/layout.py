@@ -20,7 +20,6 @@ from prm_critic.robotics.spec import ObsExpr, SpecError, TaskSpec
 
 __all__ = ["CriticInputLayout", "ObsFlattener", "success_from_info"]
 
-_SHAPE = operator.attrgetter("shape")
 #: rows up to this width are checked finite through their Python floats, longer ones by a dot product
 _SHORT_ROW = 256
 
@@ -145,26 +144,28 @@ class ObsFlattener:
     """One validated pass from an observation to its float32 critic input ``(D,)``.
 
     The per-step path of the wrappers, with the checks where they can fail and nothing else: the keys
-    are fetched in one go (``operator.itemgetter``; a missing key fails there), their shapes compared
-    with the expected ``(size,)`` in one tuple comparison, then joined and cast to float32 by one
-    ``np.concatenate`` into a fresh array with ``casting="same_kind"`` (which refuses exactly the
-    non-numeric dtypes: the only dtypes that cast ``same_kind`` to float32 are float, int, unsigned and
-    bool), and the whole result is checked finite by the sum of its entries (one ``tolist``; rows over
-    256 entries: one dot product, ``x . 1e-30`` is finite for any finite float32 row and inf/NaN as
-    soon as one entry is). A key of the right size in another
-    shape is copied into its slice. Anything unusual (a missing key, a list, a wrong size or dtype,
-    NaN/inf) goes through :meth:`checked`, which raises the error naming the key. The critic
-    receives a row that is already checked and does not check it again.
+    are fetched in one go (``operator.itemgetter``; a missing key fails there), each value's length
+    compared with its key's size (``len``, which allocates nothing, unlike ``.shape``), then the values
+    joined and cast to float32 by one ``np.concatenate`` into a fresh array with
+    ``casting="same_kind"`` (which refuses exactly the non-numeric dtypes: the only dtypes that cast
+    ``same_kind`` to float32 are float, int, unsigned and bool). A 1-D result means every value was
+    1-D (``np.concatenate`` joins values of one dimensionality only), so with the lengths each value's
+    shape was ``(size,)``. The whole row is checked finite by the sum of its entries (one ``tolist``;
+    rows over 256 entries: one dot product, ``x . 1e-30`` is finite for any finite float32 row and
+    inf/NaN as soon as one entry is). A key of the right size in another shape is copied into its
+    slice. Anything unusual (a missing key, a wrong size or dtype, a value without a length, NaN/inf)
+    goes through :meth:`checked`, which raises the error naming the key. The critic receives a row
+    that is already checked and does not check it again.
     """
 
-    __slots__ = ("layout", "_fields", "_keys", "_shapes", "_get", "_dim", "_probe", "_probes", "_box",
+    __slots__ = ("layout", "one", "_fields", "_keys", "_sizes", "_get", "_dim", "_probe", "_probes", "_box",
                  "_box_shape", "_short")
 
     def __init__(self, layout: CriticInputLayout):
         self.layout = layout
         self._fields = tuple((k, layout.slices[k], layout.sizes[k]) for k in layout.keys)
         self._keys = tuple(layout.keys)
-        self._shapes = tuple((layout.sizes[k],) for k in layout.keys)
+        self._sizes = tuple(layout.sizes[k] for k in layout.keys)
         get = operator.itemgetter(*self._keys)
         # a tuple of the keys' values (itemgetter of one key gives the value itself)
         self._get = get if len(self._keys) > 1 else (lambda obs: (get(obs),))
@@ -174,29 +175,18 @@ class ObsFlattener:
         self._probes: dict[int, np.ndarray] = {}  # batch size -> flat probe of B * D entries
         self._box = layout.keys == ("obs",)
         self._box_shape = (layout.obs_dim,)
+        #: ``one(obs, name="observation")``: the per-step path as a plain function (the wrappers call it
+        #: every step), with everything it reads bound in its closure: no attribute look-ups
+        self.one = _one_row_function(self)
+
+    def __reduce__(self):
+        # rebuilt from its layout (its one-row function is a closure, which does not pickle)
+        return (type(self), (self.layout,))
 
     def __call__(self, obs: Any, name: str = "observation") -> np.ndarray:
-        if self._box:
-            if type(obs) is not np.ndarray or obs.size != self._dim or obs.dtype.kind not in "fiub":
-                return self.checked(obs, name=name)
-            out = obs.astype(np.float32) if obs.shape == self._box_shape \
-                else obs.astype(np.float32, order="C").reshape(-1)
-        else:
-            try:
-                parts = self._get(obs)
-                same = tuple(map(_SHAPE, parts)) == self._shapes
-                joined = np.concatenate(parts, dtype=np.float32, casting="same_kind") if same else None
-            except (KeyError, TypeError, AttributeError, ValueError, IndexError):
-                # a missing key, not a mapping, a value without a shape, a non-numeric dtype: the
-                # checked path raises the error naming the key
-                return self.checked(obs, name=name)
-            if joined is None:
-                return self._slow(obs, name)
-            out = joined
-        # finite: the sum of the row's Python floats (see _finite_row), inlined on the per-step path
-        if not (math.isfinite(sum(out.tolist())) if self._short else self._finite_row(out)):
-            return self.checked(obs, name=name)  # raises, naming the key
-        return out
+        """Critic input ``(D,)`` of one observation (a fresh float32 array); :attr:`one` is the same
+        function, called without going through the instance."""
+        return self.one(obs, name)
 
     def _finite_row(self, out: np.ndarray) -> bool:
         """Every entry of the float32 row is finite: the sum of its entries as Python floats (float64)
@@ -307,3 +297,64 @@ class ObsFlattener:
         if out.size and not self._finite(out):
             return self.checked(obs, batched=True, name=name)  # raises, naming key and row
         return out
+
+
+def _one_row_function(f: ObsFlattener):
+    """``f``'s per-step path, ``one(obs, name="observation") -> (D,) float32``, as a closure over what it
+    reads (the wrappers call it every step, right after the env's step, when nothing is in the caches:
+    each attribute look-up and call level avoided counts). Three variants, the same checks (see
+    :class:`ObsFlattener`): a ``Box`` observation, a dict of three keys (the goal-conditioned
+    ``observation``, ``achieved_goal``, ``desired_goal``: three lengths compared one by one), any other
+    dict (the lengths compared as one tuple)."""
+    checked, slow, finite_row = f.checked, f._slow, f._finite_row
+    short, dim, sizes, get = f._short, f._dim, f._sizes, f._get
+    f32, concatenate, isfinite, ndarray = np.float32, np.concatenate, math.isfinite, np.ndarray
+    # a missing key, not a mapping, a value without a length, values of different dimensionality, a
+    # non-numeric dtype: the checked path raises the error naming the key
+    unusual = (KeyError, TypeError, AttributeError, ValueError, IndexError)
+
+    if f._box:
+        shape = f._box_shape
+
+        def one(obs: Any, name: str = "observation") -> np.ndarray:
+            if type(obs) is not ndarray or obs.size != dim or obs.dtype.kind not in "fiub":
+                return checked(obs, name=name)
+            out = obs.astype(f32) if obs.shape == shape else obs.astype(f32, order="C").reshape(-1)
+            # finite: the sum of the row's Python floats (see ObsFlattener._finite_row), inlined
+            if not (isfinite(sum(out.tolist())) if short else finite_row(out)):
+                return checked(obs, name=name)  # raises, naming the key
+            return out
+
+    elif len(sizes) == 3:
+        n0, n1, n2 = sizes
+        get3 = operator.itemgetter(*f._keys)  # three keys: a tuple of their values
+
+        def one(obs: Any, name: str = "observation") -> np.ndarray:
+            try:
+                a, b, c = parts = get3(obs)
+                out = concatenate(parts, dtype=f32, casting="same_kind") \
+                    if len(a) == n0 and len(b) == n1 and len(c) == n2 else None
+            except unusual:
+                return checked(obs, name=name)
+            if out is None or out.ndim != 1:  # a key of the right size in another shape, or a wrong size
+                return slow(obs, name)
+            if not (isfinite(sum(out.tolist())) if short else finite_row(out)):
+                return checked(obs, name=name)
+            return out
+
+    else:
+
+        def one(obs: Any, name: str = "observation") -> np.ndarray:
+            try:
+                parts = get(obs)
+                out = concatenate(parts, dtype=f32, casting="same_kind") \
+                    if tuple(map(len, parts)) == sizes else None
+            except unusual:
+                return checked(obs, name=name)
+            if out is None or out.ndim != 1:
+                return slow(obs, name)
+            if not (isfinite(sum(out.tolist())) if short else finite_row(out)):
+                return checked(obs, name=name)
+            return out
+
+    return one

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+import numpy as np
+
 from prm_critic import validate
 from prm_critic._optional import require
 from prm_critic.critic import BaseCritic
@@ -16,6 +18,8 @@ require("gymnasium")  # a missing extra fails here with the exact ``pip install`
 import gymnasium as gym  # noqa: E402
 
 __all__ = ["DeadEndPruner"]
+
+_NAN = float("nan")
 
 
 class DeadEndPruner(gym.Wrapper, gym.utils.RecordConstructorArgs):
@@ -46,7 +50,10 @@ class DeadEndPruner(gym.Wrapper, gym.utils.RecordConstructorArgs):
     ``deadline_s`` (same policy as the shaper's: a late or failing call falls back; without a
     deadline critic errors propagate). An unknown score leaves ``k`` unchanged and never prunes
     (``info["prm_prune_score"]`` is NaN, ``stats["unknown_scores"]`` counts it): a slow or failing
-    critic neither stalls the loop nor ends episodes.
+    critic neither stalls the loop nor ends episodes. Directly over a :class:`PRMRewardShaper` with
+    ANOTHER critic and the same layout (the deploy loop: a learned critic shapes, a ``SubgoalCritic``
+    prunes), the pruner calls its critic on the shaper's ``info["prm_next_x"]``, this step's observation
+    already flattened and checked the same way, instead of flattening it a second time.
 
     Critic/env match: as for :class:`PRMRewardShaper` (task by env id, layout against the critic's
     task spec; ``allow_task_mismatch=True`` for a deliberate transfer).
@@ -87,8 +94,11 @@ class DeadEndPruner(gym.Wrapper, gym.utils.RecordConstructorArgs):
         self.max_episode_steps = find_max_episode_steps(env) if max_episode_steps is None \
             else validate.positive_int("max_episode_steps", max_episode_steps, allow_none=True)
         self._caller = CriticCaller(self.critic, self.head, self.deadline_s)
-        self._flatten = ObsFlattener(self.layout)
+        self._flatten = ObsFlattener(self.layout).one  # its per-step function (no call through the instance)
         self._shares_shaper = self._find_shaper_with_same_critic(env)
+        # directly over a shaper with the same layout (another critic): its info["prm_next_x"] is this
+        # step's observation flattened exactly as self._flatten would (no wrapper in between changes it)
+        self._reads_shaper_x = not self._shares_shaper and self._wraps_shaper_with_same_layout(env)
         self._reused = 0
         self._unknown = 0
         self._below = 0
@@ -107,6 +117,11 @@ class DeadEndPruner(gym.Wrapper, gym.utils.RecordConstructorArgs):
                 return e.critic is self.critic and e.layout.to_dict() == self.layout.to_dict()
             e = e.env
         return False
+
+    def _wraps_shaper_with_same_layout(self, env) -> bool:
+        from prm_critic.wrappers.prm_reward_shaper import PRMRewardShaper
+
+        return isinstance(env, PRMRewardShaper) and env.layout.to_dict() == self.layout.to_dict()
 
     @property
     def shares_shaper(self) -> bool:
@@ -149,7 +164,10 @@ class DeadEndPruner(gym.Wrapper, gym.utils.RecordConstructorArgs):
                 )
             self._reused += 1
             return float(scores[self.head])
-        return self._caller.one(self._flatten(obs))
+        x = info.get("prm_next_x") if self._reads_shaper_x else None
+        if type(x) is not np.ndarray:  # the shaper below did not flatten this observation: flattened here
+            x = self._flatten(obs)
+        return self._caller.one(x)
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         obs, info = self.env.reset(seed=seed, options=options)
@@ -168,7 +186,9 @@ class DeadEndPruner(gym.Wrapper, gym.utils.RecordConstructorArgs):
         else:
             self._below = self._below + 1 if c < self.threshold else 0
             pruned = bool(self._below >= self.patience and not terminated and not truncated)
-        info = {**info, "prm_pruned": pruned, "prm_prune_score": float("nan") if c is None else c}  # a copy
+        info = info.copy() if type(info) is dict else {**info}  # a copy: the inner env's dict is left as it was
+        info["prm_pruned"] = pruned
+        info["prm_prune_score"] = _NAN if c is None else c
         if pruned:
             truncated = True
             self._pruned += 1

@@ -111,7 +111,7 @@ class PRMRewardShaper(ShaperBase, gym.Wrapper, gym.utils.RecordConstructorArgs):
                               subgoal_bonus=subgoal_bonus, deadline_s=deadline_s, fallback=fallback,
                               allow_task_mismatch=allow_task_mismatch, info_subgoals=info_subgoals)
         setup_shaper(self, config, space=env.observation_space, env_id=env_id_of(env), env=env)
-        self._flatten = ObsFlattener(self.layout)
+        self._flatten = ObsFlattener(self.layout).one  # its per-step function (no call through the instance)
         # (achieved, desired) keys; a critic whose input lacks them is goal-independent under relabelling
         self.goal_keys = goal_keys(self.task_spec, env.observation_space)
         self._x: np.ndarray | None = None
@@ -141,42 +141,47 @@ class PRMRewardShaper(ShaperBase, gym.Wrapper, gym.utils.RecordConstructorArgs):
         return obs, info
 
     def step(self, action):
-        if self._x is None:
+        x = self._x
+        if x is None:
             raise RuntimeError("step: call reset() before step()")
         obs, reward, terminated, truncated, info = self.env.step(action)
         x_next = self._flatten(obs)
-        phi_next = self._caller.one(x_next)
-        heads = self._caller.last_heads
+        caller = self._caller
+        phi_next = caller.one(x_next)
+        heads = caller.last_heads
         phi = self._phi
         r = float(reward)
+        mode = self.mode
         subgoals = self._subgoals(x_next) if self._eval_subgoals else None
-        if self.mode == "subgoal":  # needs no critic call to be right
+        if mode == "subgoal":  # needs no critic call to be right
+            assert subgoals is not None  # mode "subgoal" evaluates them (setup_shaper)
             new = [n for n, b in subgoals.items() if b and n not in self._claimed]
             self._claimed.update(new)
             shaping = self.subgoal_bonus * len(new)
         elif phi_next is None or phi is None:  # fell back: no shaping this step
             shaping = 0.0
-        elif self.mode == "potential":
+        elif mode == "potential":
             # potential_shaping's formula on floats (no numpy call on the per-step path)
             shaping = self.scale * (self.gamma * (0.0 if terminated else phi_next) - phi)
         else:  # replace
             shaping = self.scale * phi_next - r
-        info = {  # a copy: the inner env's dict is left as it was
-            **info,
-            "prm_original_reward": r,
-            "prm_phi": _NAN if phi is None else phi,
-            "prm_next_phi": _NAN if phi_next is None else phi_next,
-            "prm_shaping": float(shaping),
-            "prm_fallback": phi_next is None,
-            "prm_terminated": bool(terminated),
-            "prm_x": self._x,
-            "prm_next_x": x_next,
-        }
+        # a copy (the inner env's dict is left as it was) and the keys set one by one: the same dict as
+        # {**info, "prm_original_reward": r, ...}, without building a second dict to merge
+        info = info.copy() if type(info) is dict else {**info}
+        info["prm_original_reward"] = r
+        info["prm_phi"] = _NAN if phi is None else phi
+        info["prm_next_phi"] = _NAN if phi_next is None else phi_next
+        info["prm_shaping"] = float(shaping)
+        info["prm_fallback"] = phi_next is None
+        info["prm_terminated"] = bool(terminated)
+        info["prm_x"] = x
+        info["prm_next_x"] = x_next
         if self.info_subgoals:
             info["prm_subgoals"] = subgoals
         if heads is not None:  # every head of s' (a DeadEndPruner on top reuses it)
             info["prm_next_scores"] = heads
-        self._x, self._phi = x_next, phi_next
+        self._x = x_next
+        self._phi = phi_next
         return obs, r + shaping, terminated, truncated, info
 
     def close(self):
