@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks" / "agents"))
-from report import controls_lines, holm, paired_test, sign_test_p, success_within  # noqa: E402
+from report import controls_lines, fmt_p, holm, paired_test, sign_test_p, success_within  # noqa: E402
 
 
 def brute_force_p(k: int, n: int) -> float:
@@ -175,3 +175,10 @@ def test_a_sets_further_critic_gets_its_own_paired_tests(tmp_path):
     text = "\n".join(render_unseen(spec, {}, tmp_path))
     assert "**[imp] against uninformed critics in the same search** (seeds 0-5):" in text
     assert "| beam search (w=2, b=2, no pruning) | random critic | 6 | 0 | 0 | 6 | 0 | 0.031 |" in text
+
+
+def test_p_values_never_print_as_zero():
+    # a tiny p (31 vs 2 discordant games) prints with its magnitude, not as "0.000"
+    p = sign_test_p(2, 33)
+    assert p < 0.001 and fmt_p(p) != "0.000" and float(fmt_p(p)) == float(f"{p:.1e}")
+    assert fmt_p(0.0364) == "0.036" and fmt_p(0.001) == "0.001" and fmt_p(1.0) == "1.000"

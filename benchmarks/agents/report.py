@@ -188,6 +188,11 @@ def wins_by_episode(res: list[dict]) -> dict[tuple, bool]:
     return {(r["seed"], r["rep"]): bool(r["won"]) for r in res}
 
 
+def fmt_p(p: float) -> str:
+    """A p-value for the doc: three decimals, or two significant digits below 0.001 (never "0.000")."""
+    return f"{p:.3f}" if p >= 0.001 else f"{p:.1e}"
+
+
 def holm(ps: list[float]) -> list[float]:
     """Holm's step-down adjustment of ``ps`` (family-wise error over the tests given), in their order."""
     order = sorted(range(len(ps)), key=lambda i: ps[i])
@@ -254,15 +259,15 @@ def controls_lines(allres: dict[str, list[dict]], prm_tag: str) -> list[str]:
     words = []
     for (search, c, t, share), adj in zip(done, holm([t["p"] for _, _, t, _ in done])):
         tests.append(f"| {search} | {CONTROLS[c]} | {t['pairs']} | {t['both']} | {t['neither']} | {t['a_only']} | "
-                     f"{t['b_only']} | {t['p']:.3f} | {adj:.3f} | {share} |")
+                     f"{t['b_only']} | {fmt_p(t['p'])} | {fmt_p(adj)} | {share} |")
         better = "PRM" if t["a_only"] > t["b_only"] else "control"
         verdict = (f"the {better} is better at the 5 % level, also after adjustment." if adj < 0.05 else
                    f"the {better} is better at the 5 % level before adjustment, **not after** it." if t["p"] < 0.05 else
                    "**no significant difference** at the 5 % level.")
         words.append(f"* **PRM vs {CONTROLS[c]}, {search}:** {t['both'] + t['a_only']} vs {t['both'] + t['b_only']} "
                      f"wins of {t['pairs']} paired games ({t['a_only']} won only with the PRM, {t['b_only']} only with "
-                     f"the control), p = {t['p']:.3f} (Holm-adjusted over the {len(done)} tests of this set: "
-                     f"{adj:.3f}): {verdict}")
+                     f"the control), p = {fmt_p(t['p'])} (Holm-adjusted over the {len(done)} tests of this set: "
+                     f"{fmt_p(adj)}): {verdict}")
     n_tests = len(done)
     return [*head, "", *(tests if n_tests else []), *([""] if n_tests else []), *words, *notes,
             *([""] if notes or words else [])]
@@ -628,7 +633,7 @@ def goal_vs_random(allres: dict[str, list[dict]], prm_tag: str, kind: str, n_gam
                 "PRM search and the same search with the random critic on every game of the set)."]
     name, sp, sr, cp, cr, t = max(pairs, key=lambda q: (q[1], -q[3]))
     what = (f"best PRM search: {LABELS[name]} [{prm_tag}], {sp:.2f} at {cp:.1f} calls; the random critic in the same "
-            f"search {sr:.2f} at {cr:.1f} calls; difference {sp - sr:+.2f}, exact McNemar p = {t['p']:.3f} "
+            f"search {sr:.2f} at {cr:.1f} calls; difference {sp - sr:+.2f}, exact McNemar p = {fmt_p(t['p'])} "
             f"({t['a_only']} games won only with the PRM, {t['b_only']} only with the random critic)")
     if kind == "current":
         met = sp - sr >= GOAL_MARGIN and t["p"] < GOAL_P and cp <= cr
