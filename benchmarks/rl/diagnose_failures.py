@@ -8,7 +8,8 @@ prints, for the failed ones, the final straight-line distance to the goal and th
     OMP_NUM_THREADS=1 python benchmarks/rl/diagnose_failures.py --task PointMaze_Medium-v3 --labels prm_s10 her prm_her_s10
 
 Each run's figures are stored under its task in ``benchmarks/results/rl_failure_diagnosis.json``
-(``--raw``; a task measured again replaces its entry), and ``docs/rl_failure_diagnosis.md`` is
+(``--raw``; a task measured again replaces its entry, or with ``--add`` keeps its other runs and
+replaces only the labels measured), and ``docs/rl_failure_diagnosis.md`` is
 rendered from that file and the benchmark's committed evaluation CSVs alone (``--render``, no replay):
 
     python benchmarks/rl/diagnose_failures.py --render
@@ -132,18 +133,28 @@ def _fetchpush(entry: dict, seed: int, runs: Path) -> list[str]:
     ]
 
 
+def _and(items: list[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
 def _medium(entry: dict, seed: int, runs: Path) -> list[str]:
     evals = [last_eval(entry["task"], r["label"], seed, runs)[1] for r in entry["runs"]]
+    steps = {r["label"]: last_eval(entry["task"], r["label"], seed, runs)[0] for r in entry["runs"]}
     same = all(abs(r["successes"] / r["episodes"] - e) < 1e-9 for r, e in zip(entry["runs"], evals))
     lead = ("Here the saved policies score what the benchmark's last row says" if same
             else "The benchmark's last rows read")
     return [
-        f"{lead} ({' and '.join(f'{e:.2f}' for e in evals)}). Failed episodes end",
+        f"{lead} ({_and([f'{e:.2f}' for e in evals])}). Failed episodes end",
         "far from the goal (median straight-line distance > "
         f"{int(min(r['dist'] for r in entry['runs'] if r['dist'] is not None))} m in a maze whose cells are 1 m) "
         "with the",
         "geodesic potential around half way: the failures are agents stuck mid-maze, not agents hovering",
         "next to the goal. (Where exactly they stop — walls, corners — this script does not show.)",
+        *([] if len(set(steps.values())) == 1 else [
+            "",
+            "The runs' final policies are from different budgets: "
+            + ", ".join(f"`{label}` at {n // 1000}k steps" for label, n in steps.items()) + "."]),
     ]
 
 
@@ -167,7 +178,8 @@ def render(raw: dict, runs: Path = RUNS) -> str:
         f"during the episode. Seed {raw['seed']} only.",
     ]
     for entry in raw["tasks"]:
-        lines += ["", f"## {entry['task']} ({entry['spec_note']})", "", "    " + entry["command"], ""]
+        commands = entry.get("commands", [entry.get("command")])
+        lines += ["", f"## {entry['task']} ({entry['spec_note']})", "", *("    " + c for c in commands), ""]
         lines += table(entry["runs"])
         lines += [""] + ANALYSIS[entry["task"]](entry, raw["seed"], runs) if entry["task"] in ANALYSIS else []
     return "\n".join(lines) + "\n"
@@ -188,6 +200,8 @@ def main(argv=None) -> int:
     p.add_argument("--episodes", type=int, default=20)
     p.add_argument("--spec-note", default=None, help="what the doc's section title says about the task's spec")
     p.add_argument("--raw", type=Path, default=RAW, help="raw-data JSON the task's entry is written to")
+    p.add_argument("--add", action="store_true",
+                   help="keep the task's other runs in --raw (the labels measured replace theirs)")
     p.add_argument("--render", action="store_true", help="only write --md from --raw (no replay)")
     p.add_argument("--md", type=Path, default=DOC, help="markdown rendered from the raw data")
     a = p.parse_args(argv)
@@ -210,10 +224,21 @@ def main(argv=None) -> int:
         raise SystemExit(f"{a.raw}: holds --episodes {raw.get('episodes')} --seed {raw.get('seed')}; expected the "
                          f"same as this run's --episodes {a.episodes} --seed {a.seed} (use another --raw)")
     raw["episodes"], raw["seed"] = a.episodes, a.seed
-    entry = {"task": a.task, "spec_note": a.spec_note or "spec: built-in",
-             "command": f"OMP_NUM_THREADS=1 python benchmarks/rl/diagnose_failures.py --task {a.task} "
-                        f"--labels {' '.join(a.labels)} --episodes {a.episodes}", "runs": runs}
-    raw["tasks"] = [t for t in raw["tasks"] if t["task"] != a.task] + [entry]
+    command = (f"OMP_NUM_THREADS=1 python benchmarks/rl/diagnose_failures.py --task {a.task} "
+               f"--labels {' '.join(a.labels)} --episodes {a.episodes}" + (" --add" if a.add else ""))
+    old = next((t for t in raw["tasks"] if t["task"] == a.task), None)
+    if a.add and old is None:
+        raise SystemExit(f"--add: expected {a.raw} to hold runs of {a.task!r} to add to, found none (leave out --add)")
+    if a.add:
+        kept = [r for r in old["runs"] if r["label"] not in set(a.labels)]
+        entry = {**old, "commands": [*old.get("commands", [old.get("command")]), command], "runs": kept + runs}
+        entry.pop("command", None)
+        if a.spec_note:
+            entry["spec_note"] = a.spec_note
+    else:
+        entry = {"task": a.task, "spec_note": a.spec_note or "spec: built-in", "command": command, "runs": runs}
+    raw["tasks"] = [entry if t["task"] == a.task else t for t in raw["tasks"]] if old is not None \
+        else raw["tasks"] + [entry]
     atomic_write_bytes(a.raw, (json.dumps(raw, indent=1, ensure_ascii=False) + "\n").encode())
     print(f"wrote {a.raw}")
     return 0
