@@ -423,8 +423,7 @@ class NumpyMLPCritic(_ExportedCritic):
                 src = self._row
                 src[...] = a
             if check and not math.isfinite(src.dot(self._probe)):
-                bad = int(np.argwhere(~np.isfinite(src))[0][0])
-                raise ValueError(f"x: expected finite values, got {a[bad]} at index {bad}")
+                raise self._non_finite(src, a)
             l0, l1 = self._one(src)
             # the sigmoid in float64, rounded to float32 (as the batch path's scores are)
             return _F32_PAIR.unpack(_F32_PAIR.pack(_sigmoid(l0), _sigmoid(l1)))
@@ -433,14 +432,6 @@ class NumpyMLPCritic(_ExportedCritic):
         """Score ``steps`` of shape ``(B, obs_dim)``; returns progress and success ``(B,)``."""
         out = self._score_rows(as_obs_batch(steps, self.obs_dim, name="steps"))
         return StepScores(out[:, 0], out[:, 1])
-
-    def score_rows(self, x: Any, *, check: bool = True) -> np.ndarray:
-        """Score a batch ``x`` of shape ``(B, obs_dim)``; returns a fresh float32 array ``(B, 2)`` whose
-        columns are ``progress`` and ``success`` (the same values as :meth:`score`); ``check=False`` as
-        for :meth:`score_one`."""
-        if check:
-            x = as_obs_batch(x, self.obs_dim, name="x")
-        return self._score_rows(x)
 
     def _score_rows(self, x: np.ndarray) -> np.ndarray:
         """One row: the batch-1 path (so ``score(x[None])`` equals ``score_one(x)``); more: matrix products."""

@@ -318,6 +318,29 @@ class _ExportedCritic(StateCritic):
                 f"({str(self.path)!r})"
             )
 
+    # ------------------------------------------------------------------ scoring shared by the runners
+    def score_rows(self, x: Any, *, check: bool = True) -> np.ndarray:
+        """Score a batch ``x`` of shape ``(B, obs_dim)``; returns a fresh float32 array ``(B, 2)`` whose
+        columns are ``progress`` and ``success`` (the same values as :meth:`score`).
+
+        The batch twin of :meth:`score_one` for the vector wrappers: ``check=False`` skips the shape,
+        dtype and finiteness checks for a caller that has already validated ``x`` (a float32 ``(B,
+        obs_dim)`` array); a non-finite ``x`` then gives non-finite scores instead of an error.
+        """
+        if check:
+            x = as_obs_batch(x, self.obs_dim, name="x")
+        return self._score_rows(x)
+
+    def _score_rows(self, x: np.ndarray) -> np.ndarray:
+        """Scores ``(B, 2)`` of a validated float32 batch: the runner's own."""
+        raise NotImplementedError
+
+    @staticmethod
+    def _non_finite(row: np.ndarray, x: Any) -> ValueError:
+        """The error of ``score_one`` for an input ``x`` whose float32 copy ``row`` is not finite."""
+        bad = int(np.argwhere(~np.isfinite(row))[0][0])
+        return ValueError(f"x: expected finite values, got {x[bad]} at index {bad}")
+
 
 class OnnxCritic(_ExportedCritic):
     """A critic exported by :func:`~prm_critic.onnx.export_state_critic`, run by onnxruntime.
@@ -598,8 +621,7 @@ class OnnxCritic(_ExportedCritic):
             # one dot product with a tiny probe: finite for any finite row (|x| * 1e-30 * D cannot
             # overflow), inf or nan as soon as one entry is inf or nan (no numpy warning for a lone inf)
             if check and not math.isfinite(row.dot(self._probe)):
-                bad = int(np.argwhere(~np.isfinite(row))[0][0])
-                raise ValueError(f"x: expected finite values, got {a[bad]} at index {bad}")
+                raise self._non_finite(row, a)
             if self._fast_run is not None:
                 self._fast_run()
             else:
@@ -624,18 +646,6 @@ class OnnxCritic(_ExportedCritic):
             # non-finite input: fall through for the full check and its error message
         out = self._score_rows(as_obs_batch(steps, self.obs_dim, name="steps"))
         return StepScores(out[:, 0], out[:, 1])
-
-    def score_rows(self, x: Any, *, check: bool = True) -> np.ndarray:
-        """Score a batch ``x`` of shape ``(B, obs_dim)``; returns a fresh float32 array ``(B, 2)`` whose
-        columns are ``progress`` and ``success`` (the same values as :meth:`score`).
-
-        The batch twin of :meth:`score_one` for the vector wrappers: ``check=False`` skips the shape,
-        dtype and finiteness checks for a caller that has already validated ``x`` (a float32 ``(B,
-        obs_dim)`` array); a non-finite ``x`` then gives non-finite scores instead of an error.
-        """
-        if check:
-            x = as_obs_batch(x, self.obs_dim, name="x")
-        return self._score_rows(x)
 
     def _score_rows(self, x: np.ndarray) -> np.ndarray:
         b = x.shape[0]
