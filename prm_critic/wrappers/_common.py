@@ -481,17 +481,23 @@ class _Worker:
             pass
 
 
+def _takes_check(fn: Any) -> bool:
+    """``fn`` is callable and takes the ``check`` keyword."""
+    if not callable(fn):
+        return False
+    try:
+        return "check" in inspect.signature(fn).parameters
+    except (TypeError, ValueError):  # pragma: no cover - builtins without a signature
+        return False
+
+
 def _fast_entry(fn: Any):
     """A critic's fast path (``score_one`` of :class:`OneRowCritic`, ``score_rows`` of
     :class:`RowsCritic`) told not to re-check its input (``check=False``) when it takes that keyword,
     or ``None`` when the critic does not have it (or sets it to ``None``)."""
     if not callable(fn):
         return None
-    try:
-        params = inspect.signature(fn).parameters
-    except (TypeError, ValueError):  # pragma: no cover - builtins without a signature
-        return fn
-    if "check" not in params:
+    if not _takes_check(fn):
         return fn
 
     def unchecked(x, _fn=fn):  # a plain closure: a call through functools.partial with a keyword costs more
@@ -529,8 +535,9 @@ class CriticCaller:
         self._score_rows = _fast_entry(critic.score_rows if isinstance(critic, RowsCritic) else None)
         # what :meth:`one` calls itself: score_one with check=False when it takes that keyword (one Python
         # call less per step than through _score_one's closure), else score_one as it is
-        self._one_unchecked = one if self._score_one is not None and self._score_one is not one else None
-        self._one_checked = one if self._score_one is not None and self._score_one is one else None
+        takes_check = _takes_check(one)
+        self._one_unchecked = one if takes_check else None
+        self._one_checked = one if self._score_one is not None and not takes_check else None
         self._col = HEADS.index(head)
 
     def _run(self, x: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
