@@ -135,6 +135,9 @@ def main(argv=None) -> int:
     p.add_argument("--out", type=Path, required=True, help="checkpoint stem")
     p.add_argument("--epochs", type=int, default=30)
     p.add_argument("--hidden", default="256,256")
+    p.add_argument("--activation", default="relu", choices=["relu", "tanh", "silu", "elu"])
+    p.add_argument("--lr", type=float, default=1e-3, help="Adam learning rate")
+    p.add_argument("--batch-size", type=int, default=256)
     p.add_argument("--pairwise-weight", type=float, default=0.0)
     p.add_argument("--weight-decay", type=float, default=0.0)
     p.add_argument("--holdout", type=float, default=0.2)
@@ -169,6 +172,7 @@ def main(argv=None) -> int:
     if a.relabel:
         train = relabelled_copies(train, a.relabel, a.seed)
     config = TrainConfig(hidden=tuple(int(h) for h in a.hidden.split(",")), epochs=a.epochs,
+                         activation=a.activation, lr=a.lr, batch_size=a.batch_size,
                          pairwise_weight=a.pairwise_weight, weight_decay=a.weight_decay, seed=a.seed)
     net, history = train_state_critic(train.x, train.progress, train.success, episode=train.episode, t=train.t,
                                       ep_success=train.ep_success, mask=train.mask, config=config)
