@@ -160,7 +160,12 @@ def test_learned_potential_goal_verdicts():
     assert "undetermined (3 of 5 seeds" in verdicts([0.9] * 3)[0]
     data = {"FetchPush-v4": {**base, "prm_her_s10_critic-c-progress": _runs([0.9, 0.8, 0.7], budget),
                              "prm_her_s10_critic-c-progress_randw0": _runs([0.05, 0.9, 0.1], budget)}}
-    controls = [line for line in rep.learned_potentials(data, noise) if line.startswith("- ") and " minus " in line]
+    lines = rep.learned_potentials(data, noise)
+    controls = [line for line in lines if line.startswith("- ") and " minus " in line and "_randw" in line]
+    vs_spec = [line for line in lines if line.startswith("- ") and "(spec potential), paired" in line]
+    # the spec ran 0.7 on every seed: paired differences +0.2, +0.1, 0.0 (a tie, dropped by the sign test)
+    assert vs_spec == ["- prm_her_s10_critic-c-progress minus prm_her_s10 (spec potential), paired by seed (seeds 0, 1, "
+                       "2): mean +0.10 [+0.00, +0.20]; learned higher on 2, lower on 0; exact sign test p = 0.5"]
     assert controls == ["- prm_her_s10_critic-c-progress minus prm_her_s10_critic-c-progress_randw0, paired by seed "
                         "(seeds 0, 1, 2): mean +0.45; learned higher on 2, lower on 1; exact sign test p = 1"]
     assert rep.sign_test_p(6, 0) == 2 / 64 and rep.sign_test_p(0, 0) == 1.0

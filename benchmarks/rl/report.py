@@ -377,6 +377,26 @@ def learned_potentials(data, noise: dict) -> list[str]:
                 controls.append(f"- {label} minus {ctrl}, paired by seed (seeds {', '.join(map(str, common))}): "
                                 f"mean {np.mean(diffs):+.2f}; learned higher on {pos}, lower on {neg}; exact sign test "
                                 f"p = {sign_test_p(pos, neg):.3g}")
+        vs_spec = []
+        for label in labels:
+            if "_randw" in label:
+                continue
+            base = label.split("_critic-")[0]
+            a, b = by_seed(label), by_seed(base)
+            common = sorted(set(a) & set(b))
+            if not common:
+                continue
+            diffs = [a[k] - b[k] for k in common]
+            pos, neg = sum(d > 0 for d in diffs), sum(d < 0 for d in diffs)
+            ci = bootstrap_mean(diffs)
+            vs_spec.append(f"- {label} minus {base} (spec potential), paired by seed (seeds "
+                           f"{', '.join(map(str, common))}): mean {np.mean(diffs):+.2f}"
+                           + (f" [{ci[0]:+.2f}, {ci[1]:+.2f}]" if ci else "")
+                           + f"; learned higher on {pos}, lower on {neg}; exact sign test p = {sign_test_p(pos, neg):.3g}")
+        if vs_spec:
+            out += ["", f"Learned potential against the spec potential, paired by seed (same seed: same initial "
+                    f"networks and env seeds), success at {budget / 1000:g}k, with the 95 % bootstrap interval of the "
+                    "mean paired difference:", "", *vs_spec]
         if controls:
             out += ["", "Learned potential against its uninformed control (the same critic, weights drawn anew), success "
                     f"at {budget / 1000:g}k:", "", *controls]
