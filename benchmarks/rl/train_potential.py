@@ -21,9 +21,10 @@ same episode), labelled with the spec's progress of the relabelled state: with H
 transitions the learner trains on are queried at such relabelled goals, which scripted episodes never
 show the critic.
 
-Episodes of every folder are held out alike (``--holdout`` of each folder's episodes, seeded by
-``--split-seed``); the checkpoint (safetensors + JSON, the library's format) records the folders, their
-policies and the held-out metrics per folder.
+``--holdout`` of the episodes of all folders together are held out (drawn by ``--split-seed``, so each
+folder's share is about, not exactly, that fraction); a folder none of whose episodes was drawn is
+refused, since its held-out metrics would be undefined. The checkpoint (safetensors + JSON, the
+library's format) records the folders, their policies and the held-out metrics per folder.
 """
 
 from __future__ import annotations
@@ -167,13 +168,18 @@ def main(argv=None) -> int:
     from prm_critic.robotics.dataset import split_episodes
     from prm_critic._io import atomic_write_bytes
 
-    table, source, tables = load_union(a.data, a.label)
-    train, test = split_episodes(table, holdout=a.holdout, seed=a.split_seed)
-    if a.relabel:
-        train = relabelled_copies(train, a.relabel, a.seed)
     config = TrainConfig(hidden=tuple(int(h) for h in a.hidden.split(",")), epochs=a.epochs,
                          activation=a.activation, lr=a.lr, batch_size=a.batch_size,
                          pairwise_weight=a.pairwise_weight, weight_decay=a.weight_decay, seed=a.seed)
+    table, source, tables = load_union(a.data, a.label)
+    train, test = split_episodes(table, holdout=a.holdout, seed=a.split_seed)
+    test_source = source[np.isin(table.episode, test.episodes)]
+    if empty := [str(f) for i, f in enumerate(a.data) if not (test_source == i).any()]:
+        raise SystemExit(f"--holdout {a.holdout} (--split-seed {a.split_seed}): no held-out episode of {empty}, whose "
+                         "held-out metrics would be undefined; expected a larger --holdout, more episodes in that "
+                         "folder or another --split-seed")
+    if a.relabel:
+        train = relabelled_copies(train, a.relabel, a.seed)
     net, history = train_state_critic(train.x, train.progress, train.success, episode=train.episode, t=train.t,
                                       ep_success=train.ep_success, mask=train.mask, config=config)
     if a.delta_weight:
@@ -184,7 +190,6 @@ def main(argv=None) -> int:
                                                              weight=a.delta_weight, epochs=a.delta_epochs,
                                                              seed=a.seed)}
     critic = TorchStateCritic(net)
-    test_source = source[np.isin(table.episode, test.episodes)]
     per_folder = {}
     for i, f in enumerate(a.data):
         sel = test_source == i

@@ -1,0 +1,102 @@
+"""benchmarks/rl/train_potential.py on real FetchPush episodes (scripted and random-action folders):
+the checkpoint records the training settings it was given, the held-out metrics per folder and
+its own command, HER-relabelled copies are labelled with the spec's progress of the relabelled
+state, and arguments it cannot honour are refused with one clear error each."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("gymnasium_robotics")
+pytest.importorskip("torch")
+
+from prm_critic.robotics.collect import collect  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def mod():
+    spec = importlib.util.spec_from_file_location("train_potential_under_test",
+                                                  REPO / "benchmarks" / "rl" / "train_potential.py")
+    m = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = m
+    spec.loader.exec_module(m)
+    return m
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory):
+    from prm_critic.robotics.labels import label
+
+    root = tmp_path_factory.mktemp("push")
+    scripted, rand = root / "push", root / "push_random"
+    collect("FetchPush-v4", scripted, episodes=4, seed=0, progress=False)
+    collect("FetchPush-v4", rand, episodes=3, seed=100, policy="random", progress=False)
+    for f in (scripted, rand):
+        label(f, "subgoal", progress=False)
+    return scripted, rand
+
+
+def test_checkpoint_records_its_settings_metrics_and_command(mod, folders, tmp_path, capsys):
+    from prm_critic.models.checkpoint import load_state_critic
+
+    out = tmp_path / "crit"
+    argv = ["--data", *map(str, folders), "--label", "subgoal", "--relabel", "1", "--epochs", "1", "--lr", "5e-4",
+            "--batch-size", "64", "--activation", "tanh", "--hidden", "16,8", "--holdout", "0.5", "--split-seed", "1"]
+    assert mod.main(argv + ["--out", str(out)]) == 0
+    critic = load_state_critic(out.with_suffix(".json"))
+    cfg = critic.meta["train_config"]
+    assert (cfg["lr"], cfg["batch_size"], cfg["activation"], list(cfg["hidden"])) == (5e-4, 64, "tanh", [16, 8])
+    metrics = json.loads(out.with_name("crit.metrics.json").read_text())
+    assert metrics["command"] == "python benchmarks/rl/train_potential.py " + " ".join(argv + ["--out", str(out)])
+    per = metrics["metrics"]["per_folder"]
+    assert set(per) == {"push", "push_random"} and all(0 <= r["progress_mae"] <= 1 for r in per.values())
+    assert critic.meta["data"]["policies"] == ["scripted", "random"]
+    # one relabelled copy: twice the training steps of the held-in episodes
+    n_train = metrics["metrics"]["n_train_steps"]
+    assert n_train % 2 == 0 and n_train + metrics["metrics"]["n_test_steps"] > n_train // 2
+    scores = critic.score(np.zeros((3, critic.meta["layout"]["obs_dim"]), np.float32)).progress
+    assert scores.shape == (3,) and np.isfinite(scores).all()
+
+
+def test_relabelled_copies_carry_the_specs_progress_of_the_relabelled_state(mod, folders):
+    from prm_critic.robotics.labels import subgoal_evaluator
+
+    table, _, _ = mod.load_union(list(folders), "subgoal")
+    out = mod.relabelled_copies(table, 2, seed=0)
+    assert len(out) == 3 * len(table)
+    copies = out.select(np.arange(len(table), len(out)))
+    np.testing.assert_allclose(copies.progress, subgoal_evaluator(table.meta).progress(copies.x), atol=1e-6)
+    # the relabelled goal is an achieved goal of a later step of the same episode, so labels change
+    base = table.select(np.lexsort((table.t, table.episode)))
+    assert np.any(np.abs(copies.progress[:len(table)] - base.progress) > 1e-3)
+
+
+@pytest.mark.parametrize("extra, match", [
+    (["--label", "mc", "--relabel", "2"], r"--relabel: expected an integer >= 0, with --label subgoal"),
+    (["--delta-weight", "-1"], r"--delta-weight: expected a number >= 0"),
+    (["--lr", "0"], r"lr: expected"),
+])
+def test_arguments_it_cannot_honour_are_refused(mod, folders, tmp_path, extra, match):
+    with pytest.raises((SystemExit, ValueError), match=match):
+        mod.main(["--data", *map(str, folders), "--out", str(tmp_path / "c"), "--epochs", "1", *extra])
+
+
+def test_a_folder_without_held_out_episodes_is_refused_not_scored_nan(mod, folders, tmp_path):
+    # 0.34 of 7 episodes, drawn over both folders, holds out none of the scripted folder's under split seed 0
+    with pytest.raises(SystemExit, match=r"--holdout 0.34 \(--split-seed 0\): no held-out episode of \[.*push'\]"):
+        mod.main(["--data", *map(str, folders), "--out", str(tmp_path / "c"), "--epochs", "1", "--holdout", "0.34"])
+    assert not (tmp_path / "c.json").exists()
+
+
+def test_a_folder_that_is_not_collect_data_is_refused(mod, tmp_path):
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(SystemExit, match=r"expected a `prm-critic collect` folder, got .*empty.* \(no meta.json\)"):
+        mod.main(["--data", str(tmp_path / "empty"), "--out", str(tmp_path / "c")])
