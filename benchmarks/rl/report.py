@@ -363,36 +363,25 @@ def learned_potentials(data, noise: dict) -> list[str]:
             ok = m >= ms - GOAL_VS_SPEC and m >= mh + GOAL_VS_HER
             verdicts.append(f"- {label}: **{'met' if ok else 'not met'}** ({m:.2f} vs spec {ms:.2f} - "
                             f"{GOAL_VS_SPEC:g} and HER {mh:.2f} + {GOAL_VS_HER:g})")
-        controls = []
-        for label in labels:
-            if "_randw" in label:
-                continue
-            for ctrl in (lb for lb in labels if lb.startswith(label + "_randw")):
-                a, b = by_seed(label), by_seed(ctrl)
-                common = sorted(set(a) & set(b))
-                if not common:
-                    continue
-                diffs = [a[k] - b[k] for k in common]
-                pos, neg = sum(d > 0 for d in diffs), sum(d < 0 for d in diffs)
-                controls.append(f"- {label} minus {ctrl}, paired by seed (seeds {', '.join(map(str, common))}): "
-                                f"mean {np.mean(diffs):+.2f}; learned higher on {pos}, lower on {neg}; exact sign test "
-                                f"p = {sign_test_p(pos, neg):.3g}")
-        vs_spec = []
-        for label in labels:
-            if "_randw" in label:
-                continue
-            base = label.split("_critic-")[0]
-            a, b = by_seed(label), by_seed(base)
+        def paired(label, other, name, interval):
+            """``label`` minus ``other`` paired by seed: mean difference (with its bootstrap interval if
+            ``interval``), wins and losses, exact sign test; ``None`` without a common seed."""
+            a, b = by_seed(label), by_seed(other)
             common = sorted(set(a) & set(b))
             if not common:
-                continue
+                return None
             diffs = [a[k] - b[k] for k in common]
             pos, neg = sum(d > 0 for d in diffs), sum(d < 0 for d in diffs)
-            ci = bootstrap_mean(diffs)
-            vs_spec.append(f"- {label} minus {base} (spec potential), paired by seed (seeds "
-                           f"{', '.join(map(str, common))}): mean {np.mean(diffs):+.2f}"
-                           + (f" [{ci[0]:+.2f}, {ci[1]:+.2f}]" if ci else "")
-                           + f"; learned higher on {pos}, lower on {neg}; exact sign test p = {sign_test_p(pos, neg):.3g}")
+            ci = bootstrap_mean(diffs) if interval else None
+            return (f"- {label} minus {name}, paired by seed (seeds {', '.join(map(str, common))}): "
+                    f"mean {np.mean(diffs):+.2f}" + (f" [{ci[0]:+.2f}, {ci[1]:+.2f}]" if ci else "")
+                    + f"; learned higher on {pos}, lower on {neg}; exact sign test p = {sign_test_p(pos, neg):.3g}")
+
+        learned = [lb for lb in labels if "_randw" not in lb]
+        controls = [line for label in learned for ctrl in labels if ctrl.startswith(label + "_randw")
+                    if (line := paired(label, ctrl, ctrl, False))]
+        vs_spec = [line for label in learned if (line := paired(label, label.split("_critic-")[0],
+                                                               f"{label.split('_critic-')[0]} (spec potential)", True))]
         if vs_spec:
             out += ["", f"Learned potential against the spec potential, paired by seed (same seed: same initial "
                     f"networks and env seeds), success at {budget / 1000:g}k, with the 95 % bootstrap interval of the "
