@@ -4,10 +4,8 @@ another layout, a critic of another task and out-of-range arguments, each with o
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +13,7 @@ import pytest
 pytest.importorskip("gymnasium_robotics")
 
 from prm_critic.robotics.collect import collect  # noqa: E402
+from script_helpers import load_script  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 CRITIC = REPO / "benchmarks" / "rl" / "critics" / "push_mc.json"
@@ -22,12 +21,7 @@ CRITIC = REPO / "benchmarks" / "rl" / "critics" / "push_mc.json"
 
 @pytest.fixture(scope="module")
 def mod():
-    spec = importlib.util.spec_from_file_location("potential_noise_under_test",
-                                                  REPO / "benchmarks" / "rl" / "potential_noise.py")
-    m = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = m
-    spec.loader.exec_module(m)
-    return m
+    return load_script("benchmarks/rl/potential_noise.py", "potential_noise_under_test")
 
 
 @pytest.fixture(scope="module")

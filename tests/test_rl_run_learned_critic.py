@@ -6,9 +6,7 @@ not resumed under the critic as loaded; wrong combinations are named before any 
 from __future__ import annotations
 
 import csv
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,6 +17,7 @@ pytest.importorskip("stable_baselines3")
 import torch  # noqa: E402
 
 from prm_critic.models.checkpoint import save_state_critic  # noqa: E402
+from script_helpers import load_script  # noqa: E402
 from sb3_helpers import tiny_state_critic  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -28,11 +27,7 @@ TINY = dict(steps=200, eval_freq=100, eval_episodes=2, learning_starts=60)
 
 @pytest.fixture(scope="module")
 def run_mod():
-    spec = importlib.util.spec_from_file_location("rl_run_under_test", REPO / "benchmarks" / "rl" / "run.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("benchmarks/rl/run.py", "rl_run_under_test")
 
 
 @pytest.fixture()

@@ -5,10 +5,7 @@ state, and arguments it cannot honour are refused with one clear error each."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,18 +14,12 @@ pytest.importorskip("gymnasium_robotics")
 pytest.importorskip("torch")
 
 from prm_critic.robotics.collect import collect  # noqa: E402
-
-REPO = Path(__file__).resolve().parents[1]
+from script_helpers import load_script  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def mod():
-    spec = importlib.util.spec_from_file_location("train_potential_under_test",
-                                                  REPO / "benchmarks" / "rl" / "train_potential.py")
-    m = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = m
-    spec.loader.exec_module(m)
-    return m
+    return load_script("benchmarks/rl/train_potential.py", "train_potential_under_test")
 
 
 @pytest.fixture(scope="module")
