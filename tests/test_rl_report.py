@@ -180,3 +180,66 @@ def test_bootstrap_mean_interval():
     assert rep.bootstrap_mean([0.5]) is None
     lo, hi = rep.bootstrap_mean([0.0, 1.0, 0.0, 1.0])
     assert 0.0 <= lo < 0.5 < hi <= 1.0
+
+
+def test_critics_of_one_recipe_are_pooled_into_one_verdict():
+    rep = _report()
+    budget = rep.TASKS["FetchPush-v4"]["steps"]
+    base = {"her": _runs([0.1] * 5, budget), "prm_her_s10": _runs([0.7] * 5, budget)}
+    a, b, other = ("prm_her_s10_critic-a-progress", "prm_her_s10_critic-a_s1-progress",
+                   "prm_her_s10_critic-z-progress")
+    recipes = {"FetchPush-v4": {a: ("r1", 0), b: ("r1", 1), other: ("r2", 0)}}
+
+    def lines(va, vb, vo=(0.9,) * 5):
+        data = {"FetchPush-v4": {**base, a: _runs(va, budget), b: _runs(vb, budget), other: _runs(list(vo), budget)}}
+        out = rep.learned_potentials(data, {}, recipes)
+        return out[out.index(next(x for x in out if x.startswith("The same goal for each recipe"))) + 2:], out
+
+    # one critic meets the goal alone (0.9), its sibling does not (0.3): the recipe's mean, 0.6, does not
+    verdicts, out = lines([0.9] * 5, [0.3] * 5)
+    assert verdicts[0] == (f"- {a} + {b}: **not met** (0.60 vs spec 0.70 - 0.05 and HER 0.10 + 0.2)")
+    assert f"- {a}: **met** (0.90 vs spec 0.70 - 0.05 and HER 0.10 + 0.2)" in out
+    assert not any(other in v for v in verdicts if v.startswith("- "))  # a recipe of one critic is not pooled
+    pooled = [x for x in out if x.startswith(f"- {a} + {b} (training seeds 0, 1; 10 runs)")]
+    assert pooled == [f"- {a} + {b} (training seeds 0, 1; 10 runs): mean over the critics of each critic's mean 0.60; "
+                      "on the 5 seeds every critic ran, 0.60 [0.60, 0.60] (95 % bootstrap interval over seeds)"]
+    paired = out[out.index(pooled[0]) + 1]
+    assert paired.startswith(f"  - {a} + {b} minus prm_her_s10 (spec potential), paired by seed (seeds 0, 1, 2, 3, 4): "
+                             "mean -0.10 [-0.10, -0.10]; learned higher on 0, lower on 5")
+    assert lines([0.9] * 5, [0.6] * 5)[0][0].startswith(f"- {a} + {b}: **met** (0.75 vs")
+    # the sibling on 2 seeds: undetermined, and pairing uses only the seeds both critics ran
+    verdicts, out = lines([0.9] * 5, [0.6] * 2)
+    assert verdicts[0] == f"- {a} + {b}: undetermined (seeds per critic 5, 2 of 5; spec 5, HER 5 at 100k)"
+    assert any(x.startswith(f"  - {a} + {b} minus prm_her_s10 (spec potential), paired by seed (seeds 0, 1): "
+                            "mean +0.05") for x in out)
+
+
+def test_critic_recipes_from_the_committed_critics_and_a_changed_critic_is_refused():
+    import pytest
+
+    pytest.importorskip("torch")
+    from prm_critic.models.checkpoint import load_state_critic
+    from prm_critic.sb3.envs import critic_fingerprint
+
+    rep = _report()
+    crit = "benchmarks/rl/critics/{}.json"
+    fps = {c: critic_fingerprint(load_state_critic(HERE.parents[1] / crit.format(c)))
+           for c in ("push_cov", "push_cov_s1", "push_cov_big", "push_mc")}
+
+    def runs(c, sha=None):
+        return [{"seed": 0, "rows": [], "done": {"critic": crit.format(c), "critic_sha256": sha or fps[c]}}]
+
+    data = {"FetchPush-v4": {f"prm_her_s10_critic-{c}-progress": runs(c) for c in fps}}
+    data["FetchPush-v4"]["prm_her_s10_critic-push_cov-progress_randw0"] = runs("push_cov", "0" * 64)  # control: skipped
+    rec = rep.critic_recipes(data)["FetchPush-v4"]
+    # push_cov and push_cov_s1 differ only in --seed; push_cov_big in data and learning rate; push_mc was
+    # not written by train_potential.py and has no recipe
+    assert sorted(rec) == [f"prm_her_s10_critic-{c}-progress" for c in ("push_cov", "push_cov_big", "push_cov_s1")]
+    key = {c: rec[f"prm_her_s10_critic-{c}-progress"] for c in ("push_cov", "push_cov_s1", "push_cov_big")}
+    assert key["push_cov"][0] == key["push_cov_s1"][0] != key["push_cov_big"][0]
+    assert (key["push_cov"][1], key["push_cov_s1"][1]) == (0, 1)
+    data = {"FetchPush-v4": {"prm_her_s10_critic-push_cov-progress": runs("push_cov", "f" * 64)}}
+    with pytest.raises(ValueError, match=r"prm_her_s10_critic-push_cov-progress seed 0: the run recorded critic "
+                                         r"weights sha256 f{64}, expected [0-9a-f]{64} of .*push_cov.json "
+                                         r"\(the critic file changed after the run\)"):
+        rep.critic_recipes(data)

@@ -91,3 +91,31 @@ def test_a_folder_that_is_not_collect_data_is_refused(mod, tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(SystemExit, match=r"expected a `prm-critic collect` folder, got .*empty.* \(no meta.json\)"):
         mod.main(["--data", str(tmp_path / "empty"), "--out", str(tmp_path / "c")])
+
+
+def test_recipe_leaves_out_the_training_seed_and_the_measured_metrics(mod):
+    meta = {"task": "FetchPush-v4", "spec": {"name": "x"}, "layout": {}, "label_family": "subgoal", "maze": None,
+            "data": {"folders": ["push"], "seeds": [0]},
+            "train_config": {"seed": 0, "lr": 1e-3, "epochs": 20},
+            "metrics": {"relabel": 4, "per_folder": {"push": {"progress_mae": 0.02}}, "n_test_steps": 10}}
+
+    def with_(**changes):
+        m = json.loads(json.dumps(meta))
+        for path, v in changes.items():
+            *head, last = path.split("__")
+            d = m
+            for k in head:
+                d = d[k]
+            d[last] = v
+        return mod.recipe(m)
+
+    r = mod.recipe(meta)
+    assert r == with_(train_config__seed=7) == with_(metrics__per_folder={}) == with_(metrics__n_test_steps=3)
+    # a checkpoint from before --delta-weight was trained without the smoothness term
+    assert r == with_(metrics__delta_weight=0.0) == with_(metrics__delta_weight=0, metrics__delta_epochs=99)
+    for change in ({"train_config__lr": 3e-4}, {"metrics__relabel": 8}, {"metrics__delta_weight": 1.0},
+                   {"data__seeds": [1]}, {"label_family": "mc"}):
+        if change == {"metrics__delta_weight": 1.0}:
+            change = {**change, "metrics__delta_epochs": 10}
+        assert with_(**change) != r, change
+    assert mod.recipe({"train_config": {"seed": 0}, "metrics": {"auroc_success": 0.9}}) is None  # not this script's

@@ -305,12 +305,51 @@ def sign_test_p(pos: int, neg: int) -> float:
     return min(1.0, 2 * tail)
 
 
-def learned_potentials(data, noise: dict) -> list[str]:
+def critic_recipes(data) -> dict[str, dict[str, tuple[str, int]]]:
+    """Per task, ``label -> (recipe key, training seed)`` for every learned-critic config whose finished
+    runs name a critic written by ``train_potential.py`` (see its ``recipe``); other labels are left out.
+
+    The critic file is loaded (its own hashes checked) and its weights' fingerprint compared with the
+    ``critic_sha256`` each run recorded: a critic file that changed after its runs is refused, since
+    the runs would then be pooled under a recipe they were not trained with."""
+    from prm_critic.models.checkpoint import load_state_critic
+    from prm_critic.sb3.envs import critic_fingerprint
+
+    recipe = sibling("train_potential").recipe
+    out: dict[str, dict[str, tuple[str, int]]] = {}
+    for task, configs in data.items():
+        for label, runs in configs.items():
+            done = [r for r in runs if r["done"]]
+            if "_critic-" not in label or "_randw" in label or not done:
+                continue
+            paths = {r["done"].get("critic") for r in done}
+            if None in paths:
+                continue
+            if len(paths) != 1:
+                raise ValueError(f"{task}/{label}: expected one critic file for all its runs, got {sorted(paths)}")
+            path = ROOT / paths.pop()
+            critic = load_state_critic(path)
+            fp = critic_fingerprint(critic)
+            for r in done:
+                if r["done"].get("critic_sha256") != fp:
+                    raise ValueError(f"{task}/{label} seed {r['seed']}: the run recorded critic weights sha256 "
+                                     f"{r['done'].get('critic_sha256')}, expected {fp} of {path} (the critic file "
+                                     "changed after the run)")
+            rec = recipe(critic.meta)
+            if rec is not None:
+                key = json.dumps(rec, sort_keys=True)
+                out.setdefault(task, {})[label] = (key, int(critic.meta["train_config"]["seed"]))
+    return out
+
+
+def learned_potentials(data, noise: dict, recipes: dict | None = None) -> list[str]:
     """Per task: every learned-critic config (``_critic-`` in its label) beside the spec potential, HER
     and its random-weights control, with success at the budget (mean, 95 % bootstrap interval over
     seeds), the potential's noise (mean |dPhi| per step on random-action and scripted states, from
-    ``potential_noise.py``) and the goal's verdict."""
+    ``potential_noise.py``) and the goal's verdict. ``recipes`` (from :func:`critic_recipes`) pools the
+    critics of one recipe trained with different seeds into one line and one verdict."""
     out = []
+    recipes = recipes or {}
     for task in sorted(data):
         labels = [lb for lb in sorted(data[task], key=_sort_key) if "_critic-" in lb]
         if not labels:
@@ -363,10 +402,11 @@ def learned_potentials(data, noise: dict) -> list[str]:
             ok = m >= ms - GOAL_VS_SPEC and m >= mh + GOAL_VS_HER
             verdicts.append(f"- {label}: **{'met' if ok else 'not met'}** ({m:.2f} vs spec {ms:.2f} - "
                             f"{GOAL_VS_SPEC:g} and HER {mh:.2f} + {GOAL_VS_HER:g})")
-        def paired(label, other, name, interval):
+        def paired(label, other, name, interval, a=None):
             """``label`` minus ``other`` paired by seed: mean difference (with its bootstrap interval if
-            ``interval``), wins and losses, exact sign test; ``None`` without a common seed."""
-            a, b = by_seed(label), by_seed(other)
+            ``interval``), wins and losses, exact sign test; ``None`` without a common seed. ``a``: the
+            per-seed values standing for ``label`` (default: its runs')."""
+            a, b = by_seed(label) if a is None else a, by_seed(other)
             common = sorted(set(a) & set(b))
             if not common:
                 return None
@@ -386,6 +426,43 @@ def learned_potentials(data, noise: dict) -> list[str]:
             out += ["", f"Learned potential against the spec potential, paired by seed (same seed: same initial "
                     f"networks and env seeds), success at {budget / 1000:g}k, with the 95 % bootstrap interval of the "
                     "mean paired difference:", "", *vs_spec]
+        pooled, pooled_verdicts = [], []
+        groups: dict[str, list[str]] = defaultdict(list)
+        for label, (key, _) in recipes.get(task, {}).items():
+            groups[key].append(label)
+        for members in groups.values():
+            if len(members) < 2:
+                continue
+            members.sort(key=lambda lb: recipes[task][lb][1])
+            base = members[0].split("_critic-")[0]
+            per = {lb: by_seed(lb) for lb in members}
+            seeds_all = sorted(set.intersection(*(set(v) for v in per.values())))
+            seed_means = {k: float(np.mean([per[lb][k] for lb in members])) for k in seeds_all}
+            name = " + ".join(members)
+            tseeds = ", ".join(str(recipes[task][lb][1]) for lb in members)
+            n_runs = sum(len(v) for v in per.values())
+            ci = bootstrap_mean(list(seed_means.values()))
+            pooled.append(f"- {name} (training seeds {tseeds}; {n_runs} runs): mean over the critics of each "
+                          f"critic's mean {np.mean([np.mean(list(v.values())) for v in per.values()]):.2f}; on the "
+                          f"{len(seeds_all)} seeds every critic ran, {np.mean(list(seed_means.values())):.2f}"
+                          + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "") + " (95 % bootstrap interval over seeds)")
+            if line := paired(name, base, f"{base} (spec potential)", True, a=seed_means):
+                pooled.append(line.replace("- ", "  - ", 1))
+            spec, counts = at_budget(base), [len(v) for v in per.values()]
+            if min(counts) < GOAL_SEEDS or len(spec) < GOAL_SEEDS or len(her) < GOAL_SEEDS:
+                pooled_verdicts.append(f"- {name}: undetermined (seeds per critic {', '.join(map(str, counts))} of "
+                                       f"{GOAL_SEEDS}; spec {len(spec)}, HER {len(her)} at {budget / 1000:g}k)")
+                continue
+            m = float(np.mean([np.mean(list(v.values())) for v in per.values()]))
+            ms, mh = np.mean(spec), np.mean(her)
+            ok = m >= ms - GOAL_VS_SPEC and m >= mh + GOAL_VS_HER
+            pooled_verdicts.append(f"- {name}: **{'met' if ok else 'not met'}** ({m:.2f} vs spec {ms:.2f} - "
+                                   f"{GOAL_VS_SPEC:g} and HER {mh:.2f} + {GOAL_VS_HER:g})")
+        if pooled:
+            out += ["", "One recipe, several training seeds: critics trained by `train_potential.py` with the same "
+                    "data, labels and settings, differing only in `--seed` (initial weights and batch order), pooled "
+                    "so that no training seed is picked after its RL results are seen. Paired against the spec by RL "
+                    "seed, each seed's value is the mean over the critics:", "", *pooled]
         if controls:
             out += ["", "Learned potential against its uninformed control (the same critic, weights drawn anew), success "
                     f"at {budget / 1000:g}k:", "", *controls]
@@ -394,6 +471,11 @@ def learned_potentials(data, noise: dict) -> list[str]:
                 f"minus {GOAL_VS_SPEC:g} and at least HER's plus {GOAL_VS_HER:g}, on {GOAL_SEEDS} seeds each; "
                 "`_randw<SEED>` rows are the uninformed control (the same critic with its weights drawn anew).", "",
                 *(verdicts or ["- no learned potential has a finished run"]), ""]
+        if pooled_verdicts:
+            out += ["The same goal for each recipe with several training seeds (the mean of its critics' means; "
+                    "every critic on the goal's seeds). This is the verdict on the recipe: a single training "
+                    "seed's verdict above could have been picked by luck of its initial weights.", "",
+                    *pooled_verdicts, ""]
     return out
 
 
@@ -444,7 +526,7 @@ def main(argv=None) -> int:
         f"![unshaped success vs env steps]({rel_png.as_posix()})", "",
         table(data), "",
         "## Learned potentials", "",
-        *learned_potentials(data, json.loads(NOISE.read_text()) if NOISE.is_file() else {}),
+        *learned_potentials(data, json.loads(NOISE.read_text()) if NOISE.is_file() else {}, critic_recipes(data)),
         *buffer_diagnosis(json.loads(BUFFER.read_text()) if BUFFER.is_file() else {}),
         "## Reproduce", "", "```bash", COMMANDS, "```", "",
     ])

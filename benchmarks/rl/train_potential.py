@@ -39,6 +39,27 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
+def recipe(meta: dict) -> dict | None:
+    """The settings that made a critic written by this script, without its training seed.
+
+    Two critics with equal recipes were trained on the same data, labels, relabelling, network and
+    optimiser settings and differ only in ``--seed`` (initial weights and batch order): a report pools
+    them, so that no training seed is picked after the RL results are seen. The held-out metrics are
+    outcomes, not settings, and are left out. ``--delta-weight`` was added after the first critics: a
+    checkpoint without it was trained without the smoothness term (weight 0), and ``--delta-epochs``
+    only counts when the weight is not 0. ``None`` for a checkpoint this script did not write (no
+    ``relabel`` in its metrics)."""
+    metrics, config = meta.get("metrics"), meta.get("train_config")
+    if not isinstance(metrics, dict) or "relabel" not in metrics or not isinstance(config, dict):
+        return None
+    settings = {"relabel": metrics["relabel"], "delta_weight": float(metrics.get("delta_weight", 0.0))}
+    if settings["delta_weight"]:
+        settings["delta_epochs"] = metrics["delta_epochs"]
+    return {"task": meta.get("task"), "spec": meta.get("spec"), "layout": meta.get("layout"),
+            "label_family": meta.get("label_family"), "maze": meta.get("maze"), "data": meta.get("data"),
+            "train_config": {k: v for k, v in config.items() if k != "seed"}, "settings": settings}
+
+
 def load_union(folders: list[Path], label: str):
     """One ``StepTable`` of every folder's steps (episode ids made distinct), and per row the index of its folder;
     refused unless every folder holds the same task and critic-input layout."""
