@@ -132,3 +132,31 @@ def test_sbx_backend_runs_under_its_own_label_and_extends_from_its_state(run_mod
         assert [int(r["env_steps"]) for r in csv.DictReader(f)] == [0, 100, 200, 300]
     with pytest.raises(ValueError, match="--backend: expected 'sb3'"):
         run_mod.run_one(TASK, "her", 0, 200, root=tmp_path / "x", backend="jax")
+
+
+def test_ensemble_file_runs_as_a_potential_and_a_changed_member_is_refused(run_mod, tmp_path, critic_path):
+    from prm_critic.models.ensemble import load_critic_ensemble, save_critic_ensemble
+    from prm_critic.sb3.envs import critic_fingerprint
+
+    net, meta, _ = tiny_state_critic(TASK)
+    with torch.no_grad():
+        for p in net.parameters():
+            p.mul_(-1.0)
+    second = save_state_critic(tmp_path / "reach_critic_b", net, meta)
+    ens = save_critic_ensemble(tmp_path / "reach_ens.json", [critic_path, second])
+    out = _run(run_mod, tmp_path / "runs", critic=ens, head="progress")
+    assert out.parent.name == "prm_her_s10_critic-reach_ens-progress"
+    done = json.loads((out / "done.json").read_text())
+    assert done["critic_sha256"] == critic_fingerprint(load_critic_ensemble(ens))
+    # a member retrained in place: the ensemble file refuses it before any training
+    with torch.no_grad():
+        for p in net.parameters():
+            p.mul_(2.0)
+    save_state_critic(second.with_suffix(""), net, meta)
+    from prm_critic.integrity import CheckpointError
+
+    with pytest.raises(CheckpointError, match=r"member 1 of .*reach_ens.json.*the member changed after the ensemble"):
+        _run(run_mod, tmp_path / "runs", steps=300, critic=ens, head="progress")
+    with pytest.raises(ValueError, match="--random-weights: needs a torch critic checkpoint .* got EnsembleCritic"):
+        _run(run_mod, tmp_path / "runs2", critic=save_critic_ensemble(tmp_path / "e2.json", [critic_path, critic_path]),
+             head="progress", random_weights_seed=0)

@@ -104,8 +104,12 @@ def main(argv=None) -> int:
     subgoal = resolve_critic("subgoal", spec, env)
     # the shaper refuses a critic of another task or layout than the env's; built here for that check only
     PRMRewardShaper(env, learned, gamma=0.99, head="success")
-    layout = getattr(learned, "layout", None) or CriticInputLayout.from_dict(learned.meta["layout"])
-    x_scripted, x_scripted_next, ep_scripted = _load_scripted(a.data, a.task, learned.meta["layout"])
+    declared = learned.critic_info().layout  # a checkpoint's, an export's or an ensemble's members'
+    if declared is None:
+        raise SystemExit(f"--critic: {str(a.critic)!r} declares no critic-input layout (expected a checkpoint, "
+                         "an ONNX export or an ensemble file of the task)")
+    layout = declared if isinstance(declared, CriticInputLayout) else CriticInputLayout.from_dict(declared)
+    x_scripted, x_scripted_next, ep_scripted = _load_scripted(a.data, a.task, layout.to_dict())
     rng = np.random.default_rng(a.seed)
     x_her, x_her_next = her_relabel(x_scripted, x_scripted_next, ep_scripted, layout, np.random.default_rng(a.seed))
     xs, bounds = [], [0]

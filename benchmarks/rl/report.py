@@ -307,13 +307,14 @@ def sign_test_p(pos: int, neg: int) -> float:
 
 def critic_recipes(data) -> dict[str, dict[str, tuple[str, int]]]:
     """Per task, ``label -> (recipe key, training seed)`` for every learned-critic config whose finished
-    runs name a critic written by ``train_potential.py`` (see its ``recipe``); other labels are left out.
+    runs name a critic written by ``train_potential.py`` (see its ``recipe``); other labels (other
+    checkpoints, ensembles) are left out.
 
     The critic file is loaded (its own hashes checked) and its weights' fingerprint compared with the
     ``critic_sha256`` each run recorded: a critic file that changed after its runs is refused, since
     the runs would then be pooled under a recipe they were not trained with."""
-    from prm_critic.models.checkpoint import load_state_critic
-    from prm_critic.sb3.envs import critic_fingerprint
+    from prm_critic.models.state_critic import TorchStateCritic
+    from prm_critic.sb3.envs import critic_fingerprint, resolve_critic
 
     recipe = sibling("train_potential").recipe
     out: dict[str, dict[str, tuple[str, int]]] = {}
@@ -328,14 +329,14 @@ def critic_recipes(data) -> dict[str, dict[str, tuple[str, int]]]:
             if len(paths) != 1:
                 raise ValueError(f"{task}/{label}: expected one critic file for all its runs, got {sorted(paths)}")
             path = ROOT / paths.pop()
-            critic = load_state_critic(path)
+            critic = resolve_critic(str(path), None)  # a checkpoint or an ensemble file, hashes checked
             fp = critic_fingerprint(critic)
             for r in done:
                 if r["done"].get("critic_sha256") != fp:
                     raise ValueError(f"{task}/{label} seed {r['seed']}: the run recorded critic weights sha256 "
                                      f"{r['done'].get('critic_sha256')}, expected {fp} of {path} (the critic file "
                                      "changed after the run)")
-            rec = recipe(critic.meta)
+            rec = recipe(critic.meta) if isinstance(critic, TorchStateCritic) else None  # an ensemble has none
             if rec is not None:
                 key = json.dumps(rec, sort_keys=True)
                 out.setdefault(task, {})[label] = (key, int(critic.meta["train_config"]["seed"]))

@@ -59,17 +59,35 @@ def critic_reference(critic: Any) -> str | None:
     return f"<{type(critic).__module__}.{type(critic).__qualname__}>"
 
 
+def _ensemble_members(critic: Any) -> list | None:
+    """The members of an :class:`~prm_critic.models.ensemble.EnsembleCritic`; ``None`` for any other
+    critic (if that module was never imported, no ensemble exists, and torch is not imported here)."""
+    import sys
+
+    mod = sys.modules.get("prm_critic.models.ensemble")
+    return list(critic.members) if mod is not None and isinstance(critic, mod.EnsembleCritic) else None
+
+
 def critic_fingerprint(critic: Any) -> str | None:
     """SHA-256 of what a critic scores with, so that a resumed run can tell it is the same critic.
 
     A learned torch critic (:class:`~prm_critic.models.TorchStateCritic`): its weights (every tensor
-    of the state dict, with its name, dtype and shape, in name order). An ONNX critic: its model
+    of the state dict, with its name, dtype and shape, in name order). An ensemble
+    (:class:`~prm_critic.models.ensemble.EnsembleCritic`): the hash of its members' fingerprints in
+    order (``None`` if one of them has none). An ONNX critic: its model
     file's bytes. ``None`` for anything else (no critic, the spec's ``SubgoalCritic``, whose scores
     follow from the spec, or a critic type this function does not know)."""
     import hashlib
 
     if critic is None or isinstance(critic, str):
         return None
+    members = _ensemble_members(critic)
+    if members is not None:
+        parts = [critic_fingerprint(m) for m in members]
+        known = [v for v in parts if v is not None]
+        if len(known) != len(parts):
+            return None
+        return hashlib.sha256(("ensemble-mean|" + "|".join(known)).encode()).hexdigest()
     net = getattr(critic, "net", None)
     state_dict = getattr(net, "state_dict", None)
     if callable(state_dict):
@@ -118,7 +136,10 @@ def resolve_critic(critic: Any, spec: "str | TaskSpec | None", env=None) -> Base
             return OnnxCritic(p)
         from prm_critic.models import load_state_critic
         from prm_critic.models.checkpoint import checkpoint_paths
+        from prm_critic.models.ensemble import is_critic_ensemble, load_critic_ensemble
 
+        if is_critic_ensemble(p):
+            return load_critic_ensemble(p)
         w, j = checkpoint_paths(p)
         if not (w.exists() or j.exists()):
             raise FileNotFoundError(
