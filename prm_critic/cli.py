@@ -29,6 +29,7 @@ COMMAND_MODULES = [
     "prm_critic.commands.train_policy",
     "prm_critic.commands.train_critic",
     "prm_critic.commands.distill",
+    "prm_critic.commands.ensemble",
     "prm_critic.commands.minari",
     "prm_critic.commands.serve_llm",
 ]

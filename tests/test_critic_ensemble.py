@@ -146,3 +146,27 @@ def test_train_policy_shapes_with_the_ensemble_mean(tmp_path):
     got = np.array([float(i["prm_shaping"]) for i in keep.infos])
     np.testing.assert_allclose(got, 3.0 * (0.9 * np.where(term, 0.0, phi(xn)) - phi(x)), atol=1e-5)
     assert np.abs(got).max() > 0
+
+
+def test_cli_ensemble_writes_a_file_train_policy_loads(tmp_path, capsys):
+    from prm_critic.cli import main as cli_main
+
+    paths, xs = _members(tmp_path)
+    out = tmp_path / "ens.json"
+    assert cli_main(["ensemble", str(paths[0]), str(paths[1].with_suffix(".safetensors")), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "member m0.json  weights sha256 " in printed and f"wrote {out}: the mean of 2 critics (FetchReach-v4)" in printed
+    ens = resolve_critic(str(out), None)
+    np.testing.assert_allclose(ens.score(xs).progress, load_critic_ensemble(out).score(xs).progress, rtol=0, atol=0)
+    assert cli_main(["ensemble", str(paths[0]), "--out", str(tmp_path / "one.json")]) != 0
+    assert "at least 2 checkpoints, got 1" in capsys.readouterr().err and not (tmp_path / "one.json").exists()
+    # train-policy: --scale-steps anneals; --scale-end alone is refused
+    assert cli_main(["train-policy", "--task", TASK, "--critic", str(out), "--her", "--steps", "100", "--scale-end",
+                     "1", "--out", str(tmp_path / "run")]) != 0
+    assert "--scale-end: needs --scale-steps" in capsys.readouterr().err
+    assert cli_main(["train-policy", "--task", TASK, "--critic", str(out), "--her", "--scale", "4", "--steps", "120",
+                     "--scale-steps", "100", "--no-progress", "--algo-kwargs",
+                     '{"learning_starts": 60, "batch_size": 32, "policy_kwargs": {"net_arch": [16]}}',
+                     "--out", str(tmp_path / "run")]) == 0
+    assert '"scale_schedule": {"end": 0.0, "steps": 100}' in json.dumps(json.loads((tmp_path / "run" / "policy.json")
+                                                                              .read_text()))

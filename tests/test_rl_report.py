@@ -243,3 +243,16 @@ def test_critic_recipes_from_the_committed_critics_and_a_changed_critic_is_refus
                                          r"weights sha256 f{64}, expected [0-9a-f]{64} of .*push_cov.json "
                                          r"\(the critic file changed after the run\)"):
         rep.critic_recipes(data)
+
+
+def test_an_annealed_learned_potential_shows_its_potential_noise_and_is_paired_with_the_spec():
+    rep = _report()
+    budget = rep.TASKS["FetchPush-v4"]["steps"]
+    noise = {"FetchPush-v4": {"critic-c-progress": {"random_dphi": 0.02, "scripted_dphi": 0.03,
+                                                    "spec": {"random_dphi": 0.021, "scripted_dphi": 0.029}}}}
+    label = "prm_her_s10_critic-c-progress_anneal50k"
+    data = {"FetchPush-v4": {"her": _runs([0.1] * 5, budget), "prm_her_s10": _runs([0.7] * 5, budget),
+                             label: _runs([0.8] * 5, budget)}}
+    out = "\n".join(rep.learned_potentials(data, noise))
+    assert f"| {label} | 0.80 [0.80, 0.80] (n=5) | 0.020 | 0.030 |" in out  # the same potential, annealed
+    assert f"- {label} minus prm_her_s10 (spec potential), paired by seed" in out

@@ -160,3 +160,19 @@ def test_ensemble_file_runs_as_a_potential_and_a_changed_member_is_refused(run_m
     with pytest.raises(ValueError, match="--random-weights: needs a torch critic checkpoint .* got EnsembleCritic"):
         _run(run_mod, tmp_path / "runs2", critic=save_critic_ensemble(tmp_path / "e2.json", [critic_path, critic_path]),
              head="progress", random_weights_seed=0)
+
+
+def test_anneal_run_is_labelled_records_its_schedule_and_wrong_uses_are_refused(run_mod, tmp_path, critic_path):
+    out = _run(run_mod, tmp_path / "runs", critic=critic_path, head="progress", anneal_steps=150)
+    assert out.parent.name == "prm_her_s10_critic-reach_critic-progress_anneal150"
+    assert json.loads((out / "done.json").read_text())["scale_schedule"] == {"end": 0.0, "steps": 150}
+    assert run_mod.config_label("prm_her", 10, False, critic="c.json", head="progress", random_weights=0,
+                                anneal=(50_000, 0.5)) == "prm_her_s10_critic-c-progress_anneal50kto0.5_randw0"
+    for kw, match in ((dict(anneal_steps=0), "--anneal-steps: expected a positive integer"),
+                      (dict(anneal_steps=10, anneal_end=-1.0), "--anneal-end: expected a finite scale >= 0"),
+                      (dict(anneal_end=0.5), "--anneal-end: needs --anneal-steps")):
+        with pytest.raises(ValueError, match=match):
+            _run(run_mod, tmp_path / "bad", **kw)
+    with pytest.raises(ValueError, match="--anneal-steps: .* needs --config prm_her, got --config 'prm'"):
+        run_mod.run_one(TASK, "prm", 0, 200, scale=10.0, root=tmp_path / "bad", anneal_steps=100)
+    assert not (tmp_path / "bad").exists()

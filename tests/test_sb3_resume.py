@@ -69,7 +69,7 @@ def test_state_round_trip_continues_identically(tmp_path, algo, her):
         np.testing.assert_array_equal(vn0.obs_rms[k].mean, vn1.obs_rms[k].mean)
     if her:  # HER bookkeeping and the shaper's relabelling rows (PRMHerReplayBuffer) came back
         np.testing.assert_array_equal(rb0.ep_length[:200], rb1.ep_length[:200])
-        assert set(rb1.prm_rows) == {"x", "next_x", "terminated", "shaping"}
+        assert set(rb1.prm_rows) == {"x", "next_x", "terminated", "shaping", "scale"}
         for k in rb0.prm_rows:
             np.testing.assert_array_equal(rb0.prm_rows[k][:200], rb1.prm_rows[k][:200])
         assert not np.isnan(rb1.prm_rows["shaping"][:200]).any()

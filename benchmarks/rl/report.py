@@ -17,6 +17,7 @@ import argparse
 import itertools
 import json
 import math
+import re
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -389,7 +390,7 @@ def learned_potentials(data, noise: dict, recipes: dict | None = None) -> list[s
         for label in labels:
             vals = at_budget(label)
             spec = at_budget(label.split("_critic-")[0])
-            key = label[label.index("critic-"):]
+            key = re.sub(r"_anneal[0-9a-z.]+", "", label[label.index("critic-"):])  # annealing: the same potential
             nz = tn.get(key)
             out.append(f"| {label} | {fmt(vals)} | " + (f"{nz['random_dphi']:.3f} | {nz['scripted_dphi']:.3f} |"
                                                          if nz else "unmeasured | unmeasured |"))

@@ -31,6 +31,11 @@ input normalisation, head, scale and gamma unchanged (:func:`random_weights`); l
 ``--backend sbx`` trains with SBX (JAX) instead of stable-baselines3, resumable the same way; the
 label gets ``_sbx``, so its rows are reported beside the SB3 ones, never pooled with them.
 
+``--anneal-steps N`` (``prm_her`` only) moves the shaping scale linearly from ``--scale`` to
+``--anneal-end`` (default 0) over the first N env steps and keeps it there
+(``train_policy(scale_schedule=...)``: the HER buffer pays every sampled reward at the scale of the
+moment); label suffix ``_anneal<N/1000>k`` (``to<END>`` when the end is not 0), before ``_randw``.
+
 ``--prune`` adds the DeadEndPruner (threshold/patience per task below). A run whose ``done.json``
 exists (for this step budget or a larger one) is skipped; a run in progress in another process is skipped
 (per-run lock, released when its process ends, however it ends; ``run.py`` then exits with status 75),
@@ -97,7 +102,8 @@ TASKS = {
 
 def config_label(config: str, scale: float, prune: bool, spec: "str | Path | None" = None,
                  critic: "str | Path | None" = None, head: str = "success", refresh: bool = False,
-                 random_weights: int | None = None, backend: str = "sb3") -> str:
+                 random_weights: int | None = None, backend: str = "sb3",
+                 anneal: "tuple[int, float] | None" = None) -> str:
     label = config
     if config.startswith("prm"):
         label += f"_s{scale:g}"
@@ -109,6 +115,10 @@ def config_label(config: str, scale: float, prune: bool, spec: "str | Path | Non
         label += f"_critic-{Path(critic).stem}-{head}"
     if refresh:
         label += "_refresh"
+    if anneal is not None:
+        n, end = anneal
+        label += f"_anneal{n // 1000}k" if n % 1000 == 0 else f"_anneal{n}"
+        label += f"to{end:g}" if end else ""
     if random_weights is not None:
         label += f"_randw{random_weights}"
     if backend != "sb3":  # the same config on another library: its own rows, never mixed with SB3's
@@ -184,7 +194,8 @@ def run_one(task: str, config: str, seed: int, steps: int | None = None, *, scal
             spec: "str | Path | None" = None, eval_freq: int | None = None, eval_episodes: int | None = None,
             learning_starts: int | None = None, critic: "str | Path | None" = None, head: str = "success",
             refresh: bool = False, early_stop: float = 0.8, early_stop_min_steps: int | None = None,
-            random_weights_seed: int | None = None, backend: str = "sb3") -> Path:
+            random_weights_seed: int | None = None, backend: str = "sb3", anneal_steps: int | None = None,
+            anneal_end: float = 0.0) -> Path:
     """One run; ``eval_freq``, ``eval_episodes`` and ``learning_starts`` override the task's settings
     (``None``: the task's own, as in the benchmark's results). ``early_stop`` (``0``: off) and
     ``early_stop_min_steps`` (``None``: the task's headline budget) as in the module docstring."""
@@ -218,6 +229,16 @@ def run_one(task: str, config: str, seed: int, steps: int | None = None, *, scal
         raise ValueError(f"--head: expected 'success' or 'progress', got {head!r}")
     if backend not in ("sb3", "sbx"):
         raise ValueError(f"--backend: expected 'sb3' (stable-baselines3, torch) or 'sbx' (SBX, JAX), got {backend!r}")
+    if anneal_steps is not None:
+        if config != "prm_her":
+            raise ValueError(f"--anneal-steps: the PRM HER buffer rescales stored rewards, so it needs --config prm_her, "
+                             f"got --config {config!r}")
+        if isinstance(anneal_steps, bool) or not isinstance(anneal_steps, int) or anneal_steps < 1:
+            raise ValueError(f"--anneal-steps: expected a positive integer (env steps), got {anneal_steps!r}")
+        if not (anneal_end >= 0.0 and anneal_end < float("inf")):
+            raise ValueError(f"--anneal-end: expected a finite scale >= 0, got {anneal_end!r}")
+    elif anneal_end != 0.0:
+        raise ValueError(f"--anneal-end: needs --anneal-steps, got --anneal-end {anneal_end!r} alone")
     if refresh and (critic is None or str(critic).endswith(".onnx")):
         raise ValueError(f"--refresh: fine-tunes a torch critic checkpoint, expected --critic PATH.json, got "
                          f"--critic {None if critic is None else str(critic)!r}")
@@ -236,7 +257,8 @@ def run_one(task: str, config: str, seed: int, steps: int | None = None, *, scal
             raise ValueError(f"--spec: expected a spec TOML file, got {str(spec)!r} (no such file)")
         if load_spec(spec).env_id != task:
             raise ValueError(f"--spec: {str(spec)!r} is a spec for {load_spec(spec).env_id!r}, expected one for {task!r}")
-    label = config_label(config, scale, prune, spec, critic, head, refresh, random_weights_seed, backend)
+    anneal = None if anneal_steps is None else (anneal_steps, float(anneal_end))
+    label = config_label(config, scale, prune, spec, critic, head, refresh, random_weights_seed, backend, anneal)
     out = run_dir(task, label, seed, root)
     marker = out / "done.json"
     state_ptr = out / "resume" / "latest.json"
@@ -300,6 +322,7 @@ def run_one(task: str, config: str, seed: int, steps: int | None = None, *, scal
             early_stop=None if early_stop == 0 else dict(
                 threshold=early_stop, consecutive=2,
                 min_steps=TASKS[task]["steps"] if early_stop_min_steps is None else early_stop_min_steps),
+            scale_schedule=None if anneal is None else dict(end=anneal[1], steps=anneal[0]),
         )
         wall = time.perf_counter() - t0
         rows = model.prm_eval.rows
@@ -307,7 +330,8 @@ def run_one(task: str, config: str, seed: int, steps: int | None = None, *, scal
         summary = {
             "task": task, "config": config, "label": label, "seed": seed, "steps": steps, "algo": algo,
             "backend": backend,
-            "scale": scale if shaped else None, "prune": cfg["prune"] if prune else None,
+            "scale": scale if shaped else None, "scale_schedule": model.prm_config.get("scale_schedule"),
+            "prune": cfg["prune"] if prune else None,
             "spec": str(spec) if spec is not None else "built-in", "subgoals": task_spec.to_dict()["subgoals"],
             "critic": str(critic) if critic is not None else None, "head": head if critic is not None else "progress",
             "critic_sha256": model.prm_config.get("critic_sha256"), "random_weights": random_weights_seed,
@@ -358,13 +382,18 @@ def main(argv=None) -> int:
                    help="stop after two consecutive evaluations at or above this success (0: off; default 0.8)")
     p.add_argument("--early-stop-min-steps", type=int, default=None,
                    help="--early-stop: not before this step (default: the task's headline budget)")
+    p.add_argument("--anneal-steps", type=int, default=None, metavar="N",
+                   help="prm_her: move the shaping scale linearly from --scale to --anneal-end over N env steps "
+                        "(label suffix _anneal<N>)")
+    p.add_argument("--anneal-end", type=float, default=0.0, help="--anneal-steps: the final scale (default 0)")
     a = p.parse_args(argv)
     try:
         run_one(a.task, a.config, a.seed, a.steps, scale=a.scale, prune=a.prune, algo=a.algo, root=a.root,
                 progress_bar=a.progress, spec=a.spec, eval_freq=a.eval_freq, eval_episodes=a.eval_episodes,
                 learning_starts=a.learning_starts, critic=a.critic, head=a.head, refresh=a.refresh,
                 early_stop=a.early_stop, early_stop_min_steps=a.early_stop_min_steps,
-                random_weights_seed=a.random_weights, backend=a.backend)
+                random_weights_seed=a.random_weights, backend=a.backend, anneal_steps=a.anneal_steps,
+                anneal_end=a.anneal_end)
     except RunInProgress as exc:
         print(exc, flush=True)
         return EXIT_HELD

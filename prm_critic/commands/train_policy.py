@@ -97,6 +97,10 @@ def register(sub) -> None:
                         "(default: train the whole budget)")
     p.add_argument("--early-stop-min-steps", type=int, default=0,
                    help="--early-stop: not before this many env steps")
+    p.add_argument("--scale-steps", type=int, default=None, metavar="N",
+                   help="anneal the shaping scale linearly from --scale to --scale-end over N env steps "
+                        "(potential shaping with --her) (default: constant)")
+    p.add_argument("--scale-end", type=float, default=None, help="--scale-steps: the final scale (default 0)")
     p.set_defaults(func=run)
 
 
@@ -131,13 +135,17 @@ def run(args) -> int:
                          f"{args.early_stop_min_steps} alone")
     early_stop = None if args.early_stop is None else {"threshold": args.early_stop,
                                                         "min_steps": args.early_stop_min_steps}
+    if args.scale_steps is None and args.scale_end is not None:
+        raise ValueError(f"--scale-end: needs --scale-steps, got --scale-end {args.scale_end} alone")
+    scale_schedule = None if args.scale_steps is None else {
+        "end": 0.0 if args.scale_end is None else args.scale_end, "steps": args.scale_steps}
     model = train_policy(
         args.task, algo=args.algo, critic=args.critic, shaping=shaping, scale=args.scale, head=args.head,
         her=args.her, prune=prune, total_steps=args.steps, seed=args.seed, n_envs=args.n_envs,
         eval_freq=args.eval_freq, eval_episodes=args.eval_episodes, log_dir=args.out, algo_kwargs=algo_kwargs,
         normalize_obs=args.normalize_obs,
         progress=args.progress, checkpoint_freq=args.checkpoint_freq, resume=args.resume,
-        torch_threads=args.torch_threads or None, early_stop=early_stop,
+        torch_threads=args.torch_threads or None, early_stop=early_stop, scale_schedule=scale_schedule,
         **({} if args.backend is None else {"backend": args.backend}),
     )
     rows = model.prm_eval.rows if model.prm_eval is not None else []

@@ -42,7 +42,7 @@ from prm_critic.sb3.monitor import step_success
 require("stable_baselines3.common.callbacks")  # a missing extra fails here with the exact ``pip install`` to run
 from stable_baselines3.common.callbacks import BaseCallback  # noqa: E402
 
-__all__ = ["PRMStatsCallback", "UnshapedSuccessEval", "StopOnSuccess", "TqdmCallback", "EVAL_COLUMNS", "read_eval_csv", "append_csv_row"]
+__all__ = ["PRMStatsCallback", "UnshapedSuccessEval", "StopOnSuccess", "ShapingScaleSchedule", "TqdmCallback", "EVAL_COLUMNS", "read_eval_csv", "append_csv_row"]
 
 EVAL_COLUMNS = ("env_steps", "success_rate", "mean_return", "std_return", "mean_length", "n_episodes",
                 "train_wall_s", "eval_wall_s")
@@ -334,6 +334,67 @@ class StopOnSuccess(BaseCallback):
                 print(f"[stop] {self.consecutive} evaluations at or above {self.threshold:g} by step {self.stopped_at}")
             return False
         return True
+
+
+class ShapingScaleSchedule(BaseCallback):
+    """Anneal the shaping scale linearly over env steps ``t``::
+
+        scale(t) = start + (end - start) * min(t / steps, 1)
+
+    The shapers of the training env (``set_scale``) and the replay buffer
+    (:meth:`~prm_critic.sb3.her.PRMHerReplayBuffer.set_shaping_scale`) get the new value together, at
+    training start and at the end of every rollout (after its transitions are stored, before the
+    gradient steps that sample them), so each stored transition records the scale it was paid at and
+    every sampled reward, real or HER-relabelled, is paid at today's scale. Needs the model's replay
+    buffer to be a ``PRMHerReplayBuffer`` (``train_policy(her=True, shaping="potential")``); a plain
+    buffer would keep the rewards of old steps at their old scale, so it is refused. The schedule is a
+    function of the step count alone: a resumed run continues it where it stopped.
+
+    Args:
+        start: the scale at step 0 (> 0; ``train_policy``'s ``scale``).
+        end: the scale from ``steps`` on (>= 0).
+        steps: env steps over which the scale moves from ``start`` to ``end`` (> 0).
+    """
+
+    def __init__(self, start: float, end: float, steps: int, verbose: int = 0):
+        super().__init__(verbose)
+        self.start = validate.check_number("start", start, positive=True)
+        self.end = validate.check_number("end", end, low=0.0)
+        self.steps = validate.positive_int("steps", steps, unit="env steps")
+        self.current: float | None = None
+        self._buffer: Any = None
+
+    def value(self, t: int) -> float:
+        """The scale at env step ``t``."""
+        return self.start + (self.end - self.start) * min(int(t) / self.steps, 1.0)
+
+    def _apply(self) -> None:
+        v = self.value(self.num_timesteps)
+        if v == self.current:
+            return
+        self.training_env.env_method("set_scale", v)
+        assert self._buffer is not None  # set at training start, before any _apply
+        self._buffer.set_shaping_scale(v)
+        self.current = v
+        self.logger.record("prm/shaping_scale", v)
+
+    def _on_training_start(self) -> None:
+        from prm_critic.sb3.her import PRMHerReplayBuffer
+
+        rb = getattr(self.model, "replay_buffer", None)
+        if not isinstance(rb, PRMHerReplayBuffer):
+            raise ValueError(f"ShapingScaleSchedule: needs the model's replay buffer to be a PRMHerReplayBuffer "
+                             f"(train_policy with her=True and shaping='potential'), got {type(rb).__name__}; "
+                             "another buffer keeps old rewards at their old scale")
+        self._buffer = rb
+        self.current = None
+        self._apply()
+
+    def _on_step(self) -> bool:
+        return True
+
+    def _on_rollout_end(self) -> None:
+        self._apply()
 
 
 class TqdmCallback(BaseCallback):

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from prm_critic import validate
 from prm_critic._optional import require
 from prm_critic.wrappers.prm_reward_shaper import RelabelRows
 
@@ -29,10 +30,13 @@ require("stable_baselines3")  # a missing extra fails here with the exact ``pip 
 from stable_baselines3 import HerReplayBuffer  # noqa: E402
 from stable_baselines3.common.type_aliases import DictReplayBufferSamples  # noqa: E402
 
-__all__ = ["PRMHerReplayBuffer", "ROW_ARRAYS"]
+__all__ = ["PRMHerReplayBuffer", "ROW_ARRAYS", "SCALE_ROW"]
 
 #: the per-transition arrays this buffer adds to SB3's, in ``buffer.prm_rows`` (saved with the training state)
 ROW_ARRAYS = ("x", "next_x", "terminated", "shaping")
+#: the shaping scale each transition was paid at (NaN: no scale schedule), in ``buffer.prm_rows`` too; a
+#: training state written before it existed restores without it (NaN: it had no schedule)
+SCALE_ROW = "scale"
 
 
 class PRMHerReplayBuffer(HerReplayBuffer):
@@ -59,7 +63,36 @@ class PRMHerReplayBuffer(HerReplayBuffer):
             "next_x": np.zeros((*shape, width), np.float32),
             "terminated": np.zeros(shape, bool),
             "shaping": np.full(shape, np.nan, np.float64),
+            SCALE_ROW: np.full(shape, np.nan, np.float64),
         }
+        #: the shaping scale paid now (``None``: constant, no schedule; :meth:`set_shaping_scale`)
+        self.shaping_scale: float | None = None
+
+    def set_shaping_scale(self, scale: float) -> None:
+        """The shaping scale the env pays from now on (set together with the shapers' ``set_scale``,
+        by :class:`~prm_critic.sb3.callbacks.ShapingScaleSchedule`). From then on every sampled reward,
+        real or relabelled, is the one paid at this scale: a stored transition paid at ``s_then``
+        gets ``r - F_then + F_then * scale / s_then`` (potential shaping is linear in the scale)."""
+        self.shaping_scale = validate.check_number("scale", scale, low=0.0)
+
+    def _shaping_now(self, shaping: np.ndarray, paid: np.ndarray) -> np.ndarray:
+        """``shaping`` (paid at the scales ``paid``) as paid at :attr:`shaping_scale` (unchanged without a
+        schedule, and where paid at the current scale)."""
+        now = self.shaping_scale
+        if now is None:
+            return shaping
+        if np.isnan(paid).any():
+            raise RuntimeError("shaping scale: a stored transition has no recorded scale while a schedule is active "
+                               "(stored before the schedule started); its reward cannot be rescaled")
+        change = paid != now
+        if not change.any():
+            return shaping
+        if (paid[change] == 0).any():
+            raise RuntimeError(f"shaping scale: a transition paid at scale 0 cannot be rescaled to {now} (a schedule "
+                               "must not leave 0)")
+        out = shaping.copy()
+        out[change] = shaping[change] * (now / paid[change])
+        return out
 
     def add(self, obs, next_obs, action, reward, done, infos) -> None:
         if self.env is None:  # a buffer unpickled by SB3 has no env until set_env
@@ -68,9 +101,25 @@ class PRMHerReplayBuffer(HerReplayBuffer):
         rows = self.env.env_method("relabel_rows", infos, indices=[0])[0]  # checks the prm_* keys are there
         for name, arr in zip(ROW_ARRAYS, rows):
             self.prm_rows[name][self.pos] = arr
+        self.prm_rows[SCALE_ROW][self.pos] = np.nan if self.shaping_scale is None else self.shaping_scale
         # the env's own keys, for the base env's compute_reward (shallow: no per-sample deep copy)
         self.infos[self.pos] = [{k: v for k, v in info.items() if not k.startswith("prm_")} for info in infos]
         super().add(obs, next_obs, action, reward, done, infos)
+
+    def _get_real_samples(self, batch_indices: np.ndarray, env_indices: np.ndarray,
+                          env=None) -> DictReplayBufferSamples:
+        samples = super()._get_real_samples(batch_indices, env_indices, env)
+        if self.shaping_scale is None:
+            return samples
+        paid = self.prm_rows["shaping"][batch_indices, env_indices]
+        if np.isnan(paid).any():
+            raise RuntimeError("shaping scale: a stored transition does not record the shaping term it was paid "
+                               "(no 'prm_shaping' in its info), so its reward cannot be rescaled to the scheduled scale")
+        delta = self._shaping_now(paid, self.prm_rows[SCALE_ROW][batch_indices, env_indices]) - paid
+        if not delta.any():
+            return samples
+        rewards = (self.rewards[batch_indices, env_indices] + delta).astype(np.float32)
+        return samples._replace(rewards=self.to_torch(self._normalize_reward(rewards.reshape(-1, 1), env)))
 
     def _get_virtual_samples(self, batch_indices: np.ndarray, env_indices: np.ndarray,
                              env=None) -> DictReplayBufferSamples:
@@ -81,6 +130,9 @@ class PRMHerReplayBuffer(HerReplayBuffer):
         obs["desired_goal"] = new_goals
         next_obs["desired_goal"] = new_goals  # the goal of s' is the relabelled goal too
         rows = RelabelRows(*(self.prm_rows[name][batch_indices, env_indices] for name in ROW_ARRAYS))
+        if self.shaping_scale is not None:  # a reused paid term is paid at today's scale
+            rows = rows._replace(shaping=self._shaping_now(rows.shaping,
+                                                           self.prm_rows[SCALE_ROW][batch_indices, env_indices]))
         assert self.env is not None
         rewards = self.env.env_method("compute_reward_rows", next_obs["achieved_goal"], obs["desired_goal"], rows,
                                       infos, indices=[0])[0].astype(np.float32)

@@ -58,6 +58,7 @@ __all__ = ["TrainingStateCheckpoint", "TrainingStateError", "latest_training_sta
 
 FORMAT = "prm-critic/sb3-training-state"
 FORMAT_VERSION = 1
+_SCALE_ROW = "scale"  # prm_critic.sb3.her.SCALE_ROW (her.py needs SB3 at import; this module does not)
 _BUFFER_ARRAYS = ("observations", "next_observations", "actions", "rewards", "dones", "timeouts",
                   "ep_start", "ep_length", "prm_rows")  # prm_rows: PRMHerReplayBuffer's relabelling rows
 
@@ -173,6 +174,8 @@ def _restore_buffer(rb, tensors: Mapping, info: Mapping) -> None:
         v = getattr(rb, attr)
         if isinstance(v, dict):
             for k in v:
+                if f"buffer.{attr}.{k}" not in tensors and (attr, k) == ("prm_rows", _SCALE_ROW):
+                    continue  # a state from before scale schedules: no schedule, the rows stay NaN
                 v[k][:n] = tensors[f"buffer.{attr}.{k}"].numpy()
         else:
             v[:n] = tensors[f"buffer.{attr}"].numpy()

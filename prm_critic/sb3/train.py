@@ -91,7 +91,7 @@ def train_policy(task: "str | TaskSpec", *, algo: str = "sac", critic: Any = Non
                  callbacks: list | None = None, progress: bool = True, checkpoint_freq: int | None = None,
                  resume: bool = False, verbose: int = 0, progress_bar: bool | None = None,
                  backend: str = DEFAULT_BACKEND, torch_threads: int | None = 1,
-                 early_stop: Mapping[str, Any] | None = None):
+                 early_stop: Mapping[str, Any] | None = None, scale_schedule: Mapping[str, Any] | None = None):
     """Train a policy on ``task`` with optional PRM shaping, HER and dead-end pruning.
 
     Args:
@@ -154,6 +154,11 @@ def train_policy(task: "str | TaskSpec", *, algo: str = "sac", critic: Any = Non
             (:class:`~prm_critic.sb3.callbacks.StopOnSuccess`). The step of the stop is
             ``model.prm_config["stopped_early_at"]`` (``None``: ran the whole budget). Not part of the
             resume configuration: a stopped run can be extended with another rule or none.
+        scale_schedule: ``None`` (the shaping scale stays ``scale``) or ``dict(end=0.0, steps=N)``:
+            the scale moves linearly from ``scale`` at step 0 to ``end`` at step ``N`` and stays there
+            (:class:`~prm_critic.sb3.callbacks.ShapingScaleSchedule`), for ``shaping="potential"``
+            with ``her=True``, whose replay buffer rescales every sampled reward to the scale of the
+            moment. Part of the resume configuration.
 
     Returns:
         The trained SB3 (or SBX) model. ``model.prm_config`` holds the run's JSON-able configuration,
@@ -164,7 +169,8 @@ def train_policy(task: "str | TaskSpec", *, algo: str = "sac", critic: Any = Non
         total_steps=total_steps, seed=seed, n_envs=n_envs, eval_freq=eval_freq, eval_episodes=eval_episodes,
         log_dir=log_dir, algo_kwargs=algo_kwargs, normalize_obs=normalize_obs, callbacks=callbacks,
         progress=progress, checkpoint_freq=checkpoint_freq, resume=resume, verbose=verbose,
-        progress_bar=progress_bar, backend=backend, torch_threads=torch_threads, early_stop=early_stop)
+        progress_bar=progress_bar, backend=backend, torch_threads=torch_threads, early_stop=early_stop,
+        scale_schedule=scale_schedule)
     with _torch_threads(config.torch_threads):
         return _train(config)
 
@@ -206,6 +212,7 @@ class TrainPolicyConfig:
     backend: str = DEFAULT_BACKEND
     torch_threads: int | None = 1
     early_stop: Mapping[str, Any] | None = None
+    scale_schedule: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
         checked = functools.partial(object.__setattr__, self)  # frozen: the checked values replace the given
@@ -244,6 +251,7 @@ class TrainPolicyConfig:
                              f"prune=None; choose shaping from {list(SHAPING_MODES)}")
         validate.positive_int("torch_threads", self.torch_threads, allow_none=True)
         checked("early_stop", _check_early_stop(self.early_stop, self.eval_freq))
+        checked("scale_schedule", _check_scale_schedule(self.scale_schedule, shaping, self.her))
 
 
 @contextlib.contextmanager
@@ -276,6 +284,18 @@ def _check_early_stop(early_stop: Mapping[str, Any] | None, eval_freq: int | Non
     if isinstance(ms, bool) or not isinstance(ms, int) or ms < 0:
         raise ValueError(f"early_stop['min_steps']: expected an integer >= 0 (env steps), got {ms!r}")
     return out
+
+
+def _check_scale_schedule(schedule: Mapping[str, Any] | None, shaping: str | None, her: bool) -> dict[str, Any] | None:
+    if schedule is None:
+        return None
+    if not isinstance(schedule, Mapping) or set(schedule) != {"end", "steps"}:
+        raise ValueError(f"scale_schedule: expected None or a dict with keys end, steps, got {schedule!r}")
+    if shaping != "potential" or not her:
+        raise ValueError(f"scale_schedule: rescales stored rewards in the PRM HER replay buffer, so it needs "
+                         f"shaping='potential' and her=True, got shaping={shaping!r}, her={her!r}")
+    return {"end": validate.check_number("scale_schedule['end']", schedule["end"], low=0.0),
+            "steps": validate.positive_int("scale_schedule['steps']", schedule["steps"], unit="env steps")}
 
 
 def _train(config: TrainPolicyConfig):
@@ -319,6 +339,8 @@ def _train(config: TrainPolicyConfig):
         "scale": float(c.scale), "head": c.head, "her": bool(c.her), "prune": c.prune, "gamma": gamma,
         "total_steps": total_steps, "seed": c.seed, "n_envs": c.n_envs, "normalize_obs": bool(c.normalize_obs),
     }
+    if c.scale_schedule is not None:  # absent without one: training states written before it still resume
+        model.prm_config["scale_schedule"] = dict(c.scale_schedule)
     model.prm_resumed_from = []
     if log_path is not None and (c.checkpoint_freq is not None or c.resume):
         _restore_and_checkpoint(model, venv, log_path / "resume", c, kw=kw, fitted=fitted, stats=stats,
@@ -382,6 +404,10 @@ def _train_callbacks(spec: TaskSpec, config: TrainPolicyConfig, log_path: Path |
         evaluator = UnshapedSuccessEval(spec, eval_freq=config.eval_freq, n_episodes=config.eval_episodes,
                                         csv_path=(log_path / "eval.csv") if log_path else None)
         cbs.append(evaluator)
+    if config.scale_schedule is not None:
+        from prm_critic.sb3.callbacks import ShapingScaleSchedule
+
+        cbs.append(ShapingScaleSchedule(float(config.scale), **config.scale_schedule))
     cbs.extend(config.callbacks or [])
     bar = None
     if config.progress:

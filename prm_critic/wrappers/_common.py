@@ -383,6 +383,13 @@ class ShaperBase(CallerStats):
     evaluator: SubgoalEvaluator | None
     _eval_subgoals: bool
 
+    def set_scale(self, scale: float) -> None:
+        """Pay ``scale * F`` from the next step on (a finite number >= 0; the constructor's ``scale``
+        must be > 0, a schedule may end at 0). A replay buffer that stores shaped rewards must rescale
+        them to match (:class:`~prm_critic.sb3.her.PRMHerReplayBuffer` does, through
+        :class:`~prm_critic.sb3.callbacks.ShapingScaleSchedule`)."""
+        self.scale = validate.check_number("scale", scale, low=0.0)
+
 
 def attach_subgoal_evaluator(obj: ShaperBase, critic: BaseCritic, task_spec: TaskSpec | None, env: Any = None) -> None:
     """Set ``obj.task_spec`` (``task_spec``, resolved by :class:`ShaperConfig`), ``obj.evaluator`` and
