@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 from typing import Any, Mapping
 
-__all__ = ["CheckpointError", "UnverifiedConfigWarning", "sha256_bytes", "check_sha256", "config_sha256",
+__all__ = ["CheckpointError", "UnverifiedConfigWarning", "sha256_bytes", "check_sha256", "config_sha256", "read_format_doc",
            "check_config_sha256"]
 
 
@@ -80,3 +80,20 @@ def check_config_sha256(doc: Mapping[str, Any], *, path: Path, field: str) -> No
             f"checkpoint: {str(path)!r} was changed after saving: its content (architecture, metadata) hashes to "
             f"{actual}, but its field {field!r} records {expected}; restore the file or save the critic again"
         )
+
+
+def read_format_doc(path: Path, *, fmt: str, noun: str, prefix: str = "checkpoint") -> dict[str, Any]:
+    """The JSON object in ``path`` whose ``format`` field is ``fmt``.
+
+    Raises:
+        CheckpointError: ``"<prefix>: '<path>' is not valid JSON (...)"``, or ``"... is <noun> (format
+            <found>, expected <fmt>)"`` for valid JSON that is not such a document.
+    """
+    try:
+        doc = json.loads(Path(path).read_bytes())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise CheckpointError(f"{prefix}: {str(path)!r} is not valid JSON ({exc})") from exc
+    if not isinstance(doc, dict) or doc.get("format") != fmt:
+        got = doc.get("format") if isinstance(doc, dict) else None
+        raise CheckpointError(f"{prefix}: {str(path)!r} is {noun} (format {got!r}, expected {fmt!r})")
+    return doc

@@ -26,6 +26,18 @@ def tiny_state_critic(task: str = "FetchReach-v4"):
     return net, {"layout": layout.to_dict(), "task": spec.name}, xs
 
 
+class KeepInfos(BaseCallback):
+    """Keeps a copy of the first env's info dict at every step (``infos``)."""
+
+    def __init__(self):
+        super().__init__()
+        self.infos = []
+
+    def _on_step(self) -> bool:
+        self.infos.append(dict(self.locals["infos"][0]))
+        return True
+
+
 class Killed(Exception):
     pass
 

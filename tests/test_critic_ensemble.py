@@ -20,7 +20,7 @@ from prm_critic.models import load_state_critic  # noqa: E402
 from prm_critic.models.checkpoint import save_state_critic  # noqa: E402
 from prm_critic.models.ensemble import EnsembleCritic, load_critic_ensemble, save_critic_ensemble  # noqa: E402
 from prm_critic.sb3.envs import critic_fingerprint, resolve_critic  # noqa: E402
-from sb3_helpers import tiny_state_critic  # noqa: E402
+from sb3_helpers import KeepInfos, tiny_state_critic  # noqa: E402
 
 torch.set_num_threads(1)
 TASK = "FetchReach-v4"
@@ -115,18 +115,7 @@ def test_members_that_cannot_be_averaged_are_refused(tmp_path):
 
 
 def test_train_policy_shapes_with_the_ensemble_mean(tmp_path):
-    from stable_baselines3.common.callbacks import BaseCallback
-
     from prm_critic.sb3 import train_policy
-
-    class KeepInfos(BaseCallback):
-        def __init__(self):
-            super().__init__()
-            self.infos = []
-
-        def _on_step(self) -> bool:
-            self.infos.append(dict(self.locals["infos"][0]))
-            return True
 
     paths, _ = _members(tmp_path)
     ens_path = save_critic_ensemble(tmp_path / "ens.json", paths)

@@ -18,24 +18,13 @@ from prm_critic.robotics.make import make_env  # noqa: E402
 from prm_critic.robotics.spec import load_spec  # noqa: E402
 from prm_critic.robotics.subgoals import SubgoalCritic  # noqa: E402
 from prm_critic.sb3 import train_policy  # noqa: E402
-from sb3_helpers import tiny_state_critic  # noqa: E402
+from sb3_helpers import KeepInfos, tiny_state_critic  # noqa: E402
 
 torch.set_num_threads(1)
-BaseCallback = pytest.importorskip("stable_baselines3.common.callbacks").BaseCallback
 
 TASK = "FetchReach-v4"
 TINY = dict(learning_starts=60, batch_size=32, gamma=0.9, policy_kwargs=dict(net_arch=[16, 16]))
 SCALE = 3.0
-
-
-class KeepInfos(BaseCallback):
-    def __init__(self):
-        super().__init__()
-        self.infos = []
-
-    def _on_step(self) -> bool:
-        self.infos.append(dict(self.locals["infos"][0]))
-        return True
 
 
 def _shaping_matches(infos, phi, atol):

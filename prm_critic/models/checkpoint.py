@@ -41,6 +41,7 @@ from prm_critic.integrity import (
     check_config_sha256,
     check_sha256,
     config_sha256,
+    read_format_doc,
     sha256_bytes,
 )
 from prm_critic.models.state_critic import StateCriticNet, TorchStateCritic
@@ -102,12 +103,7 @@ def load_state_critic(path: str | os.PathLike, *, allow_unverified: bool = False
     for f in (j, w):
         if not f.is_file():
             raise FileNotFoundError(f"checkpoint: {str(f)!r} does not exist (expected {w.name} + {j.name})")
-    try:
-        doc = json.loads(j.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise CheckpointError(f"checkpoint: {str(j)!r} is not valid JSON ({exc})") from exc
-    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-        raise CheckpointError(f"checkpoint: {str(j)!r} is not a prm-critic state critic (format {doc.get('format') if isinstance(doc, dict) else None!r}, expected {FORMAT!r})")
+    doc = read_format_doc(j, fmt=FORMAT, noun="not a prm-critic state critic")
     version = doc.get("format_version")
     if isinstance(version, bool) or not isinstance(version, int) or not 1 <= version <= FORMAT_VERSION:
         raise CheckpointError(

@@ -28,7 +28,7 @@ import numpy.typing as npt
 
 from prm_critic import __version__
 from prm_critic.critic import CriticInfo, StateCritic, StepScores, as_obs_batch
-from prm_critic.integrity import CheckpointError, check_config_sha256, config_sha256
+from prm_critic.integrity import CheckpointError, check_config_sha256, config_sha256, read_format_doc
 from prm_critic.models.checkpoint import atomic_write_bytes, checkpoint_paths, load_state_critic
 
 __all__ = ["EnsembleCritic", "save_critic_ensemble", "load_critic_ensemble", "is_critic_ensemble", "ENSEMBLE_FORMAT"]
@@ -149,14 +149,7 @@ def load_critic_ensemble(path: str | os.PathLike) -> EnsembleCritic:
     p = Path(path)
     if not p.is_file():
         raise FileNotFoundError(f"ensemble: {str(p)!r} does not exist")
-    try:
-        doc = json.loads(p.read_bytes())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise CheckpointError(f"ensemble: {str(p)!r} is not valid JSON ({exc})") from exc
-    if not isinstance(doc, dict) or doc.get("format") != ENSEMBLE_FORMAT:
-        got = doc.get("format") if isinstance(doc, dict) else None
-        raise CheckpointError(f"ensemble: {str(p)!r} is not a critic ensemble (format {got!r}, expected "
-                              f"{ENSEMBLE_FORMAT!r})")
+    doc = read_format_doc(p, fmt=ENSEMBLE_FORMAT, noun="not a critic ensemble", prefix="ensemble")
     version = doc.get("format_version")
     if isinstance(version, bool) or version != ENSEMBLE_FORMAT_VERSION:
         raise CheckpointError(f"ensemble: {str(p)!r} has format_version {version!r}; this prm-critic reads "

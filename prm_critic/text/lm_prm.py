@@ -108,7 +108,7 @@ def verify_lm_prm_folder(model_dir: str | os.PathLike, *, allow_unverified: bool
             that the manifest does not name (transformers might read it).
     """
     from prm_critic._io import UnsafePathError, resolve_inside
-    from prm_critic.integrity import CheckpointError, check_sha256
+    from prm_critic.integrity import CheckpointError, check_sha256, read_format_doc
 
     if not isinstance(allow_unverified, bool):
         raise TypeError(f"allow_unverified: expected a bool, got {allow_unverified!r}")
@@ -123,13 +123,7 @@ def verify_lm_prm_folder(model_dir: str | os.PathLike, *, allow_unverified: bool
             f"model_dir: {str(d)!r} has no {MANIFEST} recording {HASHES!r}, so a damaged or replaced file cannot be "
             "detected; check the folder, then record its hashes with write_lm_prm_manifest(model_dir) (or pass "
             "allow_unverified=True to load it unchecked)")
-    try:
-        doc = json.loads(m.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise CheckpointError(f"checkpoint: {str(m)!r} is not valid JSON ({exc})") from exc
-    if not isinstance(doc, dict) or doc.get("format") != LM_PRM_FORMAT:
-        got = doc.get("format") if isinstance(doc, dict) else None
-        raise CheckpointError(f"checkpoint: {str(m)!r} is not an LM PRM manifest (format {got!r}, expected {LM_PRM_FORMAT!r})")
+    doc = read_format_doc(m, fmt=LM_PRM_FORMAT, noun="not an LM PRM manifest")
     version = doc.get("format_version")
     if isinstance(version, bool) or not isinstance(version, int) or not 1 <= version <= FORMAT_VERSION:
         raise CheckpointError(f"checkpoint: {str(m)!r} has format_version {version!r}; this prm-critic reads 1 to "
