@@ -103,16 +103,26 @@ def test_scale_schedule_rescales_every_sampled_reward_to_the_current_scale():
     saved = {k: rb.prm_rows[k].copy() for k in ("shaping", SCALE_ROW)}
     rb.prm_rows["shaping"][:] = np.nan
     rb.prm_rows[SCALE_ROW][:] = np.nan
-    rb.shaping_scale = None
+    rb.shaping_scale, rb._built_scale = None, 2.0  # as a buffer built at 2 with no schedule
     np.random.seed(1)
     ref = rb._get_virtual_samples(b, e).rewards.numpy().reshape(-1)
     np.testing.assert_allclose(virt, ref, rtol=0, atol=2e-5)
     rb.prm_rows.update(saved)
-    rb.shaping_scale = 2.0
+    rb.shaping_scale, rb._built_scale = 2.0, 10.0
     # the goal "relabelled" to the stored one: the shaper reuses the paid term, which must be rescaled too
     rb._sample_goals = lambda bi, ei: rb.observations["desired_goal"][bi, ei]
     same = rb._get_virtual_samples(b, e).rewards.numpy().reshape(-1)
     np.testing.assert_allclose(same, want, rtol=0, atol=2e-5)
+    # the shaper's scale changed behind the buffer's back: sampling refuses to mix two scales
+    env.env_method("set_scale", 3.0)
+    with pytest.raises(RuntimeError, match="the shaper pays scale 3.0, this replay buffer 2.0"):
+        rb.sample(8)
+    env.env_method("set_scale", 2.0)
+    unscheduled = _model(critic, shaped=True)
+    unscheduled.learn(150)
+    unscheduled.get_env().env_method("set_scale", 5.0)
+    with pytest.raises(RuntimeError, match="the shaper pays scale 5.0, this replay buffer 10.0; change the scale"):
+        unscheduled.replay_buffer.sample(8)
     # a schedule on a buffer that cannot rescale is refused
     plain = _model(critic, shaped=False)
     with pytest.raises(ValueError, match="needs the model's replay buffer to be a PRMHerReplayBuffer .* got "

@@ -67,6 +67,7 @@ class PRMHerReplayBuffer(HerReplayBuffer):
         }
         #: the shaping scale paid now (``None``: constant, no schedule; :meth:`set_shaping_scale`)
         self.shaping_scale: float | None = None
+        self._built_scale = float(env.get_attr("scale", indices=[0])[0])
 
     def set_shaping_scale(self, scale: float) -> None:
         """The shaping scale the env pays from now on (set together with the shapers' ``set_scale``,
@@ -74,6 +75,17 @@ class PRMHerReplayBuffer(HerReplayBuffer):
         real or relabelled, is the one paid at this scale: a stored transition paid at ``s_then``
         gets ``r - F_then + F_then * scale / s_then`` (potential shaping is linear in the scale)."""
         self.shaping_scale = validate.check_number("scale", scale, low=0.0)
+
+    def _check_shaper_scale(self) -> None:
+        """The shaper relabels at its own scale: it must be the one this buffer pays at (the scale it was
+        built with, or the schedule's), else stored and relabelled rewards would mix two scales."""
+        assert self.env is not None
+        shaper = float(self.env.get_attr("scale", indices=[0])[0])
+        expected = self._built_scale if self.shaping_scale is None else self.shaping_scale
+        if shaper != expected:
+            raise RuntimeError(f"shaping scale: the shaper pays scale {shaper}, this replay buffer {expected}; change "
+                               "the scale during training with ShapingScaleSchedule (train_policy(scale_schedule=...)), "
+                               "which rescales the stored rewards too")
 
     def _shaping_now(self, shaping: np.ndarray, paid: np.ndarray) -> np.ndarray:
         """``shaping`` (paid at the scales ``paid``) as paid at :attr:`shaping_scale` (unchanged without a
@@ -123,6 +135,7 @@ class PRMHerReplayBuffer(HerReplayBuffer):
 
     def _get_virtual_samples(self, batch_indices: np.ndarray, env_indices: np.ndarray,
                              env=None) -> DictReplayBufferSamples:
+        self._check_shaper_scale()
         obs = {key: o[batch_indices, env_indices, :] for key, o in self.observations.items()}
         next_obs = {key: o[batch_indices, env_indices, :] for key, o in self.next_observations.items()}
         infos = [dict(d) for d in self.infos[batch_indices, env_indices]]
