@@ -256,3 +256,39 @@ def test_an_annealed_learned_potential_shows_its_potential_noise_and_is_paired_w
     out = "\n".join(rep.learned_potentials(data, noise))
     assert f"| {label} | 0.80 [0.80, 0.80] (n=5) | 0.020 | 0.030 |" in out  # the same potential, annealed
     assert f"- {label} minus prm_her_s10 (spec potential), paired by seed" in out
+
+
+def test_a_config_without_its_own_control_is_paired_with_its_shaper_configs_control(monkeypatch):
+    rep = _report()
+    budget = rep.TASKS["FetchPush-v4"]["steps"]
+    own, other, ctrl = ("prm_her_s10_critic-c-progress", "prm_her_s10_critic-e-progress",
+                        "prm_her_s10_critic-c-progress_randw0")
+    data = {"FetchPush-v4": {"her": _runs([0.1] * 5, budget), "prm_her_s10": _runs([0.7] * 5, budget),
+                             own: _runs([0.9, 0.8, 0.7], budget), other: _runs([0.6, 0.6, 0.6], budget),
+                             ctrl: _runs([0.05, 0.9, 0.1], budget),
+                             # another shaper config's control is not paired with these
+                             "prm_s10_critic-c-progress_randw0": _runs([0.5] * 3, budget)}}
+    lines = [x for x in rep.learned_potentials(data, {}) if x.startswith("- ") and "_randw" in x]
+    assert lines == [f"- {own} minus {ctrl}, paired by seed (seeds 0, 1, 2): mean +0.45; learned higher on 2, "
+                     "lower on 1; exact sign test p = 1",
+                     f"- {other} minus {ctrl} (the shaper config's control), paired by seed (seeds 0, 1, 2): "
+                     "mean +0.25; learned higher on 2, lower on 1; exact sign test p = 1"]
+
+
+def test_a_screened_config_is_also_compared_on_its_untouched_seeds(monkeypatch):
+    rep = _report()
+    budget = rep.TASKS["FetchPush-v4"]["steps"]
+    label = "prm_her_s10_critic-c-progress"
+    monkeypatch.setattr(rep, "SCREENED_ON", {"FetchPush-v4": {label: (3,)}})
+    data = {"FetchPush-v4": {"her": _runs([0.1] * 5, budget), "prm_her_s10": _runs([0.7] * 5, budget),
+                             label: _runs([0.8, 0.8, 0.6, 0.1, 0.8], budget)}}
+    out = rep.learned_potentials(data, {})
+    i = out.index(next(x for x in out if x.startswith(f"- {label} minus prm_her_s10 (spec potential)")))
+    assert "(seeds 0, 1, 2, 3, 4): mean -0.08" in out[i]
+    # seed 3 (-0.6) dropped: +0.1, +0.1, -0.1, +0.1
+    assert out[i + 1].startswith("  - on the seeds it was not screened on (screened on seed 3): (seeds 0, 1, 2, 4): "
+                                 "mean +0.05 [")
+    assert out[i + 1].endswith("learned higher on 3, lower on 1; exact sign test p = 0.625")
+    assert f"- {label}: **not met** (0.62 vs spec 0.70 - 0.05 and HER 0.10 + 0.2); screened on seed 3 first" in out
+    monkeypatch.setattr(rep, "SCREENED_ON", {})
+    assert not any("screened" in x for x in rep.learned_potentials(data, {}))
