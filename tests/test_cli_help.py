@@ -18,6 +18,7 @@ from cli_helpers import all_parsers, subparsers
 
 from prm_critic.cli import EXIT_INTERRUPTED, build_parser, main
 from prm_critic.commands._help import is_flag
+from prm_critic.robotics.families import label_families
 
 ROOT = Path(__file__).resolve().parents[1]
 #: reStructuredText / Markdown markup that a terminal shows raw: backticks, **strong**, *emphasis*
@@ -131,7 +132,7 @@ def test_both_spellings_are_documented_in_help():
     subs = subparsers(build_parser())
     for command in ("label", "train-critic"):
         text = " ".join(subs[command].format_help().split())
-        assert "--family FAMILY" in text.replace("{subgoal,mc,mc_bisect,outcome}", "FAMILY")
+        assert "--family FAMILY" in text.replace("{" + ",".join(label_families()) + "}", "FAMILY")
         assert "--label is the same option" in text, command
     text = " ".join(subparsers(subs["minari"])["import"].format_help().split())
     assert "--task TASK, --spec TASK" in text and "--spec is the same option" in text

@@ -87,6 +87,17 @@ def test_labels_semantics(maze_data):
     expect = (0.9 ** (out.ep_len - 1 - out.t) * out.ep_success).astype(np.float32)
     assert np.array_equal(out.success, expect)
 
+    label(maze_data, "steps_to_success", gamma=0.9, progress=False)
+    sts = load_steps(maze_data, "steps_to_success")
+    assert sts.mask.all() and sts.success.dtype == np.float32
+    step_ok = sts.extra["step_success"]
+    for i in np.flatnonzero(sts.t % 7 == 0):  # a scan per sampled step: the first success at or after it
+        later = np.flatnonzero((sts.episode == sts.episode[i]) & (sts.t >= sts.t[i]) & step_ok)
+        want = 0.9 ** (sts.t[later[0]] - sts.t[i]) if len(later) else 0.0
+        assert sts.success[i] == np.float32(want), (sts.episode[i], sts.t[i])
+    # a successful episode's steps are all worth something; a failed one's nothing
+    assert (sts.success[sts.ep_success] > 0).all() and (sts.success[~sts.ep_success] == 0).all()
+
     mc = load_steps(maze_data, "mc")
     assert np.array_equal(mc.mask, mc.t % 4 == 0)
     assert np.isnan(mc.success[~mc.mask]).all()

@@ -32,6 +32,7 @@ def folders(tmp_path_factory):
     collect("FetchPush-v4", rand, episodes=3, seed=100, policy="random", progress=False)
     for f in (scripted, rand):
         label(f, "subgoal", progress=False)
+        label(f, "steps_to_success", gamma=0.95, progress=False)
     return scripted, rand
 
 
@@ -70,8 +71,62 @@ def test_relabelled_copies_carry_the_specs_progress_of_the_relabelled_state(mod,
     assert np.any(np.abs(copies.progress[:len(table)] - base.progress) > 1e-3)
 
 
+def test_relabelled_steps_to_success_labels_follow_the_relabelled_goal(mod, folders):
+    table, _, _ = mod.load_union(list(folders), "steps_to_success")
+    out = mod.relabelled_copies(table, 2, seed=0, gamma=0.95)
+    assert len(out) == 3 * len(table)
+    base = table.select(np.lexsort((table.t, table.episode)))
+    assert np.array_equal(out.success[:len(table)], base.success)  # the stored labels, untouched
+    lay = table.layout
+    ach, des = lay.slices["achieved_goal"], lay.slices["desired_goal"]
+    thr = table.spec.subgoals[-1].threshold
+    copies = out.select(np.arange(len(table), len(out)))
+    rng = np.random.default_rng(1)
+    for i in rng.choice(len(copies), 60, replace=False):  # an independent scan: distance to the new goal
+        ep, t = i % len(table), copies.t[i]
+        rows = np.flatnonzero((base.episode == base.episode[ep]) & (base.t >= t))
+        met = np.linalg.norm(base.next_x[rows][:, ach] - copies.x[i, des], axis=1) < thr
+        want = 0.95 ** (base.t[rows][np.argmax(met)] - t) if met.any() else 0.0
+        assert copies.success[i] == pytest.approx(want, rel=1e-6), (i, t)
+        # HER's goal is an achieved goal at or after the step: some later step meets it
+        assert copies.success[i] > 0
+    assert np.all((copies.success > 0) & (copies.success <= 1))
+
+
+def test_relabelling_is_refused_when_the_last_subgoal_is_not_the_tasks_success(mod, folders):
+    table, _, _ = mod.load_union(list(folders), "steps_to_success")
+    flags = table.extra["step_success"].copy()
+    flags[np.argmax(~flags)] = True  # one step flagged as a success the spec's last subgoal does not see
+    table.extra["step_success"] = flags
+    with pytest.raises(SystemExit, match=r"the spec's last subgoal 'object_at_goal' disagrees with the stored success "
+                                         r"flag on 1 of \d+ steps"):
+        mod.relabelled_copies(table, 1, seed=0, gamma=0.95)
+
+
+def test_steps_to_success_critic_records_its_label_discount(mod, folders, tmp_path):
+    out = tmp_path / "sts"
+    assert mod.main(["--data", *map(str, folders), "--label", "steps_to_success", "--relabel", "1", "--epochs", "1",
+                     "--hidden", "8", "--holdout", "0.5", "--split-seed", "1", "--out", str(out)]) == 0
+    metrics = json.loads(out.with_name("sts.metrics.json").read_text())["metrics"]
+    assert metrics["label_gamma"] == 0.95 and metrics["relabel"] == 1
+
+
+def test_folders_labelled_with_different_discounts_are_refused(mod, folders, tmp_path):
+    import shutil
+
+    from prm_critic.robotics.labels import label
+
+    other = tmp_path / "push_random"
+    shutil.copytree(folders[1], other)
+    shutil.rmtree(other / "labels")
+    label(other, "steps_to_success", gamma=0.9, progress=False)
+    with pytest.raises(SystemExit, match=r"--data: the steps_to_success labels were written with different discounts"):
+        mod.main(["--data", str(folders[0]), str(other), "--label", "steps_to_success", "--relabel", "1",
+                  "--out", str(tmp_path / "c"), "--epochs", "1", "--holdout", "0.5", "--split-seed", "1"])
+
+
 @pytest.mark.parametrize("extra, match", [
-    (["--label", "mc", "--relabel", "2"], r"--relabel: expected an integer >= 0, with --label subgoal"),
+    (["--label", "mc", "--relabel", "2"], r"--relabel: expected an integer >= 0, with --label subgoal or steps_to_success"),
     (["--delta-weight", "-1"], r"--delta-weight: expected a number >= 0"),
     (["--lr", "0"], r"lr: expected"),
 ])
@@ -114,7 +169,7 @@ def test_recipe_leaves_out_the_training_seed_and_the_measured_metrics(mod):
     # a checkpoint from before --delta-weight was trained without the smoothness term
     assert r == with_(metrics__delta_weight=0.0) == with_(metrics__delta_weight=0, metrics__delta_epochs=99)
     for change in ({"train_config__lr": 3e-4}, {"metrics__relabel": 8}, {"metrics__delta_weight": 1.0},
-                   {"data__seeds": [1]}, {"label_family": "mc"}):
+                   {"data__seeds": [1]}, {"label_family": "mc"}, {"metrics__label_gamma": 0.9}):
         if change == {"metrics__delta_weight": 1.0}:
             change = {**change, "metrics__delta_epochs": 10}
         assert with_(**change) != r, change

@@ -15,11 +15,15 @@ early are covered:
     python benchmarks/rl/train_potential.py --data critic_data/push critic_data/push_random --label subgoal \\
         --out benchmarks/rl/critics/push_cov
 
-``--relabel K`` (``subgoal`` labels only) adds, for every step, K copies with HER's "future" goal
-relabelling (the desired goal of s and s' replaced by the achieved goal at a random later step of the
-same episode), labelled with the spec's progress of the relabelled state: with HER, four of every five
-transitions the learner trains on are queried at such relabelled goals, which scripted episodes never
-show the critic.
+``--relabel K`` (``subgoal`` and ``steps_to_success`` labels) adds, for every step, K copies with HER's
+"future" goal relabelling (the desired goal of s and s' replaced by the achieved goal at a random later
+step of the same episode): with HER, four of every five transitions the learner trains on are queried
+at such relabelled goals, which scripted episodes never show the critic. A ``subgoal`` copy is
+labelled with the spec's progress of the relabelled state; a ``steps_to_success`` copy with
+``gamma ** (t* - t)``, ``t*`` the first step at or after ``t`` whose next state meets the relabelled
+goal by the spec's last subgoal. That subgoal must be the task's success: on every stored step, it
+holds on the next state exactly when the step's success flag is set (checked; refused otherwise).
+The discount is the one the labels were written with (``labels/steps_to_success.json``).
 
 ``--holdout`` of the episodes of all folders together are held out (drawn by ``--split-seed``, so each
 folder's share is about, not exactly, that fraction); a folder none of whose episodes was drawn is
@@ -55,6 +59,8 @@ def recipe(meta: dict) -> dict | None:
     settings = {"relabel": metrics["relabel"], "delta_weight": float(metrics.get("delta_weight", 0.0))}
     if settings["delta_weight"]:
         settings["delta_epochs"] = metrics["delta_epochs"]
+    if "label_gamma" in metrics:  # the labels' own discount (steps_to_success)
+        settings["label_gamma"] = metrics["label_gamma"]
     return {"task": meta.get("task"), "spec": meta.get("spec"), "layout": meta.get("layout"),
             "label_family": meta.get("label_family"), "maze": meta.get("maze"), "data": meta.get("data"),
             "train_config": {k: v for k, v in config.items() if k != "seed"}, "settings": settings}
@@ -84,13 +90,62 @@ def load_union(folders: list[Path], label: str):
 
     union = StepTable(x=cat("x"), next_x=cat("next_x"), episode=np.concatenate(eps), t=cat("t"), ep_len=cat("ep_len"),
                       ep_success=cat("ep_success"), progress=cat("progress"), success=cat("success"),
-                      mask=cat("mask"), spec=first.spec, layout=first.layout, meta=first.meta, family=label)
+                      mask=cat("mask"), spec=first.spec, layout=first.layout, meta=first.meta, family=label,
+                      extra={"step_success": np.concatenate([t.extra["step_success"] for t in tables])})
     return union, np.concatenate(source), tables
 
 
-def relabelled_copies(table, k: int, seed: int):
+def label_gamma(folders: list[Path], label: str) -> float | None:
+    """The discount the ``steps_to_success`` labels of ``folders`` were written with (one for all of them;
+    ``None`` for another family)."""
+    if label != "steps_to_success":
+        return None
+    gammas = {}
+    for f in folders:
+        rec = json.loads((f / "labels" / f"{label}.json").read_text())
+        gammas[str(f)] = float(rec["gamma"])
+    if len(set(gammas.values())) != 1:
+        raise SystemExit(f"--data: the {label} labels were written with different discounts {gammas}; expected one "
+                         f"(`prm-critic label --family {label} --gamma G` on every folder)")
+    return next(iter(gammas.values()))
+
+
+def relabelled_success_labels(next_x: np.ndarray, episode: np.ndarray, t: np.ndarray, goals: np.ndarray,
+                              layout, evaluator, gamma: float) -> np.ndarray:
+    """Per row, ``gamma ** (t* - t)`` for the row's relabelled goal ``goals[i]``: ``t*`` the first step at or
+    after the row's, in its episode, whose next state meets that goal by the spec's last subgoal; 0 if
+    none. Rows must be whole episodes in step order."""
+    des = layout.slices["desired_goal"]
+    out = np.zeros(len(t), dtype=np.float32)
+    starts = np.flatnonzero(np.r_[True, episode[1:] != episode[:-1]])
+    ends = np.r_[starts[1:], len(episode)]
+    for b, e in zip(starts, ends):
+        n = e - b
+        grid = np.repeat(next_x[b:e][None, :, :], n, axis=0)  # [row i, later step j]
+        grid[:, :, des] = goals[b:e][:, None, :]
+        hit = evaluator.holds(grid.reshape(n * n, -1))[:, -1].reshape(n, n) & np.triu(np.ones((n, n), bool))
+        first = np.argmax(hit, axis=1)
+        ok = hit.any(axis=1)
+        out[b:e][ok] = (float(gamma) ** (first[ok] - np.arange(n)[ok])).astype(np.float32)
+    return out
+
+
+def check_last_subgoal_is_success(table, evaluator) -> None:
+    """Refuse a task whose spec's last subgoal is not its success: on every stored step, it must hold on the
+    next state exactly when the step's success flag is set."""
+    last = evaluator.holds(table.next_x)[:, -1]
+    ok = table.extra["step_success"].astype(bool)
+    if (bad := int((last != ok).sum())):
+        name = table.spec.subgoals[-1].name
+        raise SystemExit(f"--relabel with --label steps_to_success: the spec's last subgoal {name!r} disagrees with "
+                         f"the stored success flag on {bad} of {len(ok)} steps; relabelled goals' success is judged "
+                         "by that subgoal, so expected it to hold exactly on the steps that succeed")
+
+
+def relabelled_copies(table, k: int, seed: int, gamma: float | None = None):
     """``table`` with ``k`` HER-relabelled copies of every step appended (module docstring), labelled with
-    the spec's progress of the relabelled state (the ``subgoal`` family's label)."""
+    the spec's progress of the relabelled state (the ``subgoal`` family's label) or, with ``gamma``, the
+    relabelled goal's discounted steps to success (``steps_to_success``)."""
     from rl_sibling import sibling
 
     her_relabel = sibling("potential_noise").her_relabel
@@ -101,15 +156,19 @@ def relabelled_copies(table, k: int, seed: int):
     evaluator = subgoal_evaluator(table.meta)
     order = np.lexsort((table.t, table.episode))  # her_relabel needs each episode's steps in order
     base = table.select(order)
+    if gamma is not None:
+        check_last_subgoal_is_success(base, evaluator)
     rng = np.random.default_rng(seed)
     parts = [base]
     span = int(base.episode.max()) + 1
     for i in range(k):
         x, nx = her_relabel(base.x, base.next_x, base.episode, base.layout, rng)
         prog = evaluator.progress(x).astype(np.float32)
+        lab = prog if gamma is None else relabelled_success_labels(
+            nx, base.episode, base.t, x[:, base.layout.slices["desired_goal"]], base.layout, evaluator, gamma)
         # each copy is an episode of its own (ids past the originals'): training checks one t per episode
         parts.append(StepTable(x=x, next_x=nx, episode=base.episode + (i + 1) * span, t=base.t, ep_len=base.ep_len,
-                               ep_success=base.ep_success, progress=prog, success=prog, mask=np.ones(len(x), bool),
+                               ep_success=base.ep_success, progress=prog, success=lab, mask=np.ones(len(x), bool),
                                spec=base.spec, layout=base.layout, meta=base.meta, family=base.family))
     return StepTable(**{f: np.concatenate([getattr(p, f) for p in parts]) for f in
                         ("x", "next_x", "episode", "t", "ep_len", "ep_success", "progress", "success", "mask")},
@@ -153,7 +212,8 @@ def finetune_delta(net, x, nx, y, ny, *, weight: float, epochs: int, lr: float =
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--data", type=Path, nargs="+", required=True, help="collect folders (same task and layout)")
-    p.add_argument("--label", default="subgoal", choices=["subgoal", "mc", "outcome"], help="label family")
+    p.add_argument("--label", default="subgoal", choices=["subgoal", "mc", "outcome", "steps_to_success"],
+                   help="label family")
     p.add_argument("--out", type=Path, required=True, help="checkpoint stem")
     p.add_argument("--epochs", type=int, default=30)
     p.add_argument("--hidden", default="256,256")
@@ -166,7 +226,7 @@ def main(argv=None) -> int:
     p.add_argument("--split-seed", type=int, default=0)
     p.add_argument("--seed", type=int, default=0, help="initialisation and batch order")
     p.add_argument("--relabel", type=int, default=0, metavar="K",
-                   help="add K HER-relabelled copies of every step (subgoal labels only; default 0)")
+                   help="add K HER-relabelled copies of every step (subgoal and steps_to_success labels; default 0)")
     p.add_argument("--delta-weight", type=float, default=0.0,
                    help="then fine-tune with a loss on the per-step change Phi(s') - Phi(s) against the label's "
                         "(subgoal labels only; 0: none)")
@@ -175,9 +235,9 @@ def main(argv=None) -> int:
     if a.delta_weight < 0 or (a.delta_weight and a.label != "subgoal"):
         raise SystemExit(f"--delta-weight: expected a number >= 0, with --label subgoal (the label of s' is the spec's "
                          f"progress), got --delta-weight {a.delta_weight} --label {a.label}")
-    if a.relabel < 0 or (a.relabel and a.label != "subgoal"):
-        raise SystemExit(f"--relabel: expected an integer >= 0, with --label subgoal (relabelled states have no MC "
-                         f"labels), got --relabel {a.relabel} --label {a.label}")
+    if a.relabel < 0 or (a.relabel and a.label not in ("subgoal", "steps_to_success")):
+        raise SystemExit(f"--relabel: expected an integer >= 0, with --label subgoal or steps_to_success (relabelled "
+                         f"states have no MC labels), got --relabel {a.relabel} --label {a.label}")
     for f in a.data:
         if not (f / "meta.json").is_file():
             raise SystemExit(f"--data: expected a `prm-critic collect` folder, got {str(f)!r} (no meta.json)")
@@ -199,8 +259,9 @@ def main(argv=None) -> int:
         raise SystemExit(f"--holdout {a.holdout} (--split-seed {a.split_seed}): no held-out episode of {empty}, whose "
                          "held-out metrics would be undefined; expected a larger --holdout, more episodes in that "
                          "folder or another --split-seed")
+    gamma = label_gamma(a.data, a.label)
     if a.relabel:
-        train = relabelled_copies(train, a.relabel, a.seed)
+        train = relabelled_copies(train, a.relabel, a.seed, gamma)
     net, history = train_state_critic(train.x, train.progress, train.success, episode=train.episode, t=train.t,
                                       ep_success=train.ep_success, mask=train.mask, config=config)
     if a.delta_weight:
@@ -222,7 +283,8 @@ def main(argv=None) -> int:
             row["success_auroc"] = m.get("success_auroc")
         per_folder[f.name] = row
     metrics = {"per_folder": per_folder, "n_train_steps": int(len(train)), "n_test_steps": int(len(test)),
-               "relabel": a.relabel, "delta_weight": a.delta_weight, "delta_epochs": a.delta_epochs}
+               "relabel": a.relabel, "delta_weight": a.delta_weight, "delta_epochs": a.delta_epochs,
+               **({} if gamma is None else {"label_gamma": gamma})}
     meta = {"task": table.spec.name, "spec": table.spec.to_dict(), "layout": table.layout.to_dict(),
             "label_family": a.label, "maze": table.meta.get("maze"), "train_config": config.to_dict(),
             "metrics": metrics,

@@ -12,7 +12,7 @@ Roll out a behaviour policy on a task and store the trajectories, with the MuJoC
 
 Re-running with the same settings resumes (complete shards are kept); a folder that holds data
 collected with other settings is refused, naming each setting that differs. Next step:
-prm-critic label --data OUT --family subgoal (or mc, mc_bisect, outcome).
+prm-critic label --data OUT --family subgoal (or mc, mc_bisect, outcome, steps_to_success).
 
   prm-critic collect --task PointMaze_UMaze-v3 --episodes 60 --out runs/pm
 """

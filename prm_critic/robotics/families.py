@@ -5,8 +5,8 @@ A family is a :class:`LabelFamily`: its name (the folder ``labels/<name>``), the
 (names from :data:`OPTION_DEFAULTS`), ``run(job) -> Path`` (writes ``labels/<name>/shard_*.npz`` and
 ``labels/<name>.json`` for a :class:`LabelJob`), ``record(options, trust_pickle) -> dict`` (its checked
 parameter record, what ``labels/<name>.json`` stores) and whether it restores simulator snapshots.
-:func:`register_label_family` adds one; the built-ins are ``subgoal``, ``mc``, ``mc_bisect`` and
-``outcome`` (:mod:`prm_critic.robotics.labels`). This module imports nothing heavy, so the command
+:func:`register_label_family` adds one; the built-ins are ``subgoal``, ``mc``, ``mc_bisect``,
+``outcome`` and ``steps_to_success`` (:mod:`prm_critic.robotics.labels`). This module imports nothing heavy, so the command
 line lists the families without importing gymnasium; the built-ins import their labellers when run.
 """
 
@@ -166,11 +166,13 @@ def _check_count(name: str, v: Any, minimum: int) -> None:
         raise ValueError(f"{name}: expected an integer >= {minimum}, got {v!r}")
 
 
-def _outcome_record(opts: dict[str, Any], trust_pickle: bool) -> dict[str, Any]:
-    gamma = opts["gamma"]
-    if isinstance(gamma, bool) or not isinstance(gamma, (int, float)) or not 0.0 < float(gamma) <= 1.0:
-        raise ValueError(f"gamma: expected a number in (0, 1], got {gamma!r}")
-    return {"family": "outcome", "gamma": float(gamma)}
+def _gamma_record(family: str) -> Callable[[dict[str, Any], bool], dict[str, Any]]:
+    def record(opts: dict[str, Any], trust_pickle: bool) -> dict[str, Any]:
+        gamma = opts["gamma"]
+        if isinstance(gamma, bool) or not isinstance(gamma, (int, float)) or not 0.0 < float(gamma) <= 1.0:
+            raise ValueError(f"gamma: expected a number in (0, 1], got {gamma!r}")
+        return {"family": family, "gamma": float(gamma)}
+    return record
 
 
 def _mc_record(opts: dict[str, Any], trust_pickle: bool) -> dict[str, Any]:
@@ -226,5 +228,9 @@ register_label_family(LabelFamily(
     description="mc estimates only where a binary search for the drop of the success estimate needs them, "
                 "the other steps interpolated"))
 register_label_family(LabelFamily(
-    "outcome", _run_arrays, ("gamma",), _outcome_record,
+    "outcome", _run_arrays, ("gamma",), _gamma_record("outcome"),
     description="the episode's success discounted by gamma per step to its end"))
+register_label_family(LabelFamily(
+    "steps_to_success", _run_arrays, ("gamma",), _gamma_record("steps_to_success"),
+    description="gamma to the power of the steps from the state to the first success at or after it in its "
+                "episode (0 if none): the behaviour's discounted value of reaching success"))

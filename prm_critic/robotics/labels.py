@@ -1,4 +1,5 @@
-"""Step labels for collected trajectories: ``subgoal``, ``mc`` (Math-Shepherd), ``mc_bisect`` and ``outcome``.
+"""Step labels for collected trajectories: ``subgoal``, ``mc`` (Math-Shepherd), ``mc_bisect``, ``outcome``
+and ``steps_to_success``.
 
 Each family writes ``out_dir/labels/<family>/shard_00000.npz`` (one per trajectory shard, atomic,
 resumable per shard) and ``out_dir/labels/<family>.json`` with its parameters. All labels are float32
@@ -23,6 +24,10 @@ and never rounded.
   needs them, every other step interpolated between them (OmegaPRM-style, far fewer rollout steps);
   see :mod:`prm_critic.robotics.bisect_labels`.
 * ``outcome``: ``label_t = gamma ** (T - 1 - t) * ep_success`` (``T`` = episode length).
+* ``steps_to_success``: ``label_t = gamma ** (t* - t)``, ``t*`` the first step at or after ``t`` whose
+  next state succeeds (the shard's per-step ``success``), 0 when no later step succeeds: the value of
+  ``s_t`` under the behaviour policy for a reward of 1 on reaching success (discounted Monte-Carlo:
+  a value, not a success probability; :func:`steps_to_success_labels`).
 
 ``mc`` runs on the chosen executor (``executor="local" | "ray" | "auto"``, :mod:`prm_critic.executor`): one
 task per labelled state (:func:`state_tasks`, run by :func:`label_state_task` on a worker's
@@ -476,9 +481,41 @@ def run_bisect(job: LabelJob) -> Path:
                         policy_loader=job.policy_loader)
 
 
+def steps_to_success_labels(episode: np.ndarray, t: np.ndarray, success: np.ndarray, gamma: float, *,
+                            where: str = "steps") -> np.ndarray:
+    """``gamma ** (t* - t)`` per row, ``t*`` the first step at or after ``t`` of the same episode whose
+    ``success`` flag (success of the step's next state) is set; 0 where none is. Rows must hold whole
+    episodes, each one block with ``t = 0, 1, ...`` in order, as a collect shard stores them (anything
+    else is refused, naming ``where``). Returns float32 ``(N,)``."""
+    episode, t, success = np.asarray(episode), np.asarray(t), np.asarray(success, dtype=bool)
+    if not (len(episode) == len(t) == len(success)):
+        raise ValueError(f"{where}: episode, t and success differ in length ({len(episode)}, {len(t)}, "
+                         f"{len(success)}); expected one row per step")
+    out = np.zeros(len(t), dtype=np.float64)
+    if not len(t):
+        return out.astype(np.float32)
+    starts = np.flatnonzero(np.r_[True, episode[1:] != episode[:-1]])
+    ends = np.r_[starts[1:], len(episode)]
+    if len(np.unique(episode[starts])) != len(starts):
+        raise ValueError(f"{where}: the steps of an episode are not in one block; expected each episode's "
+                         "steps together, in order")
+    for b, e in zip(starts, ends):
+        steps = np.arange(e - b)
+        if not np.array_equal(t[b:e], steps):
+            raise ValueError(f"{where}: episode {int(episode[b])} has steps t = {t[b:e][:8].tolist()}...; "
+                             "expected 0, 1, 2, ... in order (a whole episode)")
+        hits = np.flatnonzero(success[b:e])
+        if not len(hits):
+            continue
+        nxt = np.searchsorted(hits, steps)  # index of the first success at or after each step
+        ok = nxt < len(hits)
+        out[b:e][ok] = float(gamma) ** (hits[nxt[ok]] - steps[ok])
+    return out.astype(np.float32)
+
+
 def _label_arrays(tqdm: Any, out: Path, family: str, meta: dict[str, Any], params: dict[str, Any],
                   todo: list[Path], progress: bool) -> None:
-    """``subgoal`` and ``outcome`` labels of the shards ``todo``: numpy over a shard's arrays (no env),
+    """``subgoal``, ``outcome`` and ``steps_to_success`` labels of the shards ``todo``: numpy over a shard's arrays (no env),
     computed in this process, not shipped to an executor."""
     lab_dir = out / "labels" / family
     evaluator = subgoal_evaluator(meta) if family == "subgoal" else None
@@ -490,6 +527,8 @@ def _label_arrays(tqdm: Any, out: Path, family: str, meta: dict[str, Any], param
         if family == "subgoal":
             assert evaluator is not None, "family 'subgoal' builds the evaluator above"
             lab = evaluator.progress(d["x"]).astype(np.float32)
+        elif family == "steps_to_success":
+            lab = steps_to_success_labels(d["episode"], d["t"], d["success"], params["gamma"], where=str(f))
         else:
             ep_len = dict(zip(d["ep_index"].tolist(), d["ep_len"].tolist()))
             ep_ok = dict(zip(d["ep_index"].tolist(), d["ep_success"].tolist()))
