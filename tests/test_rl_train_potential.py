@@ -109,6 +109,7 @@ def test_steps_to_success_critic_records_its_label_discount(mod, folders, tmp_pa
                      "--hidden", "8", "--holdout", "0.5", "--split-seed", "1", "--out", str(out)]) == 0
     metrics = json.loads(out.with_name("sts.metrics.json").read_text())["metrics"]
     assert metrics["label_gamma"] == 0.95 and metrics["relabel"] == 1
+    assert all(0 <= r["label_mae"] <= 1 for r in metrics["per_folder"].values())
 
 
 def test_folders_labelled_with_different_discounts_are_refused(mod, folders, tmp_path):

@@ -277,6 +277,9 @@ def main(argv=None) -> int:
         sel = test_source == i
         sc = critic.score(test.x[sel])
         row = {"n_test_steps": int(sel.sum()), "progress_mae": float(np.mean(np.abs(sc.progress - test.progress[sel])))}
+        lab = test.mask[sel]
+        if lab.any():  # the success head against the family's labels (the potential with --head success)
+            row["label_mae"] = float(np.mean(np.abs(sc.success[lab] - test.success[sel][lab])))
         if test.ep_success[sel].any() and not test.ep_success[sel].all():
             m = evaluate_state_critic(critic, test.x[sel], episode=test.episode[sel], t=test.t[sel],
                                       ep_success=test.ep_success[sel])
