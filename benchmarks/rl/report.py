@@ -285,7 +285,8 @@ NOISE = ROOT / "benchmarks" / "results" / "rl_potential_noise.json"
 #: per task, the seeds on which a learned-potential config was screened before it was run on the
 #: others (the report adds its comparison with the spec on the untouched seeds alone)
 SCREENED_ON = {"FetchPush-v4": {"prm_her_s10_critic-push_cov_ens-progress": (3,),
-                                "prm_her_s10_critic-push_cov-progress_anneal100k": (3,)}}
+                                "prm_her_s10_critic-push_cov-progress_anneal100k": (3,),
+                                "prm_her_s10_critic-push_sts-success": (3,)}}
 #: learned-potential goal: mean success at the budget >= the spec's - 0.05 and >= HER's + 0.20, on 5 seeds
 GOAL_VS_SPEC, GOAL_VS_HER, GOAL_SEEDS = 0.05, 0.20, 5
 
