@@ -188,10 +188,13 @@ def test_critics_of_one_recipe_are_pooled_into_one_verdict():
     base = {"her": _runs([0.1] * 5, budget), "prm_her_s10": _runs([0.7] * 5, budget)}
     a, b, other = ("prm_her_s10_critic-a-progress", "prm_her_s10_critic-a_s1-progress",
                    "prm_her_s10_critic-z-progress")
-    recipes = {"FetchPush-v4": {a: ("r1", 0), b: ("r1", 1), other: ("r2", 0)}}
+    # the same critic as a, in another run config (an annealed scale): not pooled with a and b
+    annealed = "prm_her_s10_critic-a-progress_anneal50k"
+    recipes = {"FetchPush-v4": {a: ("r1", 0), b: ("r1", 1), other: ("r2", 0), annealed: ("r1", 0)}}
 
     def lines(va, vb, vo=(0.9,) * 5):
-        data = {"FetchPush-v4": {**base, a: _runs(va, budget), b: _runs(vb, budget), other: _runs(list(vo), budget)}}
+        data = {"FetchPush-v4": {**base, a: _runs(va, budget), b: _runs(vb, budget), other: _runs(list(vo), budget),
+                                 annealed: _runs([0.0], budget)}}
         out = rep.learned_potentials(data, {}, recipes)
         return out[out.index(next(x for x in out if x.startswith("The same goal for each recipe"))) + 2:], out
 
@@ -200,6 +203,7 @@ def test_critics_of_one_recipe_are_pooled_into_one_verdict():
     assert verdicts[0] == (f"- {a} + {b}: **not met** (0.60 vs spec 0.70 - 0.05 and HER 0.10 + 0.2)")
     assert f"- {a}: **met** (0.90 vs spec 0.70 - 0.05 and HER 0.10 + 0.2)" in out
     assert not any(other in v for v in verdicts if v.startswith("- "))  # a recipe of one critic is not pooled
+    assert not any(annealed in v for v in out if " + " in v)
     pooled = [x for x in out if x.startswith(f"- {a} + {b} (training seeds 0, 1; 10 runs)")]
     assert pooled == [f"- {a} + {b} (training seeds 0, 1; 10 runs): mean over the critics of each critic's mean 0.60; "
                       "on the 5 seeds every critic ran, 0.60 [0.60, 0.60] (95 % bootstrap interval over seeds)"]

@@ -453,9 +453,10 @@ def learned_potentials(data, noise: dict, recipes: dict | None = None) -> list[s
                     f"networks and env seeds), success at {budget / 1000:g}k, with the 95 % bootstrap interval of the "
                     "mean paired difference:", "", *vs_spec]
         pooled, pooled_verdicts = [], []
-        groups: dict[str, list[str]] = defaultdict(list)
+        groups: dict[tuple[str, str], list[str]] = defaultdict(list)
         for label, (key, _) in recipes.get(task, {}).items():
-            groups[key].append(label)
+            # pooled: one recipe in one run config (a run with another schedule or refresh is another config)
+            groups[(key, re.sub(r"_critic-[^-]+-", "_critic-*-", label))].append(label)
         for members in groups.values():
             if len(members) < 2:
                 continue
