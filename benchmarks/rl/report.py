@@ -380,6 +380,7 @@ def learned_potentials(data, noise: dict, recipes: dict | None = None) -> list[s
 
         her = at_budget("her")
         tn = noise.get(task, {})
+        screened_on = SCREENED_ON.get(task, {})
         out += [f"### {task}: learned potentials", "",
                 f"Success at {budget / 1000:g}k (mean over finished seeds, 95 % bootstrap interval, n seeds) and "
                 "the potential's noise: mean |Phi(s') - Phi(s)| per step on random-action episodes (what an untrained "
@@ -407,7 +408,7 @@ def learned_potentials(data, noise: dict, recipes: dict | None = None) -> list[s
                 continue
             m, ms, mh = np.mean(vals), np.mean(spec), np.mean(her)
             ok = m >= ms - GOAL_VS_SPEC and m >= mh + GOAL_VS_HER
-            screened = SCREENED_ON.get(task, {}).get(label, ())
+            screened = screened_on.get(label, ())
             verdicts.append(f"- {label}: **{'met' if ok else 'not met'}** ({m:.2f} vs spec {ms:.2f} - "
                             f"{GOAL_VS_SPEC:g} and HER {mh:.2f} + {GOAL_VS_HER:g})"
                             + (f"; screened on seed {', '.join(map(str, screened))} first" if screened else ""))
@@ -442,7 +443,7 @@ def learned_potentials(data, noise: dict, recipes: dict | None = None) -> list[s
             base = label.split("_critic-")[0]
             if line := paired(label, base, f"{base} (spec potential)", True):
                 vs_spec.append(line)
-            screened = SCREENED_ON.get(task, {}).get(label, ())
+            screened = screened_on.get(label, ())
             untouched = {k: v for k, v in by_seed(label).items() if k not in screened}
             if screened and len(untouched) >= 2 and (
                     line := paired(label, base, f"{base} (spec potential)", True, a=untouched)):

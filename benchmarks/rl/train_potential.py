@@ -110,13 +110,13 @@ def label_gamma(folders: list[Path], label: str) -> float | None:
     return next(iter(gammas.values()))
 
 
-def relabelled_success_labels(next_x: np.ndarray, episode: np.ndarray, t: np.ndarray, goals: np.ndarray,
-                              layout, evaluator, gamma: float) -> np.ndarray:
+def relabelled_success_labels(next_x: np.ndarray, episode: np.ndarray, goals: np.ndarray, layout, evaluator,
+                              gamma: float) -> np.ndarray:
     """Per row, ``gamma ** (t* - t)`` for the row's relabelled goal ``goals[i]``: ``t*`` the first step at or
     after the row's, in its episode, whose next state meets that goal by the spec's last subgoal; 0 if
     none. Rows must be whole episodes in step order."""
     des = layout.slices["desired_goal"]
-    out = np.zeros(len(t), dtype=np.float32)
+    out = np.zeros(len(episode), dtype=np.float32)
     starts = np.flatnonzero(np.r_[True, episode[1:] != episode[:-1]])
     ends = np.r_[starts[1:], len(episode)]
     for b, e in zip(starts, ends):
@@ -165,7 +165,7 @@ def relabelled_copies(table, k: int, seed: int, gamma: float | None = None):
         x, nx = her_relabel(base.x, base.next_x, base.episode, base.layout, rng)
         prog = evaluator.progress(x).astype(np.float32)
         lab = prog if gamma is None else relabelled_success_labels(
-            nx, base.episode, base.t, x[:, base.layout.slices["desired_goal"]], base.layout, evaluator, gamma)
+            nx, base.episode, x[:, base.layout.slices["desired_goal"]], base.layout, evaluator, gamma)
         # each copy is an episode of its own (ids past the originals'): training checks one t per episode
         parts.append(StepTable(x=x, next_x=nx, episode=base.episode + (i + 1) * span, t=base.t, ep_len=base.ep_len,
                                ep_success=base.ep_success, progress=prog, success=lab, mask=np.ones(len(x), bool),
