@@ -296,3 +296,32 @@ def test_a_screened_config_is_also_compared_on_its_untouched_seeds(monkeypatch):
     assert f"- {label}: **not met** (0.62 vs spec 0.70 - 0.05 and HER 0.10 + 0.2); screened on seed 3 first" in out
     monkeypatch.setattr(rep, "SCREENED_ON", {})
     assert not any("screened" in x for x in rep.learned_potentials(data, {}))
+
+
+def test_a_config_is_confirmed_on_its_fresh_seeds_alone(monkeypatch):
+    rep = _report()
+    budget = rep.TASKS["FetchPush-v4"]["steps"]
+    label = "prm_her_s10_critic-c-progress"
+    monkeypatch.setattr(rep, "CONFIRM_ON", {"FetchPush-v4": {label: (5, 6, 7)}})
+    # seeds 0-4 (where the config was chosen) look great; the fresh seeds 5-7 do not
+    mine = _runs([0.9] * 5 + [0.5, 0.6, 0.4], budget)
+    spec = _runs([0.7] * 5 + [0.7, 0.7, 0.8], budget)
+    data = {"FetchPush-v4": {"her": _runs([0.1] * 5, budget), "prm_her_s10": spec, label: mine[:7]}}
+    out = rep.learned_potentials(data, {})
+    i = out.index(next(x for x in out if x.startswith(f"- {label} on seeds 5, 6, 7:")))
+    assert "2 of 3 finished (0.55 [" in out[i] and "spec potential 3 of 3 (0.73 [" in out[i]
+    assert out[i + 1].startswith(f"  - {label} minus prm_her_s10 (spec potential), paired by seed (seeds 5, 6): "
+                                 "mean -0.15 [")
+    assert out[i + 2] == "  - verdict: pending (2 of 3 seeds finished for both; HER 5 of 5)"
+    data["FetchPush-v4"][label] = mine
+    out = rep.learned_potentials(data, {})
+    # pooled over all 8 seeds the goal is met; on the fresh seeds alone it is not
+    assert f"- {label}: **met** (0.75 vs spec 0.71 - 0.05 and HER 0.10 + 0.2)" in out
+    assert ("  - verdict: **not confirmed** (0.50 vs spec 0.73 - 0.05 on these seeds and HER 0.10 + 0.2 on its "
+            "own seeds)") in out
+    mine[5]["rows"][-1]["success_rate"] = 0.8
+    mine[7]["rows"][-1]["success_rate"] = 0.8
+    out = rep.learned_potentials(data, {})
+    assert any(x.startswith("  - verdict: **confirmed** (0.73 vs spec 0.73") for x in out)
+    monkeypatch.setattr(rep, "CONFIRM_ON", {})
+    assert not any("fresh seeds" in x for x in rep.learned_potentials(data, {}))
