@@ -325,3 +325,24 @@ def test_a_config_is_confirmed_on_its_fresh_seeds_alone(monkeypatch):
     assert any(x.startswith("  - verdict: **confirmed** (0.73 vs spec 0.73") for x in out)
     monkeypatch.setattr(rep, "CONFIRM_ON", {})
     assert not any("fresh seeds" in x for x in rep.learned_potentials(data, {}))
+
+
+def test_headline_gives_every_seed_at_the_budget_and_at_a_longer_budget(monkeypatch):
+    rep = _report()
+    budget = rep.TASKS["FetchPush-v4"]["steps"]
+    monkeypatch.setattr(rep, "HEADLINE", {"FetchPush-v4": ("her", "prm_her_s10", "missing")})
+    her = _runs([0.1, 0.0, 0.2], budget)
+    for r, v in zip(her, (1.0, 0.7, 0.04)):  # HER's runs went on to twice the budget
+        r["done"] = {"steps": 2 * budget}
+        r["rows"].append({"env_steps": 2 * budget, "success_rate": v})
+    spec = _runs([0.8, 0.4], budget)
+    spec.append({"seed": 2, "done": None, "rows": [{"env_steps": budget, "success_rate": 1.0}]})  # unfinished
+    out = rep.headline({"FetchPush-v4": {"her": her, "prm_her_s10": spec}})
+    rows = [x for x in out if x.startswith("| her") or x.startswith("| prm")]
+    assert rows[0].startswith(f"| her | {budget / 1000:g}k | 3 | 0.10 [") and rows[0].endswith(
+        "| 0: 0.10, 1: 0.00, 2: 0.20 |")
+    assert rows[1].startswith(f"| her | {2 * budget / 1000:g}k | 3 | 0.58 [")
+    assert rows[2].startswith(f"| prm_her_s10 | {budget / 1000:g}k | 2 | 0.60 [") and rows[2].endswith(
+        "| 0: 0.80, 1: 0.40 |")
+    assert len(rows) == 3  # the unfinished seed and the config without runs are left out
+    assert rep.headline({"PointMaze_UMaze-v3": {}}) == []
