@@ -566,8 +566,10 @@ def buffer_diagnosis(raw: dict) -> list[str]:
     return out
 
 
-#: per task, the configs the headline compares: HER, the spec potential and the chosen learned potential
-HEADLINE = {"FetchPush-v4": ("her", "prm_her_s10", "prm_her_s10_critic-push_cov_ens-progress")}
+#: per task, the configs the headline compares: HER, the spec potential, the uninformed control (a
+#: critic with random weights in the same shaper) and the chosen learned potential
+HEADLINE = {"FetchPush-v4": ("her", "prm_her_s10", "prm_her_s10_critic-push_cov-progress_randw0",
+                             "prm_her_s10_critic-push_cov_ens-progress")}
 
 
 def headline(data) -> list[str]:
@@ -592,7 +594,8 @@ def headline(data) -> list[str]:
         if lines:
             out += [f"## Headline: {task}", "",
                     "Success (deterministic policy, 50 evaluation episodes) of HER, PRM+HER with the spec's "
-                    "potential and PRM+HER with the chosen learned potential; mean over finished seeds with its "
+                    "potential, PRM+HER with an uninformed potential (`_randw`: a critic with random weights) and "
+                    "PRM+HER with the chosen learned potential; mean over finished seeds with its "
                     "95 % bootstrap interval, and every seed. The learned potential's verdicts, paired comparisons "
                     "and fresh-seed confirmation are under *Learned potentials*.", "",
                     "| config | steps | seeds | mean success [95% CI] | per seed |", "|---|---|---|---|---|",
