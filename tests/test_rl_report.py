@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 HERE = Path(__file__).resolve().parents[1] / "benchmarks" / "rl"
 
@@ -346,3 +347,49 @@ def test_headline_gives_every_seed_at_the_budget_and_at_a_longer_budget(monkeypa
         "| 0: 0.80, 1: 0.40 |")
     assert len(rows) == 3  # the unfinished seed and the config without runs are left out
     assert rep.headline({"PointMaze_UMaze-v3": {}}) == []
+
+
+def test_summary_cells_at_the_budget_and_beyond_and_short_runs(monkeypatch):
+    rep = _report()
+    budget = rep.TASKS["FetchPush-v4"]["steps"]
+    monkeypatch.setattr(rep, "HEADLINE", {"FetchPush-v4": ("her", "prm_her_s10_critic-c-progress_randw0",
+                                                           "prm_her_s10_critic-c-progress")})
+    her = _runs([0.1, 0.0, 0.2], budget)
+    for r, v in zip(her, (1.0, 0.7, 0.04)):
+        r["done"] = {"steps": 2 * budget}
+        r["rows"].append({"env_steps": 2 * budget, "success_rate": v})
+    short = [{"seed": 0, "done": {"steps": budget // 2}, "rows": [{"env_steps": budget // 2, "success_rate": 0.3}]}]
+    data = {"FetchPush-v4": {"her": her, "prm_her_s10": _runs([0.8, 0.4], budget), "sparse": short,
+                             "prm_her_s10_critic-c-progress": _runs([0.9], budget),
+                             "prm_her_s10_critic-c-progress_randw0": _runs([0.0], budget)}}
+    table = rep.summary(data)
+    assert table[0] == ("| task, budget | HER | PRM+HER, spec potential | PRM+HER, learned potential | PRM alone "
+                        "| sparse |")
+    assert table[2] == (f"| FetchPush-v4, {budget / 1000:g}k | 0.10 (0.58 at {2 * budget / 1000:g}k) (n=3) | "
+                        f"0.60 (n=2) | 0.90 (n=1) | - | 0.30 at {budget / 2000:g}k (n=1) |")
+
+
+def test_write_guide_replaces_only_the_marked_table_and_refuses_missing_markers(tmp_path):
+    rep = _report()
+    guide = tmp_path / "guide.md"
+    guide.write_text(f"intro\n{rep.GUIDE_START}\n| old |\n{rep.GUIDE_END}\nafter\n")
+    rep.write_guide(guide, ["| a |", "|---|"])
+    assert guide.read_text() == f"intro\n{rep.GUIDE_START}\n| a |\n|---|\n{rep.GUIDE_END}\nafter\n"
+    guide.write_text("no markers\n")
+    with pytest.raises(ValueError, match="guide.md: expected one"):
+        rep.write_guide(guide, ["| a |"])
+    guide.write_text(f"{rep.GUIDE_END}\n{rep.GUIDE_START}\n")
+    with pytest.raises(ValueError, match="expected one"):
+        rep.write_guide(guide, ["| a |"])
+
+
+def test_the_user_guides_summary_table_matches_the_committed_runs():
+    """docs/readme/train_policy.md's figures are the report's, from the committed runs: a run committed
+    without rewriting the guide fails here."""
+    rep = _report()
+    text = rep.GUIDE.read_text()
+    assert text.count(rep.GUIDE_START) == 1 and text.count(rep.GUIDE_END) == 1
+    committed = text.split(rep.GUIDE_START, 1)[1].split(rep.GUIDE_END, 1)[0].strip().splitlines()
+    fresh = rep.summary(rep.load_runs())
+    assert committed == fresh, ("docs/readme/train_policy.md's summary differs from the runs; rewrite it with "
+                                "`python benchmarks/rl/report.py --guide docs/readme/train_policy.md`")

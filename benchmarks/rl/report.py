@@ -1,8 +1,9 @@
 """Summarise the RL benchmark: PNG of unshaped eval success vs env steps (mean over seeds, min-max
 band; per task and config), and a markdown table (steps to 50% / 80% success, final success,
-wall-clock) written to ``docs/rl_benchmark.md``.
+wall-clock) written to ``docs/rl_benchmark.md``; ``--guide`` also rewrites the summary table of the
+user guide ``docs/readme/train_policy.md``.
 
-    python benchmarks/rl/report.py
+    python benchmarks/rl/report.py --guide docs/readme/train_policy.md
 
 "success AUC" is the mean of the mean-over-seeds success over the evaluations from 0 to the task's
 budget (also for a run given a larger budget, so that it compares across configs): higher means
@@ -41,7 +42,7 @@ OMP_NUM_THREADS=1 python benchmarks/rl/sweep.py --plan medium push lever seeds &
 # more seeds at the task budgets (two sweeps share the two cores, per-run lock)
 OMP_NUM_THREADS=1 python benchmarks/rl/sweep.py --plan seeds5 &
 OMP_NUM_THREADS=1 python benchmarks/rl/sweep.py --plan seeds5 &
-python benchmarks/rl/report.py                                                   # this file + the plot
+python benchmarks/rl/report.py --guide docs/readme/train_policy.md               # this file, the plot, the guide's summary
 # one run:
 OMP_NUM_THREADS=1 python benchmarks/rl/run.py --task FetchReach-v4 --config prm_her --scale 10 --seed 0"""
 
@@ -603,11 +604,60 @@ def headline(data) -> list[str]:
     return out
 
 
+GUIDE = ROOT / "docs" / "readme" / "train_policy.md"
+#: the markers around the summary table that ``--guide`` rewrites in the user guide
+GUIDE_START, GUIDE_END = "<!-- rl-summary: written by benchmarks/rl/report.py --guide -->", "<!-- rl-summary end -->"
+#: the summary's columns: (heading, label in a task's runs; ``None``: the task's HEADLINE learned potential)
+SUMMARY_COLUMNS = (("HER", "her"), ("PRM+HER, spec potential", "prm_her_s10"),
+                   ("PRM+HER, learned potential", None), ("PRM alone", "prm_s10"), ("sparse", "sparse"))
+
+
+def summary(data) -> list[str]:
+    """One row per task: mean success of each :data:`SUMMARY_COLUMNS` config at the task's budget over
+    its finished seeds (``n``), or at the last step every finished seed reached when that is short of
+    the budget; a config whose runs went on gets its mean there too (HER on FetchPush at 200k)."""
+    def cell(runs) -> str:
+        runs = [r for r in runs if r["done"]]
+        if not runs:
+            return "-"
+        budget_ = TASKS[task]["steps"]
+        ends = sorted({int(r["done"]["steps"]) for r in runs})
+        parts = []
+        for steps in ([budget_] if ends[0] >= budget_ else [ends[0]]) + [e for e in ends if e > budget_][-1:]:
+            vals = [v for r in runs if (v := success_by_step(r).get(steps)) is not None]
+            if len(vals) == len(runs):
+                parts.append(f"{np.mean(vals):.2f}" + ("" if steps == budget_ else f" at {steps / 1000:g}k"))
+        return (parts[0] + (f" ({parts[1]})" if len(parts) > 1 else "") + f" (n={len(runs)})") if parts else "-"
+
+    out = ["| task, budget | " + " | ".join(h for h, _ in SUMMARY_COLUMNS) + " |",
+           "|---" * (len(SUMMARY_COLUMNS) + 1) + "|"]
+    for task in sorted(data, key=lambda t: list(TASKS).index(t) if t in TASKS else len(TASKS)):
+        learned = next((lb for lb in HEADLINE.get(task, ()) if "_critic-" in lb and "_randw" not in lb), None)
+        cells = [cell(data[task].get(label or learned or "", [])) for _, label in SUMMARY_COLUMNS]
+        out.append(f"| {task}, {TASKS[task]['steps'] / 1000:g}k | " + " | ".join(cells) + " |")
+    return out
+
+
+def write_guide(path: Path, table: list[str]) -> None:
+    """Replace the summary table between :data:`GUIDE_START` and :data:`GUIDE_END` in ``path``."""
+    text = path.read_text()
+    if text.count(GUIDE_START) != 1 or text.count(GUIDE_END) != 1 or text.index(GUIDE_START) > text.index(GUIDE_END):
+        raise ValueError(f"{path}: expected one {GUIDE_START!r} line followed by one {GUIDE_END!r} line")
+    head, rest = text.split(GUIDE_START, 1)
+    tail = rest.split(GUIDE_END, 1)[1]
+    from prm_critic.models.checkpoint import atomic_write_bytes
+
+    atomic_write_bytes(path, (head + GUIDE_START + "\n" + "\n".join(table) + "\n" + GUIDE_END + tail).encode())
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out-md", type=Path, default=ROOT / "docs" / "rl_benchmark.md")
     p.add_argument("--out-png", type=Path, default=HERE / "results" / "success_vs_steps.png")
     p.add_argument("--no-plot", action="store_true", help="write the markdown only (it links to --out-png)")
+    p.add_argument("--guide", type=Path, default=None, metavar="MD",
+                   help=f"also rewrite the summary table of this user guide (between its markers), e.g. "
+                        f"{GUIDE.relative_to(ROOT).as_posix()}")
     a = p.parse_args(argv)
     data = load_runs()
     if not data:
@@ -621,6 +671,9 @@ def main(argv=None) -> int:
         "# RL benchmark: PRM subgoal shaping vs sparse reward vs HER", "",
         "Generated by `benchmarks/rl/report.py` from the eval CSVs under `benchmarks/rl/results/runs/`.", "",
         intro,
+        "Summary: mean success over finished seeds (n) at each task's budget; the tables below give "
+        "every seed, interval and verdict.", "",
+        *summary(data), "",
         *headline(data),
         "## Every run", "",
         f"![unshaped success vs env steps]({rel_png.as_posix()})", "",
@@ -634,6 +687,9 @@ def main(argv=None) -> int:
 
     atomic_write_bytes(a.out_md, md.encode())
     print(f"wrote {a.out_md}")
+    if a.guide is not None:
+        write_guide(a.guide, summary(data))
+        print(f"rewrote the summary table in {a.guide}")
     return 0
 
 
