@@ -393,3 +393,17 @@ def test_the_user_guides_summary_table_matches_the_committed_runs():
     fresh = rep.summary(rep.load_runs())
     assert committed == fresh, ("docs/readme/train_policy.md's summary differs from the runs; rewrite it with "
                                 "`python benchmarks/rl/report.py --guide docs/readme/train_policy.md`")
+
+
+def test_paired_plot_is_written_only_with_a_common_seed(monkeypatch, tmp_path):
+    rep = _report()
+    budget = rep.TASKS["FetchPush-v4"]["steps"]
+    label = "prm_her_s10_critic-c-progress"
+    monkeypatch.setattr(rep, "HEADLINE", {"FetchPush-v4": ("her", "prm_her_s10", label)})
+    monkeypatch.setattr(rep, "CONFIRM_ON", {"FetchPush-v4": {label: (1,)}})
+    mine = _runs([0.9, 0.5], budget)
+    data = {"FetchPush-v4": {"prm_her_s10": _runs([0.8], budget)[:1], label: mine[1:]}}  # seeds 0 and 1: none common
+    assert rep.plot_paired(data, tmp_path / "p.png") is False and not (tmp_path / "p.png").exists()
+    data["FetchPush-v4"][label] = mine
+    assert rep.plot_paired(data, tmp_path / "p.png") is True
+    assert (tmp_path / "p.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

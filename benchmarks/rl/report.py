@@ -638,6 +638,62 @@ def summary(data) -> list[str]:
     return out
 
 
+def plot_paired(data, path: Path) -> bool:
+    """Per :data:`HEADLINE` task, each seed's success at the budget: the learned potential (and the
+    uninformed control) against the spec potential on the same seed, with the diagonal; seeds of
+    :data:`CONFIRM_ON` filled, the others open. ``False`` (nothing written) without a common seed."""
+    pairs = []
+    for task, labels in HEADLINE.items():
+        if task not in data or "prm_her_s10" not in labels:
+            continue
+        budget = TASKS[task]["steps"]
+
+        def by_seed(label):
+            return {r["seed"]: v for r in data[task].get(label, []) if r["done"]
+                    and (v := success_by_step(r).get(budget)) is not None}
+
+        spec = by_seed("prm_her_s10")
+        for label in labels:
+            if "_critic-" in label:
+                mine = by_seed(label)
+                common = sorted(set(mine) & set(spec))
+                if common:
+                    pairs.append((task, label, [(k, spec[k], mine[k]) for k in common],
+                                  set(CONFIRM_ON.get(task, {}).get(label, ()))))
+    if not pairs:
+        return False
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    tasks = sorted({p[0] for p in pairs})
+    fig, axes = plt.subplots(1, len(tasks), figsize=(6.4 * len(tasks), 6.4), squeeze=False)
+    for ax, task in zip(axes.flat, tasks):
+        ax.plot([0, 1], [0, 1], color="grey", lw=0.8, ls=":")
+        for (_, label, pts, fresh), colour in zip([p for p in pairs if p[0] == task],
+                                                  itertools.cycle(["tab:gray", "tab:red", "tab:blue", "tab:green"])):
+            control = "_randw" in label
+            for k, x, y in pts:
+                ax.scatter([x], [y], s=36, color=colour, marker="s" if control else "o",
+                           facecolors=colour if k in fresh else "none")
+                ax.annotate(str(k), (x, y), textcoords="offset points", xytext=(4, 3), fontsize=7, color=colour)
+            ax.scatter([], [], color=colour, marker="s" if control else "o", facecolors="none",
+                       label=f"{label} (n={len(pts)})" + (", filled: seeds declared after it was chosen" if fresh else ""))
+        ax.set_xlim(-0.02, 1.02)
+        ax.set_ylim(-0.02, 1.02)
+        ax.set_xlabel(f"spec potential (prm_her_s10): success at {TASKS[task]['steps'] / 1000:g}k")
+        ax.set_ylabel("other potential, same seed")
+        ax.set_title(f"{task}: success paired by seed\n(above the diagonal: better than the spec potential)",
+                     fontsize=9)
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.12))
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
 def write_guide(path: Path, table: list[str]) -> None:
     """Replace the summary table between :data:`GUIDE_START` and :data:`GUIDE_END` in ``path``."""
     text = path.read_text()
@@ -663,9 +719,12 @@ def main(argv=None) -> int:
     if not data:
         print("no runs found under", RESULTS)
         return 1
+    paired_png = a.out_png.with_name("learned_vs_spec.png")
     if not a.no_plot:
         plot(data, a.out_png)
+        plot_paired(data, paired_png)
     rel_png = Path("..") / a.out_png.relative_to(ROOT) if a.out_png.is_relative_to(ROOT) else a.out_png
+    rel_paired = Path("..") / paired_png.relative_to(ROOT) if paired_png.is_relative_to(ROOT) else paired_png
     intro = Path(HERE / "report_intro.md").read_text() if (HERE / "report_intro.md").exists() else ""
     md = "\n".join([
         "# RL benchmark: PRM subgoal shaping vs sparse reward vs HER", "",
@@ -675,6 +734,8 @@ def main(argv=None) -> int:
         "every seed, interval and verdict.", "",
         *summary(data), "",
         *headline(data),
+        *([f"![learned vs spec potential, paired by seed]({rel_paired.as_posix()})", ""]
+          if any(t in data for t in HEADLINE) else []),
         "## Every run", "",
         f"![unshaped success vs env steps]({rel_png.as_posix()})", "",
         table(data), "",
