@@ -155,8 +155,8 @@ def test_learned_potential_goal_verdicts():
                                  "prm_her_s10_critic-c-progress_randw0": _runs([0.05] * 3, budget)}}
         return [line for line in rep.learned_potentials(data, noise) if line.startswith("- ") and " minus " not in line]
 
-    assert verdicts([0.68] * 5) == ["- prm_her_s10_critic-c-progress: **met** (0.68 vs spec 0.70 - 0.05 and HER "
-                                    "0.10 + 0.2)"]
+    assert verdicts([0.68] * 5) == ["- prm_her_s10_critic-c-progress: **met** (0.68 vs spec 0.70 - 0.05 on the same "
+                                    "seeds 0-4, and HER 0.10 + 0.2)"]
     assert "**not met**" in verdicts([0.6] * 5)[0]  # below the spec's minus 0.05
     assert "undetermined (3 of 5 seeds" in verdicts([0.9] * 3)[0]
     data = {"FetchPush-v4": {**base, "prm_her_s10_critic-c-progress": _runs([0.9, 0.8, 0.7], budget),
@@ -201,8 +201,8 @@ def test_critics_of_one_recipe_are_pooled_into_one_verdict():
 
     # one critic meets the goal alone (0.9), its sibling does not (0.3): the recipe's mean, 0.6, does not
     verdicts, out = lines([0.9] * 5, [0.3] * 5)
-    assert verdicts[0] == (f"- {a} + {b}: **not met** (0.60 vs spec 0.70 - 0.05 and HER 0.10 + 0.2)")
-    assert f"- {a}: **met** (0.90 vs spec 0.70 - 0.05 and HER 0.10 + 0.2)" in out
+    assert verdicts[0] == (f"- {a} + {b}: **not met** (0.60 vs spec 0.70 - 0.05 on the same seeds 0-4, and HER 0.10 + 0.2)")
+    assert f"- {a}: **met** (0.90 vs spec 0.70 - 0.05 on the same seeds 0-4, and HER 0.10 + 0.2)" in out
     assert not any(other in v for v in verdicts if v.startswith("- "))  # a recipe of one critic is not pooled
     assert not any(annealed in v for v in out if " + " in v)
     pooled = [x for x in out if x.startswith(f"- {a} + {b} (training seeds 0, 1; 10 runs)")]
@@ -294,7 +294,7 @@ def test_a_screened_config_is_also_compared_on_its_untouched_seeds(monkeypatch):
     assert out[i + 1].startswith("  - on the seeds it was not screened on (screened on seed 3): (seeds 0, 1, 2, 4): "
                                  "mean +0.05 [")
     assert out[i + 1].endswith("learned higher on 3, lower on 1; exact sign test p = 0.625")
-    assert f"- {label}: **not met** (0.62 vs spec 0.70 - 0.05 and HER 0.10 + 0.2); screened on seed 3 first" in out
+    assert f"- {label}: **not met** (0.62 vs spec 0.70 - 0.05 on the same seeds 0-4, and HER 0.10 + 0.2); screened on seed 3 first" in out
     monkeypatch.setattr(rep, "SCREENED_ON", {})
     assert not any("screened" in x for x in rep.learned_potentials(data, {}))
 
@@ -317,7 +317,7 @@ def test_a_config_is_confirmed_on_its_fresh_seeds_alone(monkeypatch):
     data["FetchPush-v4"][label] = mine
     out = rep.learned_potentials(data, {})
     # pooled over all 8 seeds the goal is met; on the fresh seeds alone it is not
-    assert f"- {label}: **met** (0.75 vs spec 0.71 - 0.05 and HER 0.10 + 0.2)" in out
+    assert f"- {label}: **met** (0.75 vs spec 0.71 - 0.05 on the same seeds 0-7, and HER 0.10 + 0.2)" in out
     assert ("  - verdict: **not confirmed** (0.50 vs spec 0.73 - 0.05 on these seeds and HER 0.10 + 0.2 on its "
             "own seeds)") in out
     mine[5]["rows"][-1]["success_rate"] = 0.8
@@ -407,3 +407,20 @@ def test_paired_plot_is_written_only_with_a_common_seed(monkeypatch, tmp_path):
     data["FetchPush-v4"][label] = mine
     assert rep.plot_paired(data, tmp_path / "p.png") is True
     assert (tmp_path / "p.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_goal_compares_with_the_spec_on_the_same_seeds_only():
+    """A seed the spec potential ran and the learned one did not (or the other way round) stays out of
+    the goal: the spec's extra seed 5 at 1.0 would otherwise raise its mean from 0.70 to 0.75 and turn
+    the verdict to not met."""
+    rep = _report()
+    budget = rep.TASKS["FetchPush-v4"]["steps"]
+    label = "prm_her_s10_critic-c-progress"
+    data = {"FetchPush-v4": {"her": _runs([0.1] * 5, budget), "prm_her_s10": _runs([0.7] * 5 + [1.0], budget),
+                             label: _runs([0.67] * 5, budget)}}
+    out = rep.learned_potentials(data, {})
+    assert f"- {label}: **met** (0.67 vs spec 0.70 - 0.05 on the same seeds 0-4, and HER 0.10 + 0.2)" in out
+    data["FetchPush-v4"][label] = _runs([0.67] * 4, budget) + [{"seed": 7, "done": {"steps": budget}, "rows": [
+        {"env_steps": budget, "success_rate": 0.0}]}]  # four common seeds only
+    assert any(x.startswith(f"- {label}: undetermined (4 of 5 seeds finished by it and the spec; it 5, spec 6") for x in rep.learned_potentials(data, {}))
+    assert rep.seed_list([4, 0, 1, 2, 7, 9, 8]) == "0-2, 4, 7-9" and rep.seed_list([3]) == "3"
