@@ -76,6 +76,11 @@ def success_by_step(run: dict) -> dict[int, float]:
     return {r["env_steps"]: r["success_rate"] for r in run["rows"]}
 
 
+def success_at(runs: list[dict], steps: int) -> dict[int, float]:
+    """Success at ``steps`` by seed, over the finished runs that evaluated there."""
+    return {r["seed"]: v for r in runs if r["done"] and (v := success_by_step(r).get(steps)) is not None}
+
+
 def headline_runs(runs: list[dict]) -> list[dict]:
     """The runs the mean curve is taken over: the finished ones (a run still in progress would cut
     every seed's curve to its own length), or all of them when none has finished."""
@@ -309,14 +314,15 @@ def seed_list(seeds) -> str:
     return ", ".join(out)
 
 
-def goal_verdict(mine: dict[int, float], spec: dict[int, float], her: list[float]) -> str:
+def goal_verdict(mine: dict[int, float], spec: dict[int, float], her: list[float],
+                 words: tuple[str, str] = ("met", "not met")) -> str:
     """The learned-potential goal on the seeds both the learned potential and the spec potential
     finished (their means on the same seeds, so that a seed only one of them ran does not tilt the
     comparison), against HER's mean over its own seeds."""
     common = sorted(set(mine) & set(spec))
     m, ms, mh = np.mean([mine[k] for k in common]), np.mean([spec[k] for k in common]), np.mean(her)
     ok = m >= ms - GOAL_VS_SPEC and m >= mh + GOAL_VS_HER
-    return (f"**{'met' if ok else 'not met'}** ({m:.2f} vs spec {ms:.2f} - {GOAL_VS_SPEC:g} on the same seeds "
+    return (f"**{words[0] if ok else words[1]}** ({m:.2f} vs spec {ms:.2f} - {GOAL_VS_SPEC:g} on the same seeds "
             f"{seed_list(common)}, and HER {mh:.2f} + {GOAL_VS_HER:g})")
 
 
@@ -392,14 +398,11 @@ def learned_potentials(data, noise: dict, recipes: dict | None = None) -> list[s
             continue
         budget = TASKS[task]["steps"]
 
-        def at_budget(label):
-            runs = [r for r in headline_runs(data[task].get(label, [])) if r["done"]]
-            vals = [success_by_step(r).get(budget) for r in runs]
-            return [v for v in vals if v is not None]
-
         def by_seed(label) -> dict[int, float]:
-            runs = [r for r in headline_runs(data[task].get(label, [])) if r["done"]]
-            return {r["seed"]: v for r in runs if (v := success_by_step(r).get(budget)) is not None}
+            return success_at(data[task].get(label, []), budget)
+
+        def at_budget(label):
+            return list(by_seed(label).values())
 
         def fmt(vals):
             if not vals:
@@ -494,10 +497,7 @@ def learned_potentials(data, noise: dict, recipes: dict | None = None) -> list[s
                 confirm.append(f"  - verdict: pending ({len(both)} of {len(seeds)} seeds finished for both; "
                                f"HER {len(her)} of {GOAL_SEEDS})")
                 continue
-            m, ms, mh = np.mean([mine[k] for k in both]), np.mean([spec[k] for k in both]), np.mean(her)
-            ok = m >= ms - GOAL_VS_SPEC and m >= mh + GOAL_VS_HER
-            confirm.append(f"  - verdict: **{'confirmed' if ok else 'not confirmed'}** ({m:.2f} vs spec {ms:.2f} - "
-                           f"{GOAL_VS_SPEC:g} on these seeds and HER {mh:.2f} + {GOAL_VS_HER:g} on its own seeds)")
+            confirm.append(f"  - verdict: {goal_verdict(mine, spec, her, ('confirmed', 'not confirmed'))}")
         if vs_spec:
             out += ["", f"Learned potential against the spec potential, paired by seed (same seed: same initial "
                     f"networks and env seeds), success at {budget / 1000:g}k, with the 95 % bootstrap interval of the "
@@ -602,9 +602,9 @@ def headline(data) -> list[str]:
         budget = TASKS[task]["steps"]
         lines = []
         for label in labels:
-            runs = [r for r in headline_runs(data[task].get(label, [])) if r["done"]]
-            for steps in sorted({budget} | {int(r["done"]["steps"]) for r in runs}):
-                vals = {r["seed"]: v for r in runs if (v := success_by_step(r).get(steps)) is not None}
+            runs = data[task].get(label, [])
+            for steps in sorted({budget} | {int(r["done"]["steps"]) for r in runs if r["done"]}):
+                vals = success_at(runs, steps)
                 if not vals or (steps != budget and len(vals) < 2):
                     continue
                 ci = bootstrap_mean(list(vals.values()))
@@ -643,7 +643,7 @@ def summary(data) -> list[str]:
         ends = sorted({int(r["done"]["steps"]) for r in runs})
         parts = []
         for steps in ([budget_] if ends[0] >= budget_ else [ends[0]]) + [e for e in ends if e > budget_][-1:]:
-            vals = [v for r in runs if (v := success_by_step(r).get(steps)) is not None]
+            vals = list(success_at(runs, steps).values())
             if len(vals) == len(runs):
                 parts.append(f"{np.mean(vals):.2f}" + ("" if steps == budget_ else f" at {steps / 1000:g}k"))
         return (parts[0] + (f" ({parts[1]})" if len(parts) > 1 else "") + f" (n={len(runs)})") if parts else "-"
@@ -667,14 +667,10 @@ def plot_paired(data, path: Path) -> bool:
             continue
         budget = TASKS[task]["steps"]
 
-        def by_seed(label):
-            return {r["seed"]: v for r in data[task].get(label, []) if r["done"]
-                    and (v := success_by_step(r).get(budget)) is not None}
-
-        spec = by_seed("prm_her_s10")
+        spec = success_at(data[task].get("prm_her_s10", []), budget)
         for label in labels:
             if "_critic-" in label:
-                mine = by_seed(label)
+                mine = success_at(data[task].get(label, []), budget)
                 common = sorted(set(mine) & set(spec))
                 if common:
                     pairs.append((task, label, [(k, spec[k], mine[k]) for k in common],
