@@ -15,8 +15,10 @@ HER relabels them ("future" goals from the same episode, as the learner samples 
     python benchmarks/rl/buffer_diagnosis.py --state RUN/resume/state-70000.safetensors \\
         --critic benchmarks/rl/critics/push_mc.json --head success --windows 0:10000 20000:30000 60000:70000
 
-Each measurement is stored in ``benchmarks/results/rl_buffer_diagnosis.json`` (keyed by critic and
-head), which ``benchmarks/rl/report.py`` renders.
+Each measurement is stored in ``benchmarks/results/rl_buffer_diagnosis.json`` (keyed by task, then
+by the training state it read, ``<run label>/seed<N>@<env steps>``, then by critic and head), which
+``benchmarks/rl/report.py`` renders, one table per state. The run is read from the state's folders
+(``<label>/seed<N>/resume/state-N.safetensors``); a state copied elsewhere names it with ``--run``.
 """
 
 from __future__ import annotations
@@ -59,6 +61,28 @@ def compare(phi_l, phi_s, x, nx, holds) -> dict:
             "dphi_err_by_stage": {int(k): float(err[stage == k].mean()) for k in np.unique(stage)}}
 
 
+def run_of(state: Path, config: dict, run: str | None = None) -> str:
+    """The run (``<label>/seed<N>``) that wrote ``state``: ``run`` if given, else the state's folders
+    (``<label>/seed<N>/resume/state-N.safetensors``). Checked against the state's own config: the seed,
+    and HER / scale in the label's ``prm_her_s<scale>`` / ``prm_s<scale>`` prefix."""
+    if run is None:
+        parts = state.resolve().parts
+        if len(parts) < 4 or parts[-2] != "resume" or not parts[-3].startswith("seed"):
+            raise SystemExit(f"--state: {str(state)!r} is not in a run's <label>/seed<N>/resume/ folder; "
+                             "name the run with --run LABEL/seedN")
+        run = f"{parts[-4]}/{parts[-3]}"
+    label, sep, seed = run.rpartition("/seed")
+    if not sep or not label or not seed.isdigit():
+        raise SystemExit(f"--run: expected LABEL/seedN (e.g. prm_her_s10/seed3), got {run!r}")
+    if int(seed) != config.get("seed"):
+        raise SystemExit(f"--run: {run!r} names seed {seed}, but the state was trained with seed {config.get('seed')}")
+    prefix = f"{'prm_her' if config.get('her') else 'prm'}_s{config.get('scale'):g}"
+    if label != prefix and not label.startswith(prefix + "_"):
+        raise SystemExit(f"--run: {run!r} does not match the state's config (expected a label starting "
+                         f"{prefix!r}: her={config.get('her')}, scale={config.get('scale')})")
+    return run
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--state", type=Path, required=True, help="a training state (state-N.safetensors) of a shaped HER run")
@@ -69,6 +93,8 @@ def main(argv=None) -> int:
                    help="env-step windows START:END of stored transitions")
     p.add_argument("--task", default="FetchPush-v4")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--run", default=None, metavar="LABEL/seedN",
+                   help="the run that wrote --state (default: read from its folders)")
     p.add_argument("--raw", type=Path, default=RAW)
     a = p.parse_args(argv)
     meta_path = a.state.with_suffix(".json")
@@ -81,6 +107,7 @@ def main(argv=None) -> int:
     config = meta["extra"]["config"]
     if config["task"] != a.task:
         raise SystemExit(f"--state: the run trained {config['task']!r}, expected --task {a.task!r}")
+    run = run_of(a.state, config, a.run)
     from safetensors.numpy import load_file
 
     from prm_critic.robotics.spec import load_spec
@@ -128,13 +155,14 @@ def main(argv=None) -> int:
     from prm_critic._io import atomic_write_bytes
 
     key = f"critic-{a.critic.stem}-{a.head}" + (f"_randw{a.random_weights}" if a.random_weights is not None else "")
-    run = f"{'prm_her' if config.get('her') else 'prm'}_s{config.get('scale'):g}/seed{config.get('seed')}"
     # the command as run on the run's own folder (a state file is replaced at the next evaluation: copy it to keep it)
     args = list(sys.argv[1:] if argv is None else argv)
     if "--state" in args:
         args[args.index("--state") + 1] = f"benchmarks/rl/results/runs/{a.task}/{run}/resume/{a.state.name}"
+    if "--run" in args:
+        del args[args.index("--run"):args.index("--run") + 2]
     raw = json.loads(a.raw.read_text()) if a.raw.is_file() else {}
-    raw.setdefault(a.task, {})[key] = {
+    raw.setdefault(a.task, {}).setdefault(f"{run}@{meta['num_timesteps']}", {})[key] = {
         "windows": out, "state": f"`{run}`, its training state at {meta['num_timesteps']} env steps",
         "run_config": {k: config.get(k) for k in ("her", "scale", "seed")},
         "command": "python benchmarks/rl/buffer_diagnosis.py " + " ".join(args)}

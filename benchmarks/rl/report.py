@@ -564,25 +564,33 @@ BUFFER = ROOT / "benchmarks" / "results" / "rl_buffer_diagnosis.json"
 
 
 def buffer_diagnosis(raw: dict) -> list[str]:
-    """The learned potentials against the spec's on a learner's own replay buffer (``buffer_diagnosis.py``)."""
+    """The learned potentials against the spec's on a learner's own replay buffer (``buffer_diagnosis.py``):
+    one table per training state (``raw[task]["<run>@<steps>"][critic]``), states in run, then step order."""
+    def order(state_key):
+        run, _, steps = state_key.rpartition("@")
+        label, _, seed = run.rpartition("/seed")
+        return label, int(seed), int(steps)
+
     out = []
-    for task, crits in sorted(raw.items()):
-        first = next(iter(crits.values()))
-        out += [f"### {task}: learned potentials on the learner's replay buffer", "",
-                f"Transitions stored by a learner ({first['state']}), in windows of env steps, as stored and as HER "
-                "relabels them (four of every five the learner samples): Spearman correlation of Phi with the spec's "
-                "progress, mean |dPhi| per step (learned / spec), the correlation of the learned dPhi with the spec's "
-                "(how well the learned shaping term follows the one that works) and the mean |dPhi learned - dPhi spec|. "
-                f"Command per row: `{first['command']}` (with that row's critic).", "",
-                "| critic | window | transitions | Spearman Phi | \\|dPhi\\| learned / spec | corr dPhi | \\|dPhi error\\| |",
-                "|---|---|---|---|---|---|---|"]
-        for key, d in sorted(crits.items()):
-            for w, kinds in d["windows"].items():
-                for kind, r in kinds.items():
-                    corr = "-" if r["dphi_corr"] is None else f"{r['dphi_corr']:.2f}"
-                    out.append(f"| {key} | {w} | {kind} | {r['spearman_phi']:.2f} | {r['dphi_learned']:.3f} / "
-                               f"{r['dphi_spec']:.3f} | {corr} | {r['dphi_err']:.3f} |")
-        out.append("")
+    for task, states in sorted(raw.items()):
+        for state_key in sorted(states, key=order):
+            crits = states[state_key]
+            first = next(iter(crits.values()))
+            out += [f"### {task}: learned potentials on the learner's replay buffer ({state_key.rpartition('@')[0]})", "",
+                    f"Transitions stored by a learner ({first['state']}), in windows of env steps, as stored and as "
+                    "HER relabels them (four of every five the learner samples): Spearman correlation of Phi with "
+                    "the spec's progress, mean |dPhi| per step (learned / spec), the correlation of the learned dPhi "
+                    "with the spec's (how well the learned shaping term follows the one that works) and the mean "
+                    f"|dPhi learned - dPhi spec|. Command per row: `{first['command']}` (with that row's critic).", "",
+                    "| critic | window | transitions | Spearman Phi | \\|dPhi\\| learned / spec | corr dPhi | \\|dPhi error\\| |",
+                    "|---|---|---|---|---|---|---|"]
+            for key, d in sorted(crits.items()):
+                for w, kinds in d["windows"].items():
+                    for kind, r in kinds.items():
+                        corr = "-" if r["dphi_corr"] is None else f"{r['dphi_corr']:.2f}"
+                        out.append(f"| {key} | {w} | {kind} | {r['spearman_phi']:.2f} | {r['dphi_learned']:.3f} / "
+                                   f"{r['dphi_spec']:.3f} | {corr} | {r['dphi_err']:.3f} |")
+            out.append("")
     return out
 
 

@@ -1,0 +1,119 @@
+"""benchmarks/rl/buffer_diagnosis.py on a real training state (a tiny shaped HER run of FetchReach with
+SAC and a tiny learned critic): each measurement is stored under the run that wrote the state, read
+from the state's folders or named with ``--run`` and checked against the state's own config; the
+report gives one table per state. A state copied out of its run without ``--run``, or with a run of
+another seed or config, is refused with one clear error instead of being filed under a wrong run."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("gymnasium_robotics")
+pytest.importorskip("stable_baselines3")
+
+from prm_critic.models.checkpoint import save_state_critic  # noqa: E402
+from script_helpers import load_script  # noqa: E402
+from sb3_helpers import tiny_state_critic  # noqa: E402
+
+TASK = "FetchReach-v4"
+LABEL = "prm_her_s10_critic-reach_critic-success"
+
+
+@pytest.fixture(scope="module")
+def diag():
+    return load_script("benchmarks/rl/buffer_diagnosis.py", "buffer_diagnosis_under_test")
+
+
+@pytest.fixture(scope="module")
+def report():
+    return load_script("benchmarks/rl/report.py", "rl_report_for_buffer_diagnosis")
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A finished 200-step shaped HER run: its last training state and the critic it was shaped with."""
+    root = tmp_path_factory.mktemp("runs")
+    net, meta, _ = tiny_state_critic(TASK)
+    critic = save_state_critic(root / "reach_critic", net, meta)
+    run = load_script("benchmarks/rl/run.py", "rl_run_for_buffer_diagnosis")
+    out = run.run_one(TASK, "prm_her", 0, 200, scale=10.0, root=root / "runs", eval_freq=100, eval_episodes=2,
+                      learning_starts=60, critic=critic, head="success")
+    assert out.parent.name == LABEL
+    state = out / "resume" / "state-200.safetensors"
+    assert state.is_file()
+    return state, critic
+
+
+def _args(state, critic, raw, *extra):
+    return ["--task", TASK, "--state", str(state), "--critic", str(critic), "--head", "success",
+            "--windows", "0:200", "--raw", str(raw), *extra]
+
+
+def test_measurement_is_filed_under_the_run_read_from_the_state_folders(diag, trained, tmp_path, capsys):
+    state, critic = trained
+    raw = tmp_path / "diag.json"
+    assert diag.main(_args(state, critic, raw)) == 0
+    stored = json.loads(raw.read_text())[TASK]
+    assert list(stored) == [f"{LABEL}/seed0@200"]
+    entry = stored[f"{LABEL}/seed0@200"]["critic-reach_critic-success"]
+    assert entry["state"] == f"`{LABEL}/seed0`, its training state at 200 env steps"
+    assert f"runs/{TASK}/{LABEL}/seed0/resume/state-200.safetensors" in entry["command"]
+    r = entry["windows"]["0:200"]["stored"]
+    assert r["n"] == 200 and -1.0 <= r["spearman_phi"] <= 1.0 and r["dphi_spec"] >= 0.0
+    assert "spearman(Phi)" in capsys.readouterr().out
+
+
+def test_a_copied_state_needs_run_and_a_wrong_run_is_refused(diag, trained, tmp_path):
+    state, critic = trained
+    copy = tmp_path / "kept" / state.name
+    copy.parent.mkdir()
+    shutil.copy(state, copy)
+    shutil.copy(state.with_suffix(".json"), copy.with_suffix(".json"))
+    raw = tmp_path / "diag.json"
+    with pytest.raises(SystemExit, match=r"not in a run's <label>/seed<N>/resume/ folder; name the run with --run"):
+        diag.main(_args(copy, critic, raw))
+    with pytest.raises(SystemExit, match=r"names seed 3, but the state was trained with seed 0"):
+        diag.main(_args(copy, critic, raw, "--run", f"{LABEL}/seed3"))
+    with pytest.raises(SystemExit, match=r"expected a label starting 'prm_her_s10'"):
+        diag.main(_args(copy, critic, raw, "--run", "prm_her_s30/seed0"))
+    with pytest.raises(SystemExit, match=r"expected LABEL/seedN"):
+        diag.main(_args(copy, critic, raw, "--run", LABEL))
+    assert not raw.exists()  # nothing filed by a refused call
+    assert diag.main(_args(copy, critic, raw, "--run", f"{LABEL}/seed0")) == 0
+    entry = json.loads(raw.read_text())[TASK][f"{LABEL}/seed0@200"]["critic-reach_critic-success"]
+    assert "--run" not in entry["command"] and f"/{LABEL}/seed0/resume/" in entry["command"]
+
+
+def test_run_of_checks_label_prefix_against_her_and_scale(diag):
+    config = {"seed": 2, "her": False, "scale": 1.0}
+    assert diag.run_of(Path("x/prm_s1/seed2/resume/state-10.safetensors"), config) == "prm_s1/seed2"
+    assert diag.run_of(Path("elsewhere.safetensors"), config, "prm_s1_critic-a-progress/seed2") == \
+        "prm_s1_critic-a-progress/seed2"
+    with pytest.raises(SystemExit, match="prm_s1"):
+        diag.run_of(Path("elsewhere.safetensors"), config, "prm_s10/seed2")  # scale 10 is not scale 1
+
+
+def _entry(state, spearman):
+    r = {"n": 10, "spearman_phi": spearman, "dphi_learned": 0.01, "dphi_spec": 0.02, "dphi_corr": None,
+         "dphi_err": 0.03, "dphi_err_by_stage": {}}
+    return {"windows": {"0:10": {"stored": r}}, "state": state, "command": f"cmd {state}"}
+
+
+def test_report_gives_one_table_per_state_in_run_and_step_order(report):
+    raw = {"FetchPush-v4": {
+        "prm_her_s10/seed8@70000": {"critic-b-progress": _entry("s8 at 70k", 0.5)},
+        "prm_her_s10/seed3@70000": {"critic-a-progress": _entry("s3 at 70k", 0.25),
+                                    "critic-b-progress": _entry("s3 at 70k", 0.75)},
+        "prm_her_s10/seed8@30000": {"critic-b-progress": _entry("s8 at 30k", 0.125)}}}
+    text = "\n".join(report.buffer_diagnosis(raw))
+    heads = [ln for ln in text.splitlines() if ln.startswith("### ")]
+    assert heads == ["### FetchPush-v4: learned potentials on the learner's replay buffer (prm_her_s10/seed3)",
+                     "### FetchPush-v4: learned potentials on the learner's replay buffer (prm_her_s10/seed8)",
+                     "### FetchPush-v4: learned potentials on the learner's replay buffer (prm_her_s10/seed8)"]
+    assert text.index("(s3 at 70k)") < text.index("(s8 at 30k)") < text.index("(s8 at 70k)")
+    assert "| critic-a-progress | 0:10 | stored | 0.25 | 0.010 / 0.020 | - | 0.030 |" in text
+    assert text.count("| critic-b-progress |") == 3
