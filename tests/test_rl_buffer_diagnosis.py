@@ -117,3 +117,28 @@ def test_report_gives_one_table_per_state_in_run_and_step_order(report):
     assert text.index("(s3 at 70k)") < text.index("(s8 at 30k)") < text.index("(s8 at 70k)")
     assert "| critic-a-progress | 0:10 | stored | 0.25 | 0.010 / 0.020 | - | 0.030 |" in text
     assert text.count("| critic-b-progress |") == 3
+
+
+def test_an_ensemble_is_measured_and_a_critic_of_another_task_is_refused(diag, trained, tmp_path):
+    """An ensemble file declares its layout through its members (``critic_info()``), as the shaper reads it;
+    a critic built for another task's observations is refused before anything is filed."""
+    import torch
+
+    from prm_critic.models.ensemble import save_critic_ensemble
+
+    state, critic = trained
+    net, meta, _ = tiny_state_critic(TASK)
+    with torch.no_grad():
+        for p in net.parameters():
+            p.mul_(-1.0)
+    second = save_state_critic(tmp_path / "reach_critic_b", net, meta)
+    ens = save_critic_ensemble(tmp_path / "reach_ens.json", [critic, second])
+    raw = tmp_path / "diag.json"
+    assert diag.main(_args(state, ens, raw)) == 0
+    assert "critic-reach_ens-success" in json.loads(raw.read_text())[TASK][f"{LABEL}/seed0@200"]
+    net, meta, _ = tiny_state_critic("FetchPush-v4")
+    push = save_state_critic(tmp_path / "push_critic", net, meta)
+    raw2 = tmp_path / "diag2.json"
+    with pytest.raises(SystemExit, match="--critic: its critic-input layout is not the task.s"):
+        diag.main(_args(state, push, raw2))
+    assert not raw2.exists()

@@ -110,6 +110,7 @@ def main(argv=None) -> int:
     run = run_of(a.state, config, a.run)
     from safetensors.numpy import load_file
 
+    from prm_critic.robotics.layout import CriticInputLayout
     from prm_critic.robotics.spec import load_spec
     from prm_critic.sb3.envs import make_train_env, resolve_critic
 
@@ -127,8 +128,12 @@ def main(argv=None) -> int:
 
         learned = random_weights(learned, a.random_weights)
     subgoal = resolve_critic("subgoal", spec, env)
-    if learned.meta.get("layout") != subgoal.layout.to_dict():
-        raise SystemExit("--critic: its critic-input layout is not the task's")
+    layout = learned.critic_info().layout  # declared by every critic, an ensemble's from its members
+    if isinstance(layout, CriticInputLayout):
+        layout = layout.to_dict()
+    if layout != subgoal.layout.to_dict():
+        raise SystemExit(f"--critic: its critic-input layout is not the task's (declares {layout!r}, "
+                         f"expected {subgoal.layout.to_dict()!r})")
 
     def phi_l(v):
         return getattr(learned.score(v), a.head).astype(np.float64)
