@@ -142,3 +142,36 @@ def test_an_ensemble_is_measured_and_a_critic_of_another_task_is_refused(diag, t
     with pytest.raises(SystemExit, match="--critic: its critic-input layout is not the task.s"):
         diag.main(_args(state, push, raw2))
     assert not raw2.exists()
+
+
+def _done(seed, success, budget=100_000):
+    return {"seed": seed, "done": {"steps": budget}, "rows": [{"env_steps": budget, "success_rate": success}]}
+
+
+def test_report_puts_each_critics_fidelity_beside_its_rl_success(report):
+    """The compact table pairs a critic measured on a buffer with the run of that critic in the state's
+    shaper config (``prm_her_s10_<critic>``); a critic without runs says so; a run still going is left out;
+    the rank correlation over critics is given once four critics have runs."""
+    def entry(corrs):
+        r = {"n": 10, "spearman_phi": 0.5, "dphi_learned": 0.01, "dphi_spec": 0.02, "dphi_err": 0.03}
+        return {"windows": {w: {"relabelled": {**r, "dphi_corr": c}} for w, c in zip(("0:10", "10:20"), corrs)},
+                "state": "s", "command": "c", "run_config": {"her": True, "scale": 10.0, "seed": 8}}
+
+    crits = {f"critic-c{i}-progress": entry((0.1 * i, 0.2 * i)) for i in range(4)}
+    crits["critic-nothing-progress"] = entry((0.5, None))
+    raw = {"FetchPush-v4": {"prm_her_s10/seed8@70000": crits}}
+    # success falls as fidelity rises: the rank correlation over critics must come out -1
+    data = {"FetchPush-v4": {f"prm_her_s10_critic-c{i}-progress": [_done(0, 0.9 - 0.2 * i), _done(1, 0.9 - 0.2 * i)]
+                             for i in range(4)}}
+    data["FetchPush-v4"]["prm_her_s10_critic-c0-progress"].append(
+        {"seed": 2, "done": None, "rows": [{"env_steps": 100_000, "success_rate": 0.0}]})  # still running
+    lines = report.buffer_diagnosis(raw, data)
+    text = "\n".join(lines)
+    assert "| config | corr dPhi 0:10 | corr dPhi 10:20 | success at 100k |" in text
+    assert "| prm_her_s10_critic-c0-progress | 0.00 | 0.00 | 0.90 [0.90, 0.90] (n=2) |" in text
+    assert "| prm_her_s10_critic-c3-progress | 0.30 | 0.60 | 0.30 [0.30, 0.30] (n=2) |" in text
+    assert "| prm_her_s10_critic-nothing-progress | 0.50 | - | no run |" in text
+    assert "over the 4 critics with runs, corr dPhi in the last window against mean success: Spearman -1.00." in text
+    # fewer than four critics with runs: no rank correlation
+    del data["FetchPush-v4"]["prm_her_s10_critic-c3-progress"]
+    assert "Spearman" not in "\n".join(ln for ln in report.buffer_diagnosis(raw, data) if ln.startswith("Rank"))

@@ -563,9 +563,17 @@ def learned_potentials(data, noise: dict, recipes: dict | None = None) -> list[s
 BUFFER = ROOT / "benchmarks" / "results" / "rl_buffer_diagnosis.json"
 
 
-def buffer_diagnosis(raw: dict) -> list[str]:
+def buffer_diagnosis(raw: dict, data: dict | None = None) -> list[str]:
     """The learned potentials against the spec's on a learner's own replay buffer (``buffer_diagnosis.py``):
-    one table per training state (``raw[task]["<run>@<steps>"][critic]``), states in run, then step order."""
+    one table per training state (``raw[task]["<run>@<steps>"][critic]``), states in run, then step order.
+
+    With ``data`` (the runs), each state first gets a compact table: per critic, how closely its
+    shaping term follows the spec's (correlation of the two dPhi on relabelled transitions, by window)
+    beside the RL success of that critic as the potential in the state's shaper config
+    (``prm_her_s<scale>_<critic>``) at the task's budget, and the rank correlation of the two over the
+    critics that ran."""
+    from scipy.stats import spearmanr
+
     def order(state_key):
         run, _, steps = state_key.rpartition("@")
         label, _, seed = run.rpartition("/seed")
@@ -573,11 +581,39 @@ def buffer_diagnosis(raw: dict) -> list[str]:
 
     out = []
     for task, states in sorted(raw.items()):
+        budget = TASKS[task]["steps"] if task in TASKS else None
         for state_key in sorted(states, key=order):
             crits = states[state_key]
             first = next(iter(crits.values()))
-            out += [f"### {task}: learned potentials on the learner's replay buffer ({state_key.rpartition('@')[0]})", "",
-                    f"Transitions stored by a learner ({first['state']}), in windows of env steps, as stored and as "
+            out += [f"### {task}: learned potentials on the learner's replay buffer ({state_key.rpartition('@')[0]})", ""]
+            if data is not None and budget is not None:
+                windows = list(first["windows"])
+                rows, pairs = [], []
+                for key, d in sorted(crits.items()):
+                    rc = d["run_config"]
+                    label = f"{'prm_her' if rc['her'] else 'prm'}_s{rc['scale']:g}_{key}"
+                    vals = list(success_at(data.get(task, {}).get(label, []), budget).values())
+                    corr = [d["windows"].get(w, {}).get("relabelled", {}).get("dphi_corr") for w in windows]
+                    cells = ["-" if c is None else f"{c:.2f}" for c in corr]
+                    if vals:
+                        ci = bootstrap_mean(vals)
+                        succ = f"{np.mean(vals):.2f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "") + f" (n={len(vals)})"
+                        if corr[-1] is not None:
+                            pairs.append((corr[-1], float(np.mean(vals))))
+                    else:
+                        succ = "no run"
+                    rows.append(f"| {label} | " + " | ".join(cells) + f" | {succ} |")
+                out += [f"How closely each learned shaping term follows the spec's on this buffer (correlation of the "
+                        f"learned dPhi with the spec's on relabelled transitions, by window of env steps) beside the "
+                        f"success of that critic as the potential at {budget / 1000:g}k (mean over finished seeds, "
+                        "95 % bootstrap interval):", "",
+                        "| config | " + " | ".join(f"corr dPhi {w}" for w in windows) + f" | success at {budget / 1000:g}k |",
+                        "|---|" + "---|" * len(windows) + "---|", *rows, ""]
+                if len(pairs) >= 4:
+                    rho = spearmanr([c for c, _ in pairs], [v for _, v in pairs]).statistic
+                    out += [f"Rank correlation over the {len(pairs)} critics with runs, corr dPhi in the last window "
+                            f"against mean success: Spearman {rho:.2f}.", ""]
+            out += [f"Transitions stored by a learner ({first['state']}), in windows of env steps, as stored and as "
                     "HER relabels them (four of every five the learner samples): Spearman correlation of Phi with "
                     "the spec's progress, mean |dPhi| per step (learned / spec), the correlation of the learned dPhi "
                     "with the spec's (how well the learned shaping term follows the one that works) and the mean "
@@ -764,7 +800,7 @@ def main(argv=None) -> int:
         table(data), "",
         "## Learned potentials", "",
         *learned_potentials(data, json.loads(NOISE.read_text()) if NOISE.is_file() else {}, critic_recipes(data)),
-        *buffer_diagnosis(json.loads(BUFFER.read_text()) if BUFFER.is_file() else {}),
+        *buffer_diagnosis(json.loads(BUFFER.read_text()) if BUFFER.is_file() else {}, data),
         "## Reproduce", "", "```bash", COMMANDS, "```", "",
     ])
     from prm_critic.models.checkpoint import atomic_write_bytes
