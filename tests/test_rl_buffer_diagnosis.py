@@ -168,6 +168,9 @@ def test_report_puts_each_critics_fidelity_beside_its_rl_success(report):
     lines = report.buffer_diagnosis(raw, data)
     text = "\n".join(lines)
     assert "| config | corr dPhi 0:10 | corr dPhi 10:20 | success at 100k |" in text
+    assert "The learner that stored this buffer has no finished run at 100k." in text  # no prm_her_s10 seed 8
+    data["FetchPush-v4"]["prm_her_s10"] = [_done(8, 0.625), _done(3, 0.1)]
+    assert "The learner that stored this buffer reached 0.62 at 100k." in "\n".join(report.buffer_diagnosis(raw, data))
     assert "| prm_her_s10_critic-c0-progress | 0.00 | 0.00 | 0.90 [0.90, 0.90] (n=2) |" in text
     assert "| prm_her_s10_critic-c3-progress | 0.30 | 0.60 | 0.30 [0.30, 0.30] (n=2) |" in text
     assert "| prm_her_s10_critic-nothing-progress | 0.50 | - | no run |" in text

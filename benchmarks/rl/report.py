@@ -603,7 +603,11 @@ def buffer_diagnosis(raw: dict, data: dict | None = None) -> list[str]:
                     else:
                         succ = "no run"
                     rows.append(f"| {label} | " + " | ".join(cells) + f" | {succ} |")
-                out += [f"How closely each learned shaping term follows the spec's on this buffer (correlation of the "
+                run_label, _, run_seed = state_key.rpartition("@")[0].rpartition("/seed")
+                own = success_at(data.get(task, {}).get(run_label, []), budget).get(int(run_seed))
+                out += [(f"The learner that stored this buffer reached {own:.2f} at {budget / 1000:g}k. " if own is not None
+                         else f"The learner that stored this buffer has no finished run at {budget / 1000:g}k. ") +
+                        f"How closely each learned shaping term follows the spec's on this buffer (correlation of the "
                         f"learned dPhi with the spec's on relabelled transitions, by window of env steps) beside the "
                         f"success of that critic as the potential at {budget / 1000:g}k (mean over finished seeds, "
                         "95 % bootstrap interval):", "",
