@@ -178,3 +178,9 @@ def test_report_puts_each_critics_fidelity_beside_its_rl_success(report):
     # fewer than four critics with runs: no rank correlation
     del data["FetchPush-v4"]["prm_her_s10_critic-c3-progress"]
     assert "Spearman" not in "\n".join(ln for ln in report.buffer_diagnosis(raw, data) if ln.startswith("Rank"))
+
+
+def test_report_refuses_a_file_not_keyed_by_state(report):
+    """A diagnosis file keyed by critic alone (the earlier layout) is refused, naming the key."""
+    with pytest.raises(ValueError, match=r"expected training-state keys .* got 'critic-a-progress'"):
+        report.buffer_diagnosis({"FetchPush-v4": {"critic-a-progress": _entry("s", 0.5)}})

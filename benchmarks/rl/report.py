@@ -577,6 +577,10 @@ def buffer_diagnosis(raw: dict, data: dict | None = None) -> list[str]:
     def order(state_key):
         run, _, steps = state_key.rpartition("@")
         label, _, seed = run.rpartition("/seed")
+        if not (label and seed.isdigit() and steps.isdigit()):
+            raise ValueError(f"{BUFFER.name}: expected training-state keys '<label>/seed<N>@<env steps>' under each "
+                             f"task, got {state_key!r} (a file written before measurements were filed by state: "
+                             "rerun buffer_diagnosis.py)")
         return label, int(seed), int(steps)
 
     out = []
