@@ -76,7 +76,10 @@ def run_of(state: Path, config: dict, run: str | None = None) -> str:
         raise SystemExit(f"--run: expected LABEL/seedN (e.g. prm_her_s10/seed3), got {run!r}")
     if int(seed) != config.get("seed"):
         raise SystemExit(f"--run: {run!r} names seed {seed}, but the state was trained with seed {config.get('seed')}")
-    prefix = f"{'prm_her' if config.get('her') else 'prm'}_s{config.get('scale'):g}"
+    sys.path.insert(0, str(HERE))
+    from rl_sibling import sibling  # noqa: E402
+
+    prefix = sibling("run").config_label("prm_her" if config.get("her") else "prm", config.get("scale"), False)
     if label != prefix and not label.startswith(prefix + "_"):
         raise SystemExit(f"--run: {run!r} does not match the state's config (expected a label starting "
                          f"{prefix!r}: her={config.get('her')}, scale={config.get('scale')})")

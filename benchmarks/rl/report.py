@@ -30,7 +30,7 @@ ROOT = HERE.parents[1]
 sys.path.insert(0, str(HERE))
 from rl_sibling import sibling  # noqa: E402
 
-RESULTS, TASKS = sibling("run").RESULTS, sibling("run").TASKS
+RESULTS, TASKS, config_label = sibling("run").RESULTS, sibling("run").TASKS, sibling("run").config_label
 
 ORDER = ["sparse", "her", "prm", "prm_her"]
 COMMANDS = """\
@@ -336,6 +336,14 @@ def bootstrap_mean(values: list[float], *, n: int = 2000, seed: int = 0) -> tupl
     return float(np.quantile(means, 0.025)), float(np.quantile(means, 0.975))
 
 
+def fmt_mean(vals) -> str:
+    """``0.76 [0.66, 0.84] (n=10)``: mean, 95 % bootstrap interval (2 or more values) and count; ``-`` for none."""
+    if not vals:
+        return "-"
+    ci = bootstrap_mean(vals)
+    return f"{np.mean(vals):.2f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "") + f" (n={len(vals)})"
+
+
 def sign_test_p(pos: int, neg: int) -> float:
     """Two-sided exact sign test over ``pos`` wins and ``neg`` losses (ties dropped): 1.0 with none."""
     n = pos + neg
@@ -404,12 +412,6 @@ def learned_potentials(data, noise: dict, recipes: dict | None = None) -> list[s
         def at_budget(label):
             return list(by_seed(label).values())
 
-        def fmt(vals):
-            if not vals:
-                return "-"
-            ci = bootstrap_mean(vals)
-            return f"{np.mean(vals):.2f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "") + f" (n={len(vals)})"
-
         her = at_budget("her")
         tn = noise.get(task, {})
         screened_on = SCREENED_ON.get(task, {})
@@ -419,9 +421,9 @@ def learned_potentials(data, noise: dict, recipes: dict | None = None) -> list[s
                 "policy visits) and on scripted episodes (`benchmarks/rl/potential_noise.py`).", "",
                 "| config | success | mean \\|dPhi\\| random-action | mean \\|dPhi\\| scripted |", "|---|---|---|---|"]
         spec_noise = next((v["spec"] for v in tn.values()), None)
-        out.append(f"| her | {fmt(her)} | - | - |")
+        out.append(f"| her | {fmt_mean(her)} | - | - |")
         for base in sorted({lb.split("_critic-")[0] for lb in labels}, key=_sort_key):
-            out.append(f"| {base} (spec potential) | {fmt(at_budget(base))} | "
+            out.append(f"| {base} (spec potential) | {fmt_mean(at_budget(base))} | "
                        + (f"{spec_noise['random_dphi']:.3f} | {spec_noise['scripted_dphi']:.3f} |" if spec_noise
                           else "- | - |"))
         verdicts = []
@@ -430,7 +432,7 @@ def learned_potentials(data, noise: dict, recipes: dict | None = None) -> list[s
             spec = at_budget(label.split("_critic-")[0])
             key = re.sub(r"_anneal[0-9a-z.]+", "", label[label.index("critic-"):])  # annealing: the same potential
             nz = tn.get(key)
-            out.append(f"| {label} | {fmt(vals)} | " + (f"{nz['random_dphi']:.3f} | {nz['scripted_dphi']:.3f} |"
+            out.append(f"| {label} | {fmt_mean(vals)} | " + (f"{nz['random_dphi']:.3f} | {nz['scripted_dphi']:.3f} |"
                                                          if nz else "unmeasured | unmeasured |"))
             if "_randw" in label or not vals:
                 continue
@@ -488,8 +490,8 @@ def learned_potentials(data, noise: dict, recipes: dict | None = None) -> list[s
             spec = {k: v for k, v in by_seed(base).items() if k in seeds}
             both = sorted(set(mine) & set(spec))
             head = (f"- {label} on seeds {', '.join(map(str, seeds))}: {len(mine)} of {len(seeds)} finished "
-                    f"({fmt(list(mine.values()))}); spec potential {len(spec)} of {len(seeds)} "
-                    f"({fmt(list(spec.values()))})")
+                    f"({fmt_mean(list(mine.values()))}); spec potential {len(spec)} of {len(seeds)} "
+                    f"({fmt_mean(list(spec.values()))})")
             confirm.append(head)
             if line := paired(label, base, f"{base} (spec potential)", True, a=mine):
                 confirm.append("  - " + line[2:])
@@ -563,6 +565,17 @@ def learned_potentials(data, noise: dict, recipes: dict | None = None) -> list[s
 BUFFER = ROOT / "benchmarks" / "results" / "rl_buffer_diagnosis.json"
 
 
+def state_key(key: str) -> tuple[str, int, int]:
+    """``(label, seed, env steps)`` of a buffer-diagnosis state key ``<label>/seed<N>@<env steps>``."""
+    run, _, steps = key.rpartition("@")
+    label, _, seed = run.rpartition("/seed")
+    if not (label and seed.isdigit() and steps.isdigit()):
+        raise ValueError(f"{BUFFER.name}: expected training-state keys '<label>/seed<N>@<env steps>' under each "
+                         f"task, got {key!r} (a file written before measurements were filed by state: "
+                         "rerun buffer_diagnosis.py)")
+    return label, int(seed), int(steps)
+
+
 def buffer_diagnosis(raw: dict, data: dict | None = None) -> list[str]:
     """The learned potentials against the spec's on a learner's own replay buffer (``buffer_diagnosis.py``):
     one table per training state (``raw[task]["<run>@<steps>"][critic]``), states in run, then step order.
@@ -574,41 +587,27 @@ def buffer_diagnosis(raw: dict, data: dict | None = None) -> list[str]:
     critics that ran."""
     from scipy.stats import spearmanr
 
-    def order(state_key):
-        run, _, steps = state_key.rpartition("@")
-        label, _, seed = run.rpartition("/seed")
-        if not (label and seed.isdigit() and steps.isdigit()):
-            raise ValueError(f"{BUFFER.name}: expected training-state keys '<label>/seed<N>@<env steps>' under each "
-                             f"task, got {state_key!r} (a file written before measurements were filed by state: "
-                             "rerun buffer_diagnosis.py)")
-        return label, int(seed), int(steps)
-
     out = []
     for task, states in sorted(raw.items()):
         budget = TASKS[task]["steps"] if task in TASKS else None
-        for state_key in sorted(states, key=order):
-            crits = states[state_key]
+        for key in sorted(states, key=state_key):
+            crits = states[key]
+            run_label, run_seed, _ = state_key(key)
             first = next(iter(crits.values()))
-            out += [f"### {task}: learned potentials on the learner's replay buffer ({state_key.rpartition('@')[0]})", ""]
+            out += [f"### {task}: learned potentials on the learner's replay buffer ({run_label}/seed{run_seed})", ""]
             if data is not None and budget is not None:
                 windows = list(first["windows"])
                 rows, pairs = [], []
-                for key, d in sorted(crits.items()):
+                for crit, d in sorted(crits.items()):
                     rc = d["run_config"]
-                    label = f"{'prm_her' if rc['her'] else 'prm'}_s{rc['scale']:g}_{key}"
+                    label = f"{config_label('prm_her' if rc['her'] else 'prm', rc['scale'], False)}_{crit}"
                     vals = list(success_at(data.get(task, {}).get(label, []), budget).values())
                     corr = [d["windows"].get(w, {}).get("relabelled", {}).get("dphi_corr") for w in windows]
                     cells = ["-" if c is None else f"{c:.2f}" for c in corr]
-                    if vals:
-                        ci = bootstrap_mean(vals)
-                        succ = f"{np.mean(vals):.2f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "") + f" (n={len(vals)})"
-                        if corr[-1] is not None:
-                            pairs.append((corr[-1], float(np.mean(vals))))
-                    else:
-                        succ = "no run"
-                    rows.append(f"| {label} | " + " | ".join(cells) + f" | {succ} |")
-                run_label, _, run_seed = state_key.rpartition("@")[0].rpartition("/seed")
-                own = success_at(data.get(task, {}).get(run_label, []), budget).get(int(run_seed))
+                    if vals and corr[-1] is not None:
+                        pairs.append((corr[-1], float(np.mean(vals))))
+                    rows.append(f"| {label} | " + " | ".join(cells) + f" | {fmt_mean(vals) if vals else 'no run'} |")
+                own = success_at(data.get(task, {}).get(run_label, []), budget).get(run_seed)
                 out += [(f"The learner that stored this buffer reached {own:.2f} at {budget / 1000:g}k. " if own is not None
                          else f"The learner that stored this buffer has no finished run at {budget / 1000:g}k. ") +
                         f"How closely each learned shaping term follows the spec's on this buffer (correlation of the "
@@ -628,11 +627,11 @@ def buffer_diagnosis(raw: dict, data: dict | None = None) -> list[str]:
                     f"|dPhi learned - dPhi spec|. Command per row: `{first['command']}` (with that row's critic).", "",
                     "| critic | window | transitions | Spearman Phi | \\|dPhi\\| learned / spec | corr dPhi | \\|dPhi error\\| |",
                     "|---|---|---|---|---|---|---|"]
-            for key, d in sorted(crits.items()):
+            for crit, d in sorted(crits.items()):
                 for w, kinds in d["windows"].items():
                     for kind, r in kinds.items():
                         corr = "-" if r["dphi_corr"] is None else f"{r['dphi_corr']:.2f}"
-                        out.append(f"| {key} | {w} | {kind} | {r['spearman_phi']:.2f} | {r['dphi_learned']:.3f} / "
+                        out.append(f"| {crit} | {w} | {kind} | {r['spearman_phi']:.2f} | {r['dphi_learned']:.3f} / "
                                    f"{r['dphi_spec']:.3f} | {corr} | {r['dphi_err']:.3f} |")
             out.append("")
     return out
