@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from prm_critic import _optional
@@ -16,6 +17,23 @@ class FakeDistribution:
 
     def read_text(self, name: str) -> str | None:
         return self._text if name == "direct_url.json" else None
+
+
+# The package-index form of an install, ``prm-critic[extra]``: the name not preceded by a path
+# separator. ``git clone`` names the checkout folder ``prm-critic``, so ``/home/me/prm-critic[onnx]`` is
+# the checkout's path, not the index name.
+_INDEX_NAME = re.compile(r"(?<![/\\\w.-])prm-critic\[")
+_INDEX_INSTALL = re.compile(r"pip install [^\n`]*(?<![/\\\w.-])prm-critic\[")
+
+
+def names_index_name(text: str) -> bool:
+    """Whether ``text`` names ``prm-critic[...]`` as a package-index requirement (not as a folder)."""
+    return _INDEX_NAME.search(text) is not None
+
+
+def names_index_install(text: str) -> bool:
+    """Whether ``text`` holds a ``pip install ... prm-critic[...]`` from the package index."""
+    return _INDEX_INSTALL.search(text) is not None
 
 
 def fake_install(monkeypatch, direct_url) -> None:

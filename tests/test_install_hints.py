@@ -9,12 +9,11 @@ The distribution metadata is FAKE in most tests (``install_helpers.FakeDistribut
 from __future__ import annotations
 
 import importlib.metadata
-import re
 import shlex
 from pathlib import Path
 
 import pytest
-from install_helpers import fake_checkout, fake_install
+from install_helpers import fake_checkout, fake_install, names_index_install, names_index_name
 
 from prm_critic import _optional
 from prm_critic._optional import install_command, install_hint, installed_from
@@ -22,8 +21,9 @@ from prm_critic._optional import install_command, install_hint, installed_from
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_editable_checkout_install_gets_an_editable_reinstall_from_that_checkout(monkeypatch, tmp_path):
-    root = fake_checkout(tmp_path)
+@pytest.mark.parametrize("folder", ["prm critic", "prm-critic"])  # git clone names it prm-critic
+def test_editable_checkout_install_gets_an_editable_reinstall_from_that_checkout(monkeypatch, tmp_path, folder):
+    root = fake_checkout(tmp_path, folder)
     fake_install(monkeypatch, {"url": root.as_uri(), "dir_info": {"editable": True}})
     assert installed_from() == ("editable", root)
     cmd = install_command("sbx")
@@ -31,7 +31,7 @@ def test_editable_checkout_install_gets_an_editable_reinstall_from_that_checkout
     assert install_command(["onnx", "robotics"]).endswith(shlex.quote(f"{root}[onnx,robotics]"))
     hint = install_hint("sbx")
     assert hint.startswith(cmd + " (") and str(root) in hint and "leave it out on a GPU machine" in hint
-    assert "prm-critic[" not in hint  # never the package-index name
+    assert not names_index_name(hint)  # never the package-index name (a folder named prm-critic is a path)
 
 
 def test_checkout_folder_install_reinstalls_from_it_without_editable(monkeypatch, tmp_path):
@@ -54,7 +54,7 @@ def test_other_installs_get_the_command_to_run_in_a_checkout(monkeypatch, direct
     assert installed_from() == ("other", None), why
     assert install_command("torch") == 'pip install -c constraints-cpu.txt ".[torch]"'
     hint = install_hint("torch")
-    assert "run it in a checkout" in hint and "not on the package index" in hint and "prm-critic[" not in hint
+    assert "run it in a checkout" in hint and "not on the package index" in hint and not names_index_name(hint)
 
 
 def test_not_installed_but_imported_from_a_checkout_names_that_checkout(monkeypatch):
@@ -72,7 +72,7 @@ def test_the_real_install_keeps_the_cpu_pin_and_no_index_name():
     cmd = install_command("onnx")
     argv = shlex.split(cmd)
     assert argv[:3] == ["pip", "install", "-c"] and argv[3].endswith("constraints-cpu.txt")
-    assert "prm-critic[" not in install_hint("onnx")
+    assert not names_index_name(install_hint("onnx"))
 
 
 def test_docs_and_cli_never_name_the_package_index_install():
@@ -83,5 +83,5 @@ def test_docs_and_cli_never_name_the_package_index_install():
     texts = {p.relative_to(ROOT).as_posix(): p.read_text(encoding="utf-8")
              for p in [ROOT / "README.md", *sorted((ROOT / "docs" / "readme").glob("*.md"))]}
     texts.update({f"prm-critic {name} --help": p.format_help() for name, p in all_parsers(build_parser())})
-    bad = [name for name, text in texts.items() if re.search(r"pip install [^\n`]*prm-critic\[", text)]
+    bad = [name for name, text in texts.items() if names_index_install(text)]
     assert not bad, bad

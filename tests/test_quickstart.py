@@ -39,6 +39,8 @@ def test_quickstart_next_commands_parse_and_say_their_extra(tmp_path):
     that needs more than the README's quickstart install (`.[train]`) says which extra to add."""
     import shlex
 
+    from install_helpers import names_index_name
+
     from prm_critic._optional import install_command
     from prm_critic.cli import build_parser
     from prm_critic.commands.quickstart import QUICKSTART_EXTRA, _next_lines, next_commands
@@ -58,7 +60,7 @@ def test_quickstart_next_commands_parse_and_say_their_extra(tmp_path):
             assert line == cmd
         else:
             assert line == f"{install_command(extra)} && {cmd}"
-            assert "prm-critic[" not in line and "-c " in line  # no package-index name; the CPU torch pin kept
+            assert not names_index_name(line) and "-c " in line  # no package-index name; the CPU torch pin kept
     # the extras named are the ones the commands need
     assert dict((cmd.split()[1], extra) for extra, cmd in pairs)["export"] == "onnx"
 
