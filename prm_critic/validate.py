@@ -26,7 +26,7 @@ from typing import Any, Literal, Sequence, overload
 
 __all__ = [
     "ArgumentError", "check_int", "positive_int", "check_number", "check_prob", "check_gamma", "check_seed",
-    "check_flag", "check_str", "check_choice", "check_file",
+    "check_flag", "check_str", "check_choice", "check_file", "env_kind", "check_one_env",
 ]
 
 
@@ -172,3 +172,33 @@ def check_file(name: str, path: Any, *, what: str = "file") -> Path:
     if not p.is_file():
         raise FileNotFoundError(f"{name}: {what} {str(p)!r} does not exist")
     return p
+
+
+#: the kinds of env (:func:`env_kind`), told apart by their classes' bases
+SINGLE_ENV = "single gymnasium.Env"
+GYM_VECTOR_ENV = "gymnasium.vector.VectorEnv"
+SB3_VEC_ENV = "stable-baselines3 VecEnv"
+_KIND_OF_BASE = {("gymnasium", "Env"): SINGLE_ENV, ("gymnasium", "VectorEnv"): GYM_VECTOR_ENV,
+                 ("stable_baselines3", "VecEnv"): SB3_VEC_ENV}
+
+
+def env_kind(env: Any) -> str | None:
+    """Which kind of env ``env`` is (``SINGLE_ENV``, ``GYM_VECTOR_ENV``, ``SB3_VEC_ENV``), from its
+    class's bases, without importing gymnasium or stable-baselines3; ``None`` for anything else."""
+    for cls in type(env).__mro__:
+        kind = _KIND_OF_BASE.get(((cls.__module__ or "").split(".")[0], cls.__name__))
+        if kind is not None:
+            return kind
+    return None
+
+
+def check_one_env(name: str, env: Any, *, what: str, fix: str) -> Any:
+    """``env`` unchanged, unless it is a vector env (gymnasium ``VectorEnv`` or stable-baselines3
+    ``VecEnv``) where ``what`` takes one env: that mistake is named, with ``fix`` (its batched spaces
+    would otherwise fail later, in a check that blames the spec or the space)."""
+    kind = env_kind(env)
+    if kind in (GYM_VECTOR_ENV, SB3_VEC_ENV):
+        n = getattr(env, "num_envs", None)
+        of = f" of {n} envs" if isinstance(n, int) else ""
+        raise ArgumentError(f"{name}: {what} takes one env, got {type(env).__name__}, a {kind}{of}; {fix}")
+    return env

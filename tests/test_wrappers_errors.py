@@ -185,3 +185,30 @@ def test_obs_flattener_paths_agree_and_still_check():
         f({"a": a64, "b": np.zeros(3)})
     with pytest.raises(TypeError, match=r"observation\['a'\]: expected a real-valued numeric array, got dtype <U1"):
         f({"a": np.array(["x"] * 3), "b": b64})
+
+
+@pytest.mark.parametrize("kind", ["gymnasium make_vec", "sb3 DummyVecEnv"])
+def test_a_vector_env_where_one_env_is_expected_names_that_mistake(kind):
+    """Real vector envs given to what takes one env: the error says "one env", not a spec width error."""
+    pytest.importorskip("gymnasium_robotics")
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    from prm_critic.robotics import MazeGeometry, SubgoalCritic, make_env
+    from prm_critic.robotics.make import register_robotics_envs
+
+    register_robotics_envs()
+    venv = (gym.make_vec("FetchPush-v4", num_envs=2, vectorization_mode="sync") if kind.startswith("gymnasium")
+            else DummyVecEnv([lambda: make_env("FetchPush-v4")] * 2))
+    with pytest.raises(ValueError, match=r"env: SubgoalCritic takes one env, got \w+Vec\w*Env, a .* of 2 envs; "
+                                         r"build the critic from one env") as err:
+        SubgoalCritic("FetchPush-v4", venv)
+    assert "width" not in str(err.value) and "fetch_push.toml" not in str(err.value)
+    critic = SubgoalCritic("FetchPush-v4", make_env("FetchPush-v4"))
+    shaper = "GymVectorPRMRewardShaper" if kind.startswith("gymnasium") else "SB3VecPRMRewardShaper"
+    with pytest.raises(ValueError, match=rf"env: expected a single gymnasium.Env for PRMRewardShaper, .*{shaper}"):
+        PRMRewardShaper(venv, critic, gamma=0.98)
+    with pytest.raises(ValueError, match=r"env: DeadEndPruner takes one env, .*prune each sub-env"):
+        DeadEndPruner(venv, critic, threshold=0.1, patience=3)
+    with pytest.raises(ValueError, match=r"env: MazeGeometry.from_env takes one env"):
+        MazeGeometry.from_env(venv)
+    venv.close()

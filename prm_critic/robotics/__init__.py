@@ -23,6 +23,7 @@ from prm_critic.robotics.spec import SubgoalSpec, SuccessSpec, TaskSpec, list_bu
 
 _LAZY = {
     "make_env": "prm_critic.robotics.make",
+    "register_robotics_envs": "prm_critic.robotics.make",
     "CriticInputLayout": "prm_critic.robotics.layout",
     "SubgoalCritic": "prm_critic.robotics.subgoals",
     "SubgoalEvaluator": "prm_critic.robotics.subgoals",

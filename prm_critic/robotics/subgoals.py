@@ -40,6 +40,7 @@ from typing import Any, Callable, Mapping, cast
 import numpy as np
 import numpy.typing as npt
 
+from prm_critic import validate
 from prm_critic.critic import CriticInfo, StateCritic, StepScores, as_obs_batch, check_row
 from prm_critic.robotics.layout import CriticInputLayout
 from prm_critic.robotics.spec import SpecError, TaskSpec, expr_width, load_spec
@@ -101,7 +102,8 @@ class MazeGeometry:
 
     @classmethod
     def from_env(cls, env) -> "MazeGeometry":
-        maze = env.unwrapped.maze
+        maze = validate.check_one_env("env", env, what="MazeGeometry.from_env", fix=(
+            "pass one env (prm_critic.robotics.make_env(task)): every sub-env has the same maze")).unwrapped.maze
         return cls(maze.maze_map, maze.maze_size_scaling, maze.x_map_center, maze.y_map_center)
 
     def to_dict(self) -> dict[str, Any]:
@@ -574,6 +576,10 @@ class SubgoalCritic(StateCritic):
     def __init__(self, spec: "str | TaskSpec", env=None, *, layout: CriticInputLayout | None = None,
                  maze: MazeGeometry | None = None):
         self.spec = load_spec(spec)
+        if env is not None:
+            validate.check_one_env("env", env, what="SubgoalCritic", fix=(
+                "build the critic from one env (prm_critic.robotics.make_env(task)); the vector shapers "
+                "(GymVectorPRMRewardShaper, SB3VecPRMRewardShaper) score every sub-env with it"))
         if layout is None:
             if env is None:
                 raise ValueError("env: SubgoalCritic needs the env (or an explicit layout), got None")

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 import numpy as np
 
 from prm_critic import validate
-from prm_critic.critic import BaseCritic, OneRowCritic, RowsCritic
+from prm_critic.critic import BaseCritic, OneRowCritic, RowsCritic, fast_path
 # ObsFlattener: the layout's flattener, imported from here by the wrappers
 from prm_critic.robotics.layout import CriticInputLayout, ObsFlattener  # noqa: F401
 from prm_critic.robotics.spec import SpecError, TaskSpec, list_builtin_specs, load_spec
@@ -163,27 +163,15 @@ def critic_task(critic: BaseCritic) -> tuple[str | None, str | None, TaskSpec | 
     return task, env_id, spec
 
 
-#: the kinds of env a shaper can wrap, and the shaper of each (named by the refusal of another kind)
-SINGLE_ENV = "single gymnasium.Env"
-GYM_VECTOR_ENV = "gymnasium.vector.VectorEnv"
-SB3_VEC_ENV = "stable-baselines3 VecEnv"
+#: the kinds of env a shaper can wrap (:func:`prm_critic.validate.env_kind`), and the shaper of each
+#: (named by the refusal of another kind)
+SINGLE_ENV, GYM_VECTOR_ENV, SB3_VEC_ENV = validate.SINGLE_ENV, validate.GYM_VECTOR_ENV, validate.SB3_VEC_ENV
+env_kind = validate.env_kind
 SHAPER_FOR = {
     SINGLE_ENV: "prm_critic.wrappers.PRMRewardShaper",
     GYM_VECTOR_ENV: "prm_critic.wrappers.GymVectorPRMRewardShaper",
     SB3_VEC_ENV: "prm_critic.sb3.SB3VecPRMRewardShaper",
 }
-_KIND_OF_BASE = {("gymnasium", "Env"): SINGLE_ENV, ("gymnasium", "VectorEnv"): GYM_VECTOR_ENV,
-                 ("stable_baselines3", "VecEnv"): SB3_VEC_ENV}
-
-
-def env_kind(env: Any) -> str | None:
-    """Which kind of env ``env`` is (:data:`SHAPER_FOR`'s keys), from its class's bases, without
-    importing gymnasium or stable-baselines3; ``None`` for anything else."""
-    for cls in type(env).__mro__:
-        kind = _KIND_OF_BASE.get(((cls.__module__ or "").split(".")[0], cls.__name__))
-        if kind is not None:
-            return kind
-    return None
 
 
 def refuse_env_kind(env: Any, *, name: str, expected: str) -> validate.ArgumentError:
@@ -537,9 +525,10 @@ class CriticCaller:
         #: after :meth:`one`; ``None`` after a fallback
         self.last_heads: dict[str, Any] | None = None
         self._worker: _Worker | None = None
+        # a fast path only where it gives score's result (not one inherited past an overridden score)
         one = critic.score_one if isinstance(critic, OneRowCritic) else None
         self._score_one = _fast_entry(one)
-        self._score_rows = _fast_entry(critic.score_rows if isinstance(critic, RowsCritic) else None)
+        self._score_rows = _fast_entry(fast_path(critic, "score_rows") if isinstance(critic, RowsCritic) else None)
         # what :meth:`one` calls itself: score_one with check=False when it takes that keyword (one Python
         # call less per step than through _score_one's closure), else score_one as it is
         takes_check = _takes_check(one)

@@ -78,6 +78,9 @@ class DeadEndPruner(gym.Wrapper, gym.utils.RecordConstructorArgs):
             self, _disable_deepcopy=True, critic=critic, threshold=threshold, patience=patience, head=head,
             layout=layout, max_episode_steps=max_episode_steps, deadline_s=deadline_s,
             allow_task_mismatch=allow_task_mismatch)
+        validate.check_one_env("env", env, what="DeadEndPruner", fix=(
+            "prune each sub-env: wrap one env, then vectorise "
+            "(gym.vector.SyncVectorEnv([lambda: DeadEndPruner(make_env(task), critic, ...)] * n))"))
         gym.Wrapper.__init__(self, env)
         self.critic = check_critic_arg(critic)
         self.threshold = validate.check_prob("threshold", threshold, hint=" (a critic score)")

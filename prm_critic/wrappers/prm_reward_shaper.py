@@ -11,7 +11,7 @@ from prm_critic.critic import BaseCritic
 from prm_critic.robotics.label_rewards import potential_shaping
 from prm_critic.robotics.layout import CriticInputLayout
 from prm_critic.wrappers._common import (
-    ObsFlattener, ShaperBase, ShaperConfig, env_id_of, goal_keys, setup_shaper,
+    SINGLE_ENV, ObsFlattener, ShaperBase, ShaperConfig, env_id_of, env_kind, goal_keys, refuse_env_kind, setup_shaper,
 )
 
 require("gymnasium")  # a missing extra fails here with the exact ``pip install`` to run
@@ -106,6 +106,8 @@ class PRMRewardShaper(ShaperBase, gym.Wrapper, gym.utils.RecordConstructorArgs):
             self, _disable_deepcopy=True, critic=critic, gamma=gamma, mode=mode, scale=scale, head=head,
             layout=layout, spec=spec, subgoal_bonus=subgoal_bonus, deadline_s=deadline_s, fallback=fallback,
             allow_task_mismatch=allow_task_mismatch, info_subgoals=info_subgoals)
+        if env_kind(env) not in (SINGLE_ENV, None):  # a vector env: name its shaper, not gymnasium's TypeError
+            raise refuse_env_kind(env, name="env", expected=SINGLE_ENV)
         gym.Wrapper.__init__(self, env)
         config = ShaperConfig(critic=critic, gamma=gamma, mode=mode, scale=scale, head=head, layout=layout, spec=spec,
                               subgoal_bonus=subgoal_bonus, deadline_s=deadline_s, fallback=fallback,
