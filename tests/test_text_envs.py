@@ -1,0 +1,282 @@
+"""The forkable text environment protocol (prm_critic.text.envs): exact forks on every kind of
+environment -- a user's own (written here), TextWorld games made by tw-make, TextWorldExpress games
+by name -- and a few steps of TextWorldExpress CookingWorld, TWC and Coin.
+
+Real TextWorld and TextWorldExpress (its Java engine); the small environments below are a user's own
+environments, not fakes of a real one.
+"""
+
+from __future__ import annotations
+
+import random
+import shutil
+
+import numpy as np
+import pytest
+
+from prm_critic.text.envs import (
+    ForkMismatchError, SamplingPolicy, TextEnv, TextEnvSpec, TextStepResult, check_fork, make_text_env,
+    parse_env_spec, register_text_env, text_env_kinds,
+)
+from prm_critic.validate import ArgumentError
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning:jericho.*")
+
+
+class Corridor(TextEnv):
+    """A user's own environment: rooms 0..n-1 along a corridor; ``forward`` / ``back`` move, ``take
+    key`` in the key's room picks it up, ``open exit`` in the last room wins with the key, ``jump``
+    (into the pit in the pit's room) loses. The key's and the pit's rooms come from the seed."""
+
+    def __init__(self, seed: int = 0, *, n: int = 5, max_steps: int = 30, copyable: bool = False):
+        super().__init__(max_steps=max_steps)
+        self.seed, self.n, self.copyable = seed, n, copyable
+        rng = np.random.default_rng(seed)
+        self.key_room, self.pit_room = (int(x) for x in rng.choice(n - 1, size=2, replace=False))
+        self.room, self.has_key = 0, False
+
+    def _obs(self, command: str, text: str, won: bool = False, lost: bool = False) -> TextStepResult:
+        acts = ["forward", "back", "look"] + (["take key"] if self.room == self.key_room and not self.has_key else [])
+        acts += ["jump"] if self.room == self.pit_room else []
+        acts += ["open exit"] if self.room == self.n - 1 else []
+        return TextStepResult(command, f"{text} You are in room {self.room}.", tuple(acts), won or lost, won, lost,
+                              score=float(self.has_key) + float(won), max_score=2.0)
+
+    def _reset(self):
+        self.room, self.has_key = 0, False
+        return self._obs("", "A long corridor.")
+
+    def _step(self, command):
+        if command == "forward":
+            self.room = min(self.room + 1, self.n - 1)
+        elif command == "back":
+            self.room = max(self.room - 1, 0)
+        elif command == "take key" and self.room == self.key_room:
+            self.has_key = True
+            return self._obs(command, "You take the key.")
+        elif command == "jump" and self.room == self.pit_room:
+            return self._obs(command, "You fall into the pit.", lost=True)
+        elif command == "open exit" and self.room == self.n - 1:
+            if self.has_key:
+                return self._obs(command, "The exit opens.", won=True)
+            return self._obs(command, "It is locked.")
+        return self._obs(command, f"You {command}.")
+
+    def _spawn(self):
+        return Corridor(self.seed, n=self.n, max_steps=self.max_steps, copyable=self.copyable)
+
+    def _copy_state(self, other):
+        if not self.copyable:
+            return False
+        other.room, other.has_key = self.room, self.has_key
+        return True
+
+    def winning_path(self) -> list[str]:
+        return ["forward"] * self.key_room + ["take key"] + ["forward"] * (self.n - 1 - self.key_room) + ["open exit"]
+
+
+class NoisyCorridor(Corridor):
+    """A user's environment that is NOT deterministic (a draw from an unseeded generator in its text):
+    replaying its history cannot fork it exactly, and check_fork must say so."""
+
+    def _obs(self, command, text, won=False, lost=False):
+        res = super()._obs(command, text, won, lost)
+        return TextStepResult(res.command, res.feedback + f" A draught: {random.random():.6f}.", res.admissible,
+                              res.done, res.won, res.lost, res.score, res.max_score)
+
+    def _spawn(self):
+        return NoisyCorridor(self.seed, n=self.n, max_steps=self.max_steps)
+
+
+class SharedCopy(Corridor):
+    """A user's state copy that is wrong: it copies the room but forgets the key."""
+
+    def _copy_state(self, other):
+        other.room = self.room
+        return True
+
+    def _spawn(self):
+        return SharedCopy(self.seed, n=self.n, max_steps=self.max_steps)
+
+
+def _random_walk(env: TextEnv, n: int, seed: int) -> list[str]:
+    """``n`` commands a uniform policy issues from the current state on a fork (not on ``env``)."""
+    f = env.fork()
+    rng = np.random.default_rng(seed)
+    out = []
+    try:
+        for _ in range(n):
+            if f.last.done:
+                break
+            c = SamplingPolicy().sample(f.valid_actions(), f.history, rng)[0]
+            out.append(c)
+            f.step(c)
+    finally:
+        f.close()
+    return out
+
+
+# ---------------------------------------------------------------- a user's own environment
+@pytest.mark.parametrize("copyable", [False, True], ids=["replay", "state-copy"])
+def test_user_env_forks_exactly(copyable):
+    env = Corridor(3, copyable=copyable)
+    env.reset()
+    path = env.winning_path()
+    for t in range(len(path)):
+        assert check_fork(env, path[:t], path[t:]) == len(path) - t
+    assert env.won and env.done and env.last.score == 2.0
+    for seed in range(5):  # random prefixes and continuations, losing ones included
+        env.reset()
+        prefix = _random_walk(env, 6, seed)
+        env.replay(prefix)
+        check_fork(env, prefix, _random_walk(env, 20, 100 + seed))
+
+
+def test_fork_is_independent_of_the_original():
+    env = Corridor(1)
+    env.replay(["forward"])
+    f = env.fork()
+    f.step("forward")
+    f.step("forward")
+    assert env.history == ["forward"] and env.last.feedback.endswith("room 1.")
+    assert f.history == ["forward", "forward", "forward"]
+
+
+def test_check_fork_catches_a_nondeterministic_env_and_a_wrong_state_copy():
+    env = NoisyCorridor(2)
+    with pytest.raises(ForkMismatchError, match="NoisyCorridor"):
+        check_fork(env, ["forward"], ["forward", "back"])
+    bad = SharedCopy(0)
+    path = bad.winning_path()
+    t = path.index("take key") + 1
+    with pytest.raises(ForkMismatchError, match="SharedCopy"):
+        check_fork(bad, path[:t], path[t:])
+
+
+def test_the_protocol_rules():
+    env = Corridor(0, max_steps=2)
+    with pytest.raises(RuntimeError, match="before reset"):
+        env.step("forward")
+    with pytest.raises(RuntimeError, match="before reset"):
+        env.fork()
+    env.reset()
+    with pytest.raises(ArgumentError, match="command"):
+        env.step("  ")
+    env.step("look")
+    r = env.step("look")
+    assert r.done and not r.won and not r.lost  # out of steps: over, not won
+    assert env.valid_actions() == []
+    with pytest.raises(RuntimeError, match="episode is over"):
+        env.step("look")
+    assert env.reset().admissible == tuple(sorted(env.reset().admissible))
+
+
+def test_user_env_by_name_through_the_registry():
+    register_text_env("corridor-test", lambda game, seed, options, max_steps: Corridor(
+        seed, n=int(options.get("n", 5)), max_steps=max_steps), describe="a test corridor", replace=True)
+    spec = parse_env_spec("corridor-test:plain?n=7")
+    assert spec == TextEnvSpec("corridor-test", "plain", (("n", 7),)) and str(spec) == "corridor-test:plain?n=7"
+    env = make_text_env(spec, seed=4, max_steps=12)
+    assert isinstance(env, Corridor) and env.n == 7 and env.max_steps == 12
+    assert "corridor-test" in text_env_kinds()
+    with pytest.raises(ArgumentError, match="already registered"):
+        register_text_env("corridor-test", lambda *a: Corridor())
+    with pytest.raises(ArgumentError, match="did you mean 'twx'"):
+        parse_env_spec("twz:coin")
+    with pytest.raises(ArgumentError, match="kind:game"):
+        parse_env_spec("coin")
+    with pytest.raises(ArgumentError, match="key=value"):
+        parse_env_spec("twx:coin?level")
+    register_text_env("not-an-env", lambda *a: object(), replace=True)
+    with pytest.raises(TypeError, match="expected a TextEnv"):
+        make_text_env("not-an-env:x")
+
+
+# ---------------------------------------------------------------- TextWorld
+@pytest.fixture(scope="module")
+def tw_games(tmp_path_factory):
+    pytest.importorskip("textworld")
+    from prm_critic.text.envs import ensure_tw_game
+
+    cache = tmp_path_factory.mktemp("tw")
+    return {"cooking": ensure_tw_game("tw-cooking", 3, {"recipe": 2, "take": 1, "cook": True, "open": True},
+                                      cache_dir=cache),
+            "treasure": ensure_tw_game("tw-treasure_hunter", 3, {"level": 5}, cache_dir=cache)}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("which", ["cooking", "treasure"])
+def test_textworld_forks_exactly(tw_games, which):
+    from prm_critic.text.envs import TextWorldEnv
+
+    env = TextWorldEnv(tw_games[which], max_steps=40)
+    try:
+        walk = list(env.reset().admissible and env.walkthrough)
+        assert walk, "tw-make records the winning commands"
+        for t in (0, len(walk) // 2, len(walk) - 1):
+            check_fork(env, walk[:t], walk[t:])
+        assert env.won
+        env.reset()
+        for seed in range(2):  # off the winning path, dead ends included
+            prefix = _random_walk(env, 5, seed)
+            env.replay(prefix)
+            check_fork(env, prefix, _random_walk(env, 12, 50 + seed))
+    finally:
+        env.close()
+
+
+def test_textworld_spec_refuses_seeds_of_a_single_file(tw_games):
+    with pytest.raises(ArgumentError, match="one game"):
+        make_text_env(f"textworld:{tw_games['cooking']}", seed=2)
+    env = make_text_env(f"textworld:{tw_games['cooking']}", seed=0, max_steps=5)
+    assert env.reset().feedback
+    env.close()
+
+
+# ---------------------------------------------------------------- TextWorldExpress
+def _need_twx():
+    pytest.importorskip("textworld_express", reason="textworld-express is not installed (the agents extra)")
+    if shutil.which("java") is None:
+        pytest.skip("no Java runtime on PATH: TextWorldExpress's engine needs one (.ci/run installs it)")
+
+
+@pytest.mark.parametrize("game", ["cookingworld", "twc", "coin"])
+def test_twx_plays_a_few_steps_and_wins_on_its_gold_path(game):
+    _need_twx()
+    env = make_text_env(f"twx:{game}", seed=11, max_steps=80)
+    try:
+        r = env.reset()
+        assert r.feedback and r.admissible and not r.done and env.walkthrough
+        for c in env.walkthrough:
+            assert c in env.valid_actions(), f"{game}: gold command {c!r} not among the valid actions"
+            r = env.step(c)
+            if r.done:
+                break
+        assert r.won and not r.lost and r.score == 1.0
+    finally:
+        env.close()
+
+
+@pytest.mark.parametrize("game", ["cookingworld", "twc", "coin"])
+def test_twx_forks_exactly(game):
+    _need_twx()
+    env = make_text_env(f"twx:{game}", seed=20004, max_steps=60)
+    try:
+        env.reset()
+        walk = list(env.walkthrough)
+        for t in (0, len(walk) // 2):
+            check_fork(env, walk[:t], walk[t:])
+        for seed in range(2):  # off the gold path
+            env.reset()
+            prefix = _random_walk(env, 6, seed)
+            env.replay(prefix)
+            check_fork(env, prefix, _random_walk(env, 15, 70 + seed))
+    finally:
+        env.close()
+
+
+def test_twx_refuses_unknown_games_and_seeds_outside_the_folds():
+    with pytest.raises(ArgumentError, match="did you mean 'coin'"):
+        make_text_env("twx:coins", seed=1)
+    with pytest.raises(ArgumentError, match="train 0-999"):
+        make_text_env("twx:coin", seed=5000)
