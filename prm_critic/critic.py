@@ -34,8 +34,8 @@ import numpy.typing as npt
 
 from prm_critic import validate
 
-__all__ = ["StepScores", "BaseCritic", "StateCritic", "StepsT", "check_critic", "as_obs_batch", "check_row", "RandomCritic",
-           "ConstantCritic", "CriticInfo", "OneRowCritic", "RowsCritic"]
+__all__ = ["StepScores", "BaseCritic", "StateCritic", "StepsT", "check_critic", "check_scores", "as_obs_batch", "check_row",
+           "RandomCritic", "ConstantCritic", "CriticInfo", "OneRowCritic", "RowsCritic", "fast_path"]
 
 #: The type of a batch of steps a critic scores (contravariant: it is only ever an input).
 StepsT = TypeVar("StepsT", contravariant=True)
@@ -231,6 +231,74 @@ def as_obs_batch(obs: Any, obs_dim: int | None, *, name: str = "obs") -> np.ndar
     return arr
 
 
+def check_scores(scores: Any, n: int, *, critic: Any = None, head: str | None = None,
+                 name: str = "critic") -> StepScores:
+    """Check what a critic returned for a batch of ``n`` steps against the :class:`StepScores` contract.
+
+    ``progress`` and ``success``: shape ``(n,)``, finite, in [0, 1]; every ``extra`` head: a numeric
+    array of shape ``(n,)``, finite (it may hold raw logits); ``head`` (the score a caller decides
+    with, when given): one of the heads, in [0, 1] (it is compared with probabilities). Returns
+    ``scores``; otherwise raises one ``TypeError`` / ``ValueError`` naming ``name``, the critic's
+    type, the head, the step and the value.
+    """
+    who = f"{name}.score"
+    by = f" (critic {type(critic).__name__})" if critic is not None else ""
+    if not isinstance(scores, StepScores):
+        raise TypeError(f"{who}: expected StepScores, got {type(scores).__name__}{by}")
+    if len(scores) != n:
+        raise ValueError(f"{who}: expected {n} scores (one per step), got {len(scores)}{by}")
+    if not isinstance(scores.extra, Mapping):
+        raise TypeError(f"{who}: expected extra to be a dict of per-step arrays, got {type(scores.extra).__name__}{by}")
+    heads: dict[str, np.ndarray] = {"progress": scores.progress, "success": scores.success}
+    for k, v in scores.extra.items():
+        a = np.asarray(v)
+        if a.dtype.kind not in "fiub":
+            raise TypeError(f"{who}: expected extra head {k!r} to be numeric, got dtype {a.dtype}{by}")
+        if a.shape != (n,):
+            raise ValueError(f"{who}: expected extra head {k!r} of shape ({n},) (one per step), got shape {a.shape}{by}")
+        heads[str(k)] = a
+    for h, a in heads.items():
+        bad = np.flatnonzero(~np.isfinite(a))
+        if bad.size:
+            raise ValueError(f"{who}: expected finite {h} scores, got {float(a[bad[0]]):.6g} at step {int(bad[0])}{by}")
+    if head is not None and head not in heads:
+        raise ValueError(f"{who}: head {head!r} is not among the critic's heads {sorted(heads)}{by}")
+    for h in dict.fromkeys(((head,) if head is not None else ()) + ("progress", "success")):  # the deciding head first
+        a = heads[h]
+        out = np.flatnonzero((a < 0) | (a > 1))
+        if out.size:
+            raise ValueError(f"{who}: expected {h} scores in [0, 1] (probabilities), got {float(a[out[0]]):.6g} at step "
+                             f"{int(out[0])}{by}; a critic whose model gives logits returns sigmoid(logit)")
+    return scores
+
+
+def _defining_class(obj: Any, attr: str) -> type | None:
+    """The class in ``type(obj)``'s MRO whose own namespace defines ``attr``, or ``None``."""
+    for klass in type(obj).__mro__:
+        if attr in vars(klass):
+            return klass
+    return None
+
+
+def fast_path(critic: Any, attr: str) -> Any:
+    """``critic``'s fast path ``attr`` (``"score_one"``, :class:`OneRowCritic`; ``"score_rows"``,
+    :class:`RowsCritic`) as a bound method, or ``None`` when it has none *or* when it would not give
+    :meth:`BaseCritic.score`'s result: a subclass that overrides ``score`` (on the class or the
+    instance) below the class that defined the fast path inherits a fast path of the old ``score``, so
+    callers must use ``score`` instead. Every library path that uses a fast path takes it from here."""
+    fn = getattr(critic, attr, None)
+    if not callable(fn):
+        return None
+    if "score" in getattr(critic, "__dict__", {}) and attr not in critic.__dict__:
+        return None  # score replaced on the instance, the fast path not
+    if attr in getattr(critic, "__dict__", {}):
+        return fn
+    own, base = _defining_class(critic, attr), _defining_class(critic, "score")
+    if own is None or base is None:
+        return fn
+    return fn if issubclass(own, base) else None
+
+
 def _slice(steps: Any, i: int) -> Any:
     if isinstance(steps, np.ndarray):
         return steps[i : i + 1]
@@ -241,8 +309,10 @@ def check_critic(critic: BaseCritic[StepsT], steps: StepsT, *, rtol: float = 1e-
     """Check that ``critic`` follows the interface; return its batched scores.
 
     Checks: the batched call returns :class:`StepScores` of shape ``(B,)`` per head, values are
-    finite and in [0, 1], and each element of the batched call agrees with a single-step call on the
-    same input (within ``rtol``/``atol``). Raises ``AssertionError`` naming the first violation.
+    finite and in [0, 1], each element of the batched call agrees with a single-step call on the
+    same input, and every fast path the critic has (``score_one``, ``score_rows``, on critic-input
+    rows) gives the batched call's scores (within ``rtol``/``atol``). Raises ``AssertionError``
+    naming the first violation.
     """
     n = len(steps)  # type: ignore[arg-type]  # every batch type of a critic has a length
     if n == 0:
@@ -268,7 +338,35 @@ def check_critic(critic: BaseCritic[StepsT], steps: StepsT, *, rtol: float = 1e-
                 raise AssertionError(
                     f"{head}: batched score {a!r} at index {i} differs from the single-step score {b[0]!r}"
                 )
+    _check_fast_paths(critic, steps, batched, rtol=rtol, atol=atol)
     return batched
+
+
+def _check_fast_paths(critic: Any, steps: Any, batched: StepScores, *, rtol: float, atol: float) -> None:
+    """Every fast path ``critic`` has (``score_one``, ``score_rows``) gives ``score``'s result on ``steps``."""
+    one, rows = getattr(critic, "score_one", None), getattr(critic, "score_rows", None)
+    if not (callable(one) or callable(rows)):
+        return
+    x = np.asarray(steps)
+    if x.ndim != 2 or x.dtype.kind not in "fiub":
+        return  # fast paths take critic-input rows only
+    want = np.stack([batched.progress, batched.success], axis=1)
+    got = {}
+    if callable(one):
+        got["score_one"] = np.array([[float(v) for v in one(x[i])] for i in range(len(x))])
+    if callable(rows):
+        got["score_rows"] = np.asarray(rows(x), dtype=np.float64)
+    for attr, out in got.items():
+        where = getattr(_defining_class(critic, attr), "__name__", "?")
+        if out.shape != want.shape:
+            raise AssertionError(f"{attr} (defined in {where}): returned shape {out.shape}, expected {want.shape}")
+        bad = np.argwhere(~np.isclose(out, want, rtol=rtol, atol=atol))
+        if bad.size:
+            i, j = (int(v) for v in bad[0])
+            head = ("progress", "success")[j]
+            raise AssertionError(
+                f"{attr} (defined in {where}): {head} {out[i, j]!r} at index {i} differs from score's {want[i, j]!r}; "
+                f"a critic that overrides score must override {attr} too (or set {attr} = None in the subclass)")
 
 
 # --------------------------------------------------------------------------- uninformed controls

@@ -10,11 +10,9 @@ from __future__ import annotations
 
 from typing import Any, Literal, Sequence, overload
 
-import numpy as np
-
 from prm_critic import validate
 from prm_critic._optional import require
-from prm_critic.critic import BaseCritic, StepScores
+from prm_critic.critic import BaseCritic, StepScores, check_scores
 from prm_critic.text.steps import TextStep, format_tool_call, format_tool_step, message_text
 
 __all__ = [
@@ -25,9 +23,6 @@ __all__ = [
     "score_text_steps",
     "ascore_text_steps",
 ]
-
-_HEADS = ("progress", "success")
-
 
 # --------------------------------------------------------------------------- argument checks
 def check_critic(critic: Any, name: str = "critic") -> BaseCritic:
@@ -103,25 +98,18 @@ def render_steps(
 
 
 # --------------------------------------------------------------------------- scoring
-def score_text_steps(critic: BaseCritic, steps: Sequence[TextStep], *, name: str = "critic") -> StepScores:
-    """Call ``critic.score(steps)`` and check it returned ``B`` finite scores per head."""
-    return _checked_scores(critic.score(list(steps)), steps, name)
+def score_text_steps(critic: BaseCritic, steps: Sequence[TextStep], *, head: str | None = None,
+                     name: str = "critic") -> StepScores:
+    """Call ``critic.score(steps)`` and check what it returned against the :class:`StepScores` contract
+    (:func:`prm_critic.critic.check_scores`: one finite score per step and head, progress and success
+    and the deciding ``head`` in [0, 1])."""
+    return check_scores(critic.score(list(steps)), len(steps), critic=critic, head=head, name=name)
 
 
-async def ascore_text_steps(critic: BaseCritic, steps: Sequence[TextStep], *, name: str = "critic") -> StepScores:
+async def ascore_text_steps(critic: BaseCritic, steps: Sequence[TextStep], *, head: str | None = None,
+                            name: str = "critic") -> StepScores:
     """``await critic.ascore(steps)`` (the event loop keeps running), checked like :func:`score_text_steps`."""
-    return _checked_scores(await critic.ascore(list(steps)), steps, name)
-
-
-def _checked_scores(scores: Any, steps: Sequence[TextStep], name: str) -> StepScores:
-    if not isinstance(scores, StepScores):
-        raise TypeError(f"{name}.score: expected StepScores, got {type(scores).__name__}")
-    if len(scores) != len(steps):
-        raise ValueError(f"{name}.score: expected {len(steps)} scores (one per step), got {len(scores)}")
-    for h in _HEADS:
-        if not np.all(np.isfinite(scores.get(h))):
-            raise ValueError(f"{name}.score: expected finite {h} scores, got {scores.get(h)}")
-    return scores
+    return check_scores(await critic.ascore(list(steps)), len(steps), critic=critic, head=head, name=name)
 
 
 def lg(module: str = "langgraph"):

@@ -274,7 +274,7 @@ def _make_prune_node(critic, cfg: BeamConfig):
         depth = int(state.get("depth", 0)) + 1
         if cands:
             steps = [TextStep(prompt, tuple(c["steps"][:-1]), c["steps"][-1]) for c in cands]
-            new: Iterable[float] = score_text_steps(critic, steps).get(cfg.head)
+            new: Iterable[float] = score_text_steps(critic, steps, head=cfg.head).get(cfg.head)
         else:
             new = []
         scored = []

@@ -318,7 +318,7 @@ class _Iterate:
                 raise TypeError("expand: returned an awaitable (an async expand); run the search with "
                                 "ainvoke / astream, or pass a sync expand")
             proposals = check_proposals(raw, k, allow_prior=True)
-        scores = score_text_steps(self.critic, self._steps(state, history, proposals)) if proposals else None
+        scores = score_text_steps(self.critic, self._steps(state, history, proposals), head=self.cfg.head) if proposals else None
         return self._finish(state, leaf, k, proposals, scores)
 
     async def acall(self, state: MCTSState) -> dict:
@@ -335,7 +335,7 @@ class _Iterate:
                 if inspect.isawaitable(raw):
                     raw = await raw
             proposals = check_proposals(raw, k, allow_prior=True)
-        scores = await ascore_text_steps(self.critic, self._steps(state, history, proposals)) if proposals else None
+        scores = await ascore_text_steps(self.critic, self._steps(state, history, proposals), head=self.cfg.head) if proposals else None
         return self._finish(state, leaf, k, proposals, scores)
 
     def _finish(self, state: MCTSState, leaf: int, k: int, proposals: list, step_scores: StepScores | None) -> dict:

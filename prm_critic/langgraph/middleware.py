@@ -140,11 +140,11 @@ class PRMBestOfNMiddleware(AgentMiddleware):
 
     def _score(self, prompt: str, history: tuple[str, ...], texts: list[str]) -> list[float]:
         steps = [TextStep(prompt, history, t) for t in texts]
-        return [float(v) for v in score_text_steps(self.critic, steps).get(self.head)]
+        return [float(v) for v in score_text_steps(self.critic, steps, head=self.head).get(self.head)]
 
     async def _ascore(self, prompt: str, history: tuple[str, ...], texts: list[str]) -> list[float]:
         steps = [TextStep(prompt, history, t) for t in texts]
-        return [float(v) for v in (await ascore_text_steps(self.critic, steps)).get(self.head)]
+        return [float(v) for v in (await ascore_text_steps(self.critic, steps, head=self.head)).get(self.head)]
 
     def _finish(self, candidates: list, texts: list[str], scores: list[float], failed: list[dict]):
         if not candidates:
@@ -310,14 +310,14 @@ class PRMStepScoringMiddleware(AgentMiddleware):
         call, prompt, history, text = self._pre_context(request)
         if self.block_below is None:
             return call, prompt, history, None
-        sc = score_text_steps(self.critic, [TextStep(prompt, history, text)])
+        sc = score_text_steps(self.critic, [TextStep(prompt, history, text)], head=self.head)
         return self._blocked(call, prompt, history, text, sc)
 
     async def _apre(self, request):
         call, prompt, history, text = self._pre_context(request)
         if self.block_below is None:
             return call, prompt, history, None
-        sc = await ascore_text_steps(self.critic, [TextStep(prompt, history, text)])
+        sc = await ascore_text_steps(self.critic, [TextStep(prompt, history, text)], head=self.head)
         return self._blocked(call, prompt, history, text, sc)
 
     def _blocked(self, call, prompt, history, text, sc):
@@ -336,14 +336,14 @@ class PRMStepScoringMiddleware(AgentMiddleware):
         if not isinstance(result, _msgs.ToolMessage):
             return result  # a tool that returns its own Command: passed through unscored
         text = format_tool_step(call["name"], call.get("args"), message_text(result))
-        sc = score_text_steps(self.critic, [TextStep(prompt, history, text)])
+        sc = score_text_steps(self.critic, [TextStep(prompt, history, text)], head=self.head)
         return self._scored(call, history, result, text, sc)
 
     async def _apost(self, call, prompt, history, result):
         if not isinstance(result, _msgs.ToolMessage):
             return result
         text = format_tool_step(call["name"], call.get("args"), message_text(result))
-        sc = await ascore_text_steps(self.critic, [TextStep(prompt, history, text)])
+        sc = await ascore_text_steps(self.critic, [TextStep(prompt, history, text)], head=self.head)
         return self._scored(call, history, result, text, sc)
 
     def _scored(self, call, history, result, text, sc):

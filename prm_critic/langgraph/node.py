@@ -304,7 +304,7 @@ class StepCriticNode(Runnable):
         if done is not None:
             return done
         messages, step, text_step = ctx
-        scores = score_text_steps(self.critic, [text_step])
+        scores = score_text_steps(self.critic, [text_step], head=self.head)
         return self._decide(state, messages, step, text_step, scores)
 
     async def acall(self, state: Any) -> dict[str, Any]:
@@ -314,7 +314,7 @@ class StepCriticNode(Runnable):
         if done is not None:
             return done
         messages, step, text_step = ctx
-        scores = await ascore_text_steps(self.critic, [text_step])
+        scores = await ascore_text_steps(self.critic, [text_step], head=self.head)
         return self._decide(state, messages, step, text_step, scores)
 
     # LangGraph runs a Runnable node with invoke (sync runs) or ainvoke (async runs)

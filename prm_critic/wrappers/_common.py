@@ -526,7 +526,7 @@ class CriticCaller:
         self.last_heads: dict[str, Any] | None = None
         self._worker: _Worker | None = None
         # a fast path only where it gives score's result (not one inherited past an overridden score)
-        one = critic.score_one if isinstance(critic, OneRowCritic) else None
+        one = fast_path(critic, "score_one") if isinstance(critic, OneRowCritic) else None
         self._score_one = _fast_entry(one)
         self._score_rows = _fast_entry(fast_path(critic, "score_rows") if isinstance(critic, RowsCritic) else None)
         # what :meth:`one` calls itself: score_one with check=False when it takes that keyword (one Python

@@ -1,0 +1,92 @@
+"""Fault tests: every path through a state critic gives what its ``score`` gives.
+
+* item 40: a user's critic that subclasses a critic with a fast path (``score_one``, ``score_rows``)
+  and overrides only ``score``: the shaper and the pruner must use the new ``score``, and
+  ``check_critic`` must catch a fast path that disagrees with ``score``;
+* item 42: an ensemble member re-saved with the same weights but another architecture, and
+  ``train_policy`` resumed with such a critic;
+* item 43: a critic given the env's own observation (a dict) instead of a critic-input row.
+
+Everything is real: MuJoCo envs, the spec's ``SubgoalCritic``, torch critics and their checkpoint
+files, stable-baselines3 training. No fakes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("gymnasium_robotics")
+
+from faults import correct, loud  # noqa: E402
+
+from prm_critic.critic import StepScores, check_critic  # noqa: E402
+from prm_critic.robotics.layout import CriticInputLayout  # noqa: E402
+from prm_critic.robotics.make import make_env  # noqa: E402
+from prm_critic.robotics.spec import load_spec  # noqa: E402
+from prm_critic.robotics.subgoals import SubgoalCritic  # noqa: E402
+from prm_critic.wrappers import DeadEndPruner, PRMRewardShaper  # noqa: E402
+
+pytestmark = pytest.mark.fault
+
+TASK = "FetchReach-v4"
+
+
+class SquaredSubgoalCritic(SubgoalCritic):
+    """A user's critic: the spec's scores squared. It overrides ``score`` only, so it inherits
+    ``SubgoalCritic.score_one``, which still scores the old way."""
+
+    def score(self, steps):
+        s = super().score(steps)
+        return StepScores(s.progress ** 2, s.success ** 2)
+
+
+def _rollout_rows(env, layout, n=30, seed=0):
+    obs, _ = env.reset(seed=seed)
+    env.action_space.seed(seed)
+    rows = [layout.flatten(obs)]
+    for _ in range(n - 1):
+        obs, *_ = env.step(env.action_space.sample())
+        rows.append(layout.flatten(obs))
+    return np.stack(rows)
+
+
+# =========================================================================== item 40
+def test_shaper_and_pruner_use_the_score_a_subclass_overrides():
+    env = make_env(load_spec(TASK))
+    critic = SquaredSubgoalCritic(TASK, env)
+    layout = CriticInputLayout.from_space(load_spec(TASK), env.observation_space)
+    shaper = PRMRewardShaper(env, critic, gamma=0.99, head="progress")
+    pruner = DeadEndPruner(shaper, critic, threshold=0.0, patience=1000, head="success")
+    obs, _ = pruner.reset(seed=3)
+    pruner.action_space.seed(3)
+    phi, prune, rows = [], [], []
+    for _ in range(30):
+        obs, _, term, trunc, info = pruner.step(pruner.action_space.sample())
+        rows.append(layout.flatten(obs))
+        want = critic.score(rows[-1][None])
+        phi.append((info["prm_next_phi"], float(want.progress[0])))
+        prune.append((info["prm_prune_score"], float(want.success[0])))
+        if term or trunc:
+            break
+    pruner.close()
+    got, want = np.array(phi).T
+    assert np.allclose(got, want, rtol=1e-6, atol=1e-7), f"Phi differs from score on {(~np.isclose(got, want)).sum()} steps"
+    got_s, want_s = np.array(prune).T
+    assert np.allclose(got_s, want_s, rtol=1e-6, atol=1e-7)
+    inherited = np.array([critic.score_one(x)[0] for x in rows])  # the fault: the old score, on these steps
+    assert (~np.isclose(inherited, want)).sum() >= len(rows) // 2
+    correct(40, "SubgoalCritic subclass overriding score only, in PRMRewardShaper and DeadEndPruner",
+            f"Phi(s') and the pruner's score equal the subclass's score on all {len(phi)} steps (inherited score_one not used)")
+
+
+def test_check_critic_compares_the_fast_path_with_score():
+    env = make_env(load_spec(TASK))
+    layout = CriticInputLayout.from_space(load_spec(TASK), env.observation_space)
+    xs = _rollout_rows(env, layout, n=12)
+    assert check_critic(SubgoalCritic(TASK, env), xs) is not None  # the spec's own critic: fast path agrees
+    with loud(40, "check_critic on a subclass whose inherited score_one disagrees with its score", AssertionError,
+              match=r"score_one \(defined in SubgoalCritic\): progress .* at index \d+ differs from score's .*override "
+                    r"score_one too"):
+        check_critic(SquaredSubgoalCritic(TASK, env), xs)
+    env.close()
