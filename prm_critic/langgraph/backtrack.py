@@ -76,8 +76,13 @@ class CheckpointBacktracker:
         threshold: a record with ``record[head] < threshold`` is a bad step.
         feedback: format string (fields ``step, score, head``) of the human message added at the
             fork; ``None`` adds nothing (then pass ``values`` to :meth:`backtrack`).
-        as_node: the node the fork's update is attributed to (decides what runs next); ``None``
-            lets LangGraph use the checkpoint's last writer.
+        as_node: the node the fork's update is attributed to (decides what runs next). ``None``
+            (default): a node whose only edges (no router) lead to the nodes that were due at the
+            fork point, so the fork runs them and the model re-plans (``START`` in the README's
+            ``agent -> tools -> step_critic`` loop: attributed to the critic node, the update would
+            go through its router, which ends the run); where no node has such edges, LangGraph's
+            choice (the checkpoint's last writer). A fork that would run nothing, or with the default
+            other nodes than were due, is refused with an error naming both.
         max_untrusted_chars: cap on the fenced step in ``feedback`` (default
             :data:`prm_critic.text.DEFAULT_MAX_UNTRUSTED_CHARS`, 4000 characters).
     """
@@ -159,6 +164,42 @@ class CheckpointBacktracker:
         raise ValueError(f"config: no checkpoint before the step {bad['text']!r} on this branch to fork from")
 
     # ------------------------------------------------------------------ the fork
+    def _replan_node(self, due: tuple) -> str | None:
+        """The first node (``START`` first, then in the graph's order) whose only edges are static ones
+        to exactly the nodes ``due`` at the fork point: an update attributed to it schedules them and
+        nothing else. ``None`` when the graph has none (or is not a ``StateGraph``)."""
+        builder = getattr(self.graph, "builder", None)
+        edges = getattr(builder, "edges", None)
+        if not due or edges is None:
+            return None
+        routed = set(getattr(builder, "branches", None) or ())
+        for starts, _ in getattr(builder, "waiting_edges", None) or ():
+            routed.update(starts)
+        targets: dict[str, set] = {}
+        for a, b in edges:
+            targets.setdefault(a, set()).add(b)
+        specs = getattr(builder, "nodes", None) or {}
+        for node in getattr(self.graph, "nodes", None) or ():
+            if node in routed or targets.get(node) != set(due):
+                continue
+            if getattr(specs.get(node), "ends", None):  # a node that routes with Command(goto=...)
+                continue
+            return node
+        return None
+
+    def _check_fork(self, snap: Any, fork_config: Mapping, as_node: str | None) -> None:
+        """The fork runs something, and with the default ``as_node`` what was due at the fork point."""
+        fork_next = tuple(self.graph.get_state(fork_config).next)
+        due = tuple(snap.next)
+        if fork_next and (self.as_node is not None or set(fork_next) == set(due)):
+            return
+        who = f"as_node={as_node!r}" if as_node is not None else "the node LangGraph inferred (the checkpoint's last writer)"
+        raise ValueError(
+            f"as_node: the fork's update, attributed to {who}, schedules {list(fork_next)} where {list(due)} was due at "
+            f"the fork point (checkpoint {_cid(snap.config)!r}), so invoking it would "
+            f"{'run nothing' if not fork_next else 'not re-plan from there'}; pass as_node naming a node whose edges "
+            f"lead to {list(due)} (the fork checkpoint {_cid(fork_config)!r} is left unused)")
+
     def backtrack(self, config: Mapping, *, values: Mapping | None = None, invoke: bool = True,
                   invoke_config: Mapping | None = None) -> BacktrackResult | None:
         """Fork before the first bad step and (by default) continue the run from there.
@@ -178,7 +219,9 @@ class CheckpointBacktracker:
         if values is not None:
             if not isinstance(values, Mapping):
                 raise TypeError(f"values: expected a mapping of state updates or None, got {type(values).__name__}")
-            fork_config = self.graph.update_state(snap.config, dict(values), as_node=self.as_node)
+            as_node = self.as_node if self.as_node is not None else self._replan_node(tuple(snap.next))
+            fork_config = self.graph.update_state(snap.config, dict(values), as_node=as_node)
+            self._check_fork(snap, fork_config, as_node)
         else:
             fork_config = snap.config
         result = None
