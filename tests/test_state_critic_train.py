@@ -447,7 +447,7 @@ def test_cli_train_critic_bad_input_is_one_line(pointmaze_data, tmp_path, capsys
     rc = main(["train-critic", "--data", str(pointmaze_data), "--label", "outcome", "--out", str(tmp_path / "c"),
                "--hidden", "32,x"])
     err = capsys.readouterr().err.strip()
-    assert rc == 2 and "--hidden: expected comma-separated positive integers" in err
+    assert rc == 2 and "--hidden: expected integers, space- or comma-separated" in err and "'32,x'" in err
     rc = main(["train-critic", "--data", str(pointmaze_data), "--label", "outcome", "--out", str(tmp_path / "c"),
                "--epochs", "0"])
     assert rc == 2 and "epochs: expected an int >= 1, got 0" in capsys.readouterr().err

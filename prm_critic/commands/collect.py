@@ -21,16 +21,16 @@ prm-critic label --data OUT --family subgoal (or mc, mc_bisect, outcome, steps_t
 def register(sub) -> None:
     p = sub.add_parser("collect", help="collect trajectories (with MuJoCo snapshots) into shards",
                        description=DESCRIPTION)
-    p.add_argument("--task", required=True, help="built-in task spec name or a .toml spec path")
+    p.add_argument("--task", required=True, help="built-in task name or a spec .toml path")
     p.add_argument("--out", required=True, help="output folder (re-run with the same settings to resume)")
-    p.add_argument("--episodes", type=int, required=True, help="number of episodes")
+    p.add_argument("--episodes", type=int, required=True, help="episodes to collect")
     p.add_argument("--policy", default="scripted",
                    help="scripted (the spec's noisy controller), random, PATH/policy.json (a train-policy checkpoint) "
                         "or PATH.zip (a stable-baselines3 model; needs --trust-pickle)")
     p.add_argument("--seed", type=int, default=0, help="episode e is reset with seed + e")
     p.add_argument("--shard-size", type=int, default=10, help="episodes per shard file")
     p.add_argument("--max-episode-steps", type=int, default=None,
-                   help="TimeLimit override (default: the spec's max_episode_steps)")
+                   help="episode length cap, the TimeLimit (default: the spec's max_episode_steps)")
     p.add_argument("--trust-pickle", action="store_true",
                    help="allow --policy to be a stable-baselines3 .zip: loading one unpickles objects stored in the "
                         "file, which runs arbitrary code from it (only for files you trust)")

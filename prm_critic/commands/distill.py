@@ -14,7 +14,7 @@ The library form is :func:`prm_critic.models.distill.distill_critic_from_data`.
 
 from __future__ import annotations
 
-from prm_critic.commands._help import HelpFormatter
+from prm_critic.commands._help import HelpFormatter, int_list
 
 #: options whose default is :class:`~prm_critic.models.distill.DistillConfig`'s; unset, the library value applies
 CONFIG_OPTIONS = ("hidden", "activation", "loss", "epochs", "batch_size", "lr", "weight_decay", "noise",
@@ -58,7 +58,7 @@ def register(sub) -> None:
                         "folders of the same task and layout whose episodes are all added to the training inputs; "
                         "no labels needed")
     p.add_argument("--out", required=True, help="the student's checkpoint path (stem, or .safetensors / .json)")
-    p.add_argument("--hidden", type=int, nargs="+", metavar="N", help="hidden layer sizes, e.g. --hidden 32 32")
+    p.add_argument("--hidden", nargs="+", metavar="N", help="hidden layer sizes, e.g. --hidden 32 32 (or 32,32)")
     p.add_argument("--activation", help="relu, tanh, silu or elu")
     p.add_argument("--loss", help="bce (on the teacher's probabilities) or mse (on its logits)")
     p.add_argument("--epochs", type=int, help="passes over the training inputs")
@@ -98,6 +98,8 @@ def run(args) -> int:
     from prm_critic.models.distill import DistillConfig, distill_critic_from_data
 
     given = {name: getattr(args, name) for name in CONFIG_OPTIONS if getattr(args, name) is not None}
+    if "hidden" in given:
+        given["hidden"] = int_list("--hidden", given["hidden"])
     config = DistillConfig(**given)
     res = distill_critic_from_data(args.critic, args.data, args.out, config=config,
                                    progress_bar=not args.no_progress)

@@ -22,9 +22,9 @@ def register(sub) -> None:
         "  prm-critic export --subgoal-spec FetchPush-v4                   # -> ./subgoal_FetchPush-v4.onnx",
     )
     src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--checkpoint", help="state-critic checkpoint path (.safetensors, .json or their common stem)")
+    src.add_argument("--checkpoint", help="state-critic checkpoint (.json, .safetensors or their stem)")
     src.add_argument("--subgoal-spec", metavar="SPEC",
-                     help="export the no-training SubgoalCritic of this task spec (name or .toml) instead")
+                     help="export the no-training SubgoalCritic of this task (built-in task name or a spec .toml path) instead")
     src.add_argument("--reseal", metavar="FILE",
                      help="re-seal an exported .onnx you changed on purpose (e.g. re-saved by onnxsim or onnxslim): "
                           "write the content hash of its current bytes, so it loads verified again (in place, or "

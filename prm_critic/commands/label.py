@@ -34,7 +34,7 @@ def register(sub) -> None:
     families = "\n".join(f"  {n:<{width}}  {get_label_family(n).description or '(a registered family)'}" for n in names)
     p = sub.add_parser("label", help=f"label collected steps: {' | '.join(names)}",
                        description=DESCRIPTION.format(families=families))
-    p.add_argument("--data", required=True, help="folder written by prm-critic collect")
+    p.add_argument("--data", required=True, help="data folder written by prm-critic collect")
     p.add_argument("--family", "--label", dest="family", required=True, choices=names,
                    help="label family (the list above); --label is the same option")
     p.add_argument("--k", type=int, default=None, help=f"{takers('k')}: continuations per estimated state" + default("k"))

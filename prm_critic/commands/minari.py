@@ -39,7 +39,8 @@ def register(sub) -> None:
     e.add_argument("--datasets-path", default=None,
                    help="folder of the Minari datasets (default: MINARI_DATASETS_PATH, else ~/.minari/datasets)")
     e.add_argument("--labels", nargs="*", default=[], metavar="FAMILY",
-                   help="label families to store as infos['prm_<family>'] (default: none)")
+                   help="label families to store as infos['prm_<family>'], e.g. --labels mc outcome (or mc,outcome) "
+                        "(default: none)")
     e.add_argument("--reward", default="env",
                    help="what the dataset's rewards are: env (the env reward), or prm_<family> for a "
                         f"label family ({', '.join(label_families())}): the label of each step is the reward of "
@@ -60,7 +61,7 @@ def register(sub) -> None:
     i.add_argument("dataset", help="Minari dataset id or dataset folder")
     i.add_argument("out", help="output folder (new)")
     i.add_argument("--task", "--spec", dest="spec", metavar="TASK", required=True,
-                   help="task spec of the dataset's env (built-in name or .toml); --spec is the same option")
+                   help="built-in task name or a spec .toml path; --spec is the same option")
     i.add_argument("--datasets-path", default=None,
                    help="folder of the Minari datasets (default: MINARI_DATASETS_PATH, else ~/.minari/datasets)")
     i.add_argument("--shard-size", type=int, default=10, help="episodes per shard file")
@@ -68,9 +69,10 @@ def register(sub) -> None:
 
 
 def run_export(args) -> int:
+    from prm_critic.commands._help import list_items
     from prm_critic.robotics.minari import REWARD_METADATA_KEY, export_minari
 
-    ds = export_minari(args.data, args.dataset_id, datasets_path=args.datasets_path, labels=args.labels,
+    ds = export_minari(args.data, args.dataset_id, datasets_path=args.datasets_path, labels=list_items(args.labels),
                        reward=args.reward, shaping=args.shaping, gamma=args.gamma,
                        description=args.description, author=args.author)
     print(f"wrote Minari dataset {args.dataset_id!r}: {ds.total_episodes} episodes, {ds.total_steps} steps, "

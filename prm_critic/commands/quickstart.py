@@ -95,15 +95,15 @@ and the next commands (train a policy with the critic, export it to ONNX).
 def register(sub) -> None:
     p = sub.add_parser("quickstart", help="start here: collect -> label -> train-critic -> shaped, pruned env on "
                                           "PointMaze", description=DESCRIPTION)
-    p.add_argument("--task", default="PointMaze_UMaze-v3", help="task spec")
+    p.add_argument("--task", default="PointMaze_UMaze-v3", help="built-in task name or a spec .toml path")
     p.add_argument("--out", default="prm_runs/quickstart", help="output folder")
     p.add_argument("--episodes", type=int, default=60, help="episodes to collect")
-    p.add_argument("--max-episode-steps", type=int, default=150, help="episode length cap")
+    p.add_argument("--max-episode-steps", type=int, default=150, help="episode length cap, the TimeLimit")
     p.add_argument("--k", type=int, default=4, help="MC continuations per labelled state")
     p.add_argument("--stride", type=int, default=8, help="MC-label every stride-th step")
     p.add_argument("--epochs", type=int, default=25, help="critic training epochs")
     p.add_argument("--seed", type=int, default=0, help="seed of the collection, the MC rollouts and the training")
-    p.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p.set_defaults(func=run)
 
 

@@ -15,7 +15,7 @@ The library form is :func:`prm_critic.models.pipeline.train_critic_from_data`.
 from __future__ import annotations
 
 from prm_critic import _deprecation
-from prm_critic.commands._help import HelpFormatter
+from prm_critic.commands._help import HelpFormatter, int_list
 
 
 #: Options whose default is the library's: ``TrainConfig()`` fields, and ``holdout`` of
@@ -33,7 +33,7 @@ def library_defaults() -> dict:
 
     cfg = TrainConfig()
     d = {name: getattr(cfg, name) for name in LIBRARY_DEFAULTS if name != "holdout"}
-    d["hidden"] = ",".join(str(h) for h in cfg.hidden)
+    d["hidden"] = " ".join(str(h) for h in cfg.hidden)
     d["holdout"] = inspect.signature(train_critic_from_data).parameters["holdout"].default
     return d
 
@@ -75,7 +75,8 @@ def register(sub) -> None:
     p.add_argument("--split-seed", type=int, default=None,
                    help="seed of the held-out episode split, independent of --seed (default: the value of --seed, "
                         "so a run without it splits as before)")
-    p.add_argument("--hidden", type=str, help="hidden sizes, comma-separated")
+    p.add_argument("--hidden", nargs="+", metavar="N",
+                   help="hidden layer sizes, e.g. --hidden 256 256 (or 256,256)")
     p.add_argument("--activation", help="relu, tanh, silu or elu")
     p.add_argument("--lr", type=float, help="learning rate")
     p.add_argument("--batch-size", type=int, help="batch size")
@@ -87,23 +88,13 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
-def _hidden(text: str) -> tuple[int, ...]:
-    try:
-        sizes = tuple(int(v) for v in text.split(","))
-    except ValueError:
-        raise ValueError(f"--hidden: expected comma-separated positive integers like 256,256, got {text!r}") from None
-    if not sizes or any(s <= 0 for s in sizes):
-        raise ValueError(f"--hidden: expected comma-separated positive integers like 256,256, got {text!r}")
-    return sizes
-
-
 def run(args) -> int:
     from prm_critic.models.pipeline import train_critic_from_data
     from prm_critic.models.train import TrainConfig
 
     given = {name: getattr(args, name) for name in LIBRARY_DEFAULTS if getattr(args, name) is not None}
     if "hidden" in given:
-        given["hidden"] = _hidden(given["hidden"])
+        given["hidden"] = int_list("--hidden", given["hidden"])
     holdout = given.pop("holdout", None)
     config = TrainConfig(**given)
     split_seed = config.seed if args.split_seed is None else args.split_seed

@@ -55,7 +55,7 @@ def register(sub) -> None:
                    help=f"sb3 (stable-baselines3, torch) or sbx (SBX, JAX: sac, tqc, crossq; needs the sbx extra: "
                         f"{install('sbx')}; no --checkpoint-freq / --resume)")
     p.add_argument("--critic", default=None,
-                   help="'subgoal' (spec progress, no training) or a critic checkpoint (.json/.safetensors/.onnx) "
+                   help="'subgoal' (spec progress, no training) or a critic checkpoint (.json, .safetensors or .onnx) "
                         "(default: none, the env reward alone)")
     p.add_argument("--shaping", default=None,
                    help="potential, subgoal, replace, or none (default: potential with --critic, else none)")
@@ -79,11 +79,11 @@ def register(sub) -> None:
                    help='JSON dict of algorithm arguments, e.g. \'{"batch_size": 512}\' (default: none, the '
                         "library's per-algorithm settings)")
     p.add_argument("--normalize-obs", action="store_true",
-                   help="normalise observations with VecNormalize (obs only; the statistics are saved inside the "
-                        "policy checkpoint). The RL benchmark trains with it on every task")
+                   help="normalize observations with VecNormalize (obs only; the statistics are saved inside the "
+                        "policy checkpoint); the RL benchmark trains with it on every task")
     p.add_argument("--out", required=True, help="output folder")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=True,
-                   help="progress bar on stderr over the env-step budget, with ETA (--no-progress hides it)")
+                   help="progress bar on stderr over the env-step budget, with ETA; --no-progress hides it (default: shown)")
     p.add_argument("--checkpoint-freq", type=int, default=None,
                    help="save the whole training state (safetensors + JSON) to OUT/resume every N env steps "
                         "(default: never)")
@@ -100,7 +100,7 @@ def register(sub) -> None:
     p.add_argument("--scale-steps", type=int, default=None, metavar="N",
                    help="anneal the shaping scale linearly from --scale to --scale-end over N env steps "
                         "(potential shaping with --her) (default: constant)")
-    p.add_argument("--scale-end", type=float, default=None, help="--scale-steps: the final scale (default 0)")
+    p.add_argument("--scale-end", type=float, default=None, help="--scale-steps: the final scale (default: 0)")
     p.set_defaults(func=run)
 
 
