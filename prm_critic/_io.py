@@ -3,11 +3,15 @@ read from JSON kept inside their folder, and checkpoint file names. Standard lib
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import tempfile
 from pathlib import Path, PurePosixPath, PureWindowsPath
+from typing import Any, Sequence
 
-__all__ = ["atomic_write_bytes", "resolve_inside", "UnsafePathError", "checkpoint_paths"]
+__all__ = ["atomic_write_bytes", "resolve_inside", "UnsafePathError", "checkpoint_paths", "OutputExistsError",
+           "claim_output", "setting_diffs", "read_record", "write_record", "record_diffs"]
 
 # the process umask, read once at import (os.umask can only be read by setting it)
 _UMASK = os.umask(0o022)
@@ -70,3 +74,106 @@ def resolve_inside(folder: "str | os.PathLike", name: object, *, what: str) -> P
     if any(part == ".." for part in posix.parts):
         raise UnsafePathError(f"{what}: {name!r} leaves its folder (a '..' component); {expected}")
     return Path(folder) / posix
+
+
+class OutputExistsError(ValueError):
+    """An output folder (or checkpoint stem) already holds another run's files."""
+
+
+class _Missing:
+    def __repr__(self) -> str:
+        return "(not recorded)"
+
+
+_MISSING = _Missing()
+
+
+def setting_diffs(name: str, old: Any, new: Any) -> list[tuple[str, Any, Any]]:
+    """``(dotted name, old value, new value)`` of every leaf where two recorded settings differ:
+    nested dicts (a spec, a layout) are compared key by key and lists of one length item by item
+    (``spec.max_episode_steps``, ``spec.subgoals[1].threshold``), so a refusal names the field that
+    changed rather than the whole record. A key present on one side only differs from
+    ``(not recorded)``."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        out: list[tuple[str, Any, Any]] = []
+        for key in list(old) + [k for k in new if k not in old]:
+            out += setting_diffs(f"{name}.{key}" if name else str(key), old.get(key, _MISSING),
+                                 new.get(key, _MISSING))
+        return out
+    if isinstance(old, (list, tuple)) and isinstance(new, (list, tuple)) and len(old) == len(new):
+        return [d for i, (o, n) in enumerate(zip(old, new)) for d in setting_diffs(f"{name}[{i}]", o, n)]
+    return [] if old == new else [(name, old, new)]
+
+
+def claim_output(where: "str | os.PathLike", owned: Sequence["str | os.PathLike"], diffs: "list | None", *,
+                 overwrite: bool, what: str, held: str = "a run") -> bool:
+    """The one rule for a command's output: resume the same run, refuse another, or replace it whole.
+
+    Args:
+        where: the output folder or checkpoint stem (for the message; it must not be an existing file
+            when it is a folder the caller writes into: the caller checks that).
+        owned: every path this command writes there (files and folders) except its run record, which
+            the caller rewrites: a record with no output beside it (a run refused before it wrote
+            anything) holds nothing to keep. Only these paths are ever removed.
+        diffs: ``setting_diffs`` of the run recorded there against this one (``[]``: the same run),
+            or ``None`` when no record is there.
+        overwrite: replace what is there: remove every existing ``owned`` path first.
+        what: the option or argument naming the output (``"--out"``, ``"out_dir"``).
+        held: what is there, for the message (``"data collected"``, ``"a critic trained"``).
+
+    Returns:
+        ``True`` when the same run is there to resume (``diffs == []`` and files present), ``False``
+        for a fresh start (nothing there, or replaced with ``overwrite``).
+
+    Raises:
+        OutputExistsError: files of another run are there (settings that differ, or files without
+            a record of their settings) and ``overwrite`` is false; the message names each difference.
+    """
+    present = [Path(p) for p in owned if Path(p).exists() or Path(p).is_symlink()]
+    if not present:
+        return False
+    if diffs == [] and not overwrite:
+        return True
+    if not overwrite:
+        if diffs is None:
+            why = (f"already holds {held} whose settings were not recorded ("
+                   + ", ".join(p.name for p in present[:4]) + (", ..." if len(present) > 4 else "") + ")")
+        else:
+            shown = "; ".join(f"{n}: {o!r} there, {v!r} in this run" for n, o, v in diffs[:6])
+            more = f"; and {len(diffs) - 6} more" if len(diffs) > 6 else ""
+            why = f"already holds {held} with other settings ({len(diffs)} differ: {shown}{more})"
+        raise OutputExistsError(f"{what}: {str(where)!r} {why}; re-run with its settings to resume it, use another "
+                                "folder, or pass --overwrite (overwrite=True) to replace it whole")
+    for p in present:
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p)
+        else:
+            p.unlink()
+    return False
+
+
+def read_record(path: "str | os.PathLike") -> "dict | None":
+    """A JSON run record written by :func:`write_record`; ``None`` when there is none."""
+    p = Path(path)
+    if not p.exists():
+        return None
+    try:
+        doc = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise OutputExistsError(f"run record {str(p)!r} is not valid JSON ({exc}); delete it, or pass --overwrite "
+                                "(overwrite=True) to replace that run whole") from None
+    if not isinstance(doc, dict):
+        raise OutputExistsError(f"run record {str(p)!r}: expected a JSON object, got {type(doc).__name__}; "
+                                "pass --overwrite (overwrite=True) to replace that run whole")
+    return doc
+
+
+def write_record(path: "str | os.PathLike", settings: dict) -> None:
+    """Write a run record (the settings that make a run this run), atomically."""
+    atomic_write_bytes(path, (json.dumps(settings, indent=1, sort_keys=True) + "\n").encode())
+
+
+def record_diffs(path: "str | os.PathLike", settings: dict) -> "list | None":
+    """:func:`setting_diffs` of the run record at ``path`` against ``settings``; ``None`` without a record."""
+    old = read_record(path)
+    return None if old is None else setting_diffs("", old, json.loads(json.dumps(settings)))

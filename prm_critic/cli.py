@@ -6,7 +6,8 @@ dependencies are imported inside the command function. Every parser is a
 :class:`prm_critic.commands._help.Parser`: each option's help shows its default.
 
 Exit status: 0 on success, 2 on a usage error or a refused input (one line on stderr, no traceback),
-130 when interrupted (Ctrl-C: one line, ``prm-critic COMMAND: interrupted``).
+130 when interrupted (Ctrl-C: one line, ``prm-critic COMMAND: interrupted; WHAT WAS KEPT AND HOW TO RESUME``,
+from the command's ``interrupted(args)`` given to ``set_defaults``).
 """
 
 from __future__ import annotations
@@ -65,8 +66,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         rc = args.func(args)
     except KeyboardInterrupt:
-        # Ctrl-C: one line, no traceback; 130 as a shell reports a process stopped by SIGINT
-        print(f"prm-critic {args.command}: interrupted", file=sys.stderr)
+        # Ctrl-C: one line, no traceback, with what was kept and how to resume where the command says;
+        # 130 as a shell reports a process stopped by SIGINT
+        note = getattr(args, "interrupted", None)
+        kept = f"; {note(args)}" if note is not None else ""
+        print(f"prm-critic {args.command}: interrupted{kept}", file=sys.stderr)
         return EXIT_INTERRUPTED
     except (ValueError, FileNotFoundError, KeyError, ImportError, TaskError) as exc:
         # bad input, or a task that failed on a worker (named in the message): one clear line, no traceback

@@ -110,7 +110,7 @@ def test_collect_into_a_folder_of_other_settings_names_each_difference(tmp_path,
     with loud(ITEM, "collect into a folder of data collected with another seed and TimeLimit", ValueError,
               match=r"already holds data collected with other settings \(2 differ: "
                     r"spec\.task\.max_episode_steps: 5 there, 7 in this run; seed: 0 there, 3 in this run\); "
-                    r"use another folder \(or the same settings to resume\)"):
+                    r"re-run with its settings to resume it, use another folder, or pass --overwrite"):
         collect("PointMaze_UMaze-v3", out, episodes=1, max_episode_steps=7, seed=3, progress=False)
     assert (out / "meta.json").read_text() == meta  # the folder is left as it was
     # the command line: the same refusal on one line, exit status 2

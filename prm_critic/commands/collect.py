@@ -10,8 +10,9 @@ Roll out a behaviour policy on a task and store the trajectories, with the MuJoC
   OUT/meta.json        the task spec, observation layout, policy and seeds
   OUT/shards/*.npz     SHARD_SIZE episodes each; episode e is reset with seed SEED + e
 
-Re-running with the same settings resumes (complete shards are kept); a folder that holds data
-collected with other settings is refused, naming each setting that differs. Next step:
+Re-running with the same settings resumes (complete shards are kept; more episodes extend the data);
+a folder that holds data collected with other settings, or more episodes, is refused, naming each
+setting that differs; --overwrite replaces it whole (meta.json, shards and labels). Next step:
 prm-critic label --data OUT --family subgoal (or mc, mc_bisect, outcome, steps_to_success).
 
   prm-critic collect --task PointMaze_UMaze-v3 --episodes 60 --out runs/pm
@@ -31,12 +32,14 @@ def register(sub) -> None:
     p.add_argument("--shard-size", type=int, default=10, help="episodes per shard file")
     p.add_argument("--max-episode-steps", type=int, default=None,
                    help="episode length cap, the TimeLimit (default: the spec's max_episode_steps)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace the data in OUT (its meta.json, shards and labels) instead of resuming it")
     p.add_argument("--trust-pickle", action="store_true",
                    help="allow --policy to be a stable-baselines3 .zip: loading one unpickles objects stored in the "
                         "file, which runs arbitrary code from it (only for files you trust)")
     add_executor_args(p)
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, interrupted=interrupted)
 
 
 def add_executor_args(p) -> None:
@@ -68,6 +71,11 @@ def load_policy_on_cpu(path):
     return load_policy(path, device="cpu")
 
 
+def interrupted(args) -> str:
+    """What Ctrl-C kept (every complete shard) and how to resume."""
+    return f"the complete shards in {args.out}/shards are kept; run the same command again to resume"
+
+
 def run(args) -> int:
     import numpy as np
 
@@ -76,7 +84,7 @@ def run(args) -> int:
     out = collect(args.task, args.out, episodes=args.episodes, policy=args.policy, seed=args.seed,
                   shard_size=args.shard_size, max_episode_steps=args.max_episode_steps,
                   progress=not args.no_progress, trust_pickle=args.trust_pickle, policy_loader=load_policy_on_cpu,
-                  **executor_kwargs(args))
+                  overwrite=args.overwrite, **executor_kwargs(args))
     per_shard = [load_shard(f, ("ep_success",))["ep_success"] for f in sorted((out / "shards").glob("shard_*.npz"))]
     ok = np.concatenate(per_shard) if per_shard else np.zeros(0, bool)
     print(f"{out}: {len(ok)} episodes, success rate {ok.mean() if len(ok) else float('nan'):.3f}")

@@ -60,7 +60,12 @@ def register(sub) -> None:
                         "in the file, which runs arbitrary code from it (only for files you trust)")
     add_executor_args(p)
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, interrupted=interrupted)
+
+
+def interrupted(args) -> str:
+    """What Ctrl-C kept (every labelled shard) and how to resume."""
+    return f"the labelled shards in {args.data}/labels are kept; run the same command again to resume"
 
 
 def run(args) -> int:

@@ -87,8 +87,9 @@ The whole robotics chain on PointMaze in about a minute, every stage written und
   3. train a state critic on the Monte-Carlo labels                        -> OUT/critic_mc.safetensors / .json
   4. run five episodes in the env wrapped by the PRM reward shaper and the dead-end pruner
 
-Every stage is resumable: re-running skips what is already on disk. It prints where everything went
-and the next commands (train a policy with the critic, export it to ONNX).
+Every stage is resumable: re-running the same command skips what is already on disk; OUT holding a
+quickstart run of other settings is refused, naming what differs (--overwrite replaces it whole).
+It prints where everything went and the next commands (train a policy with the critic, export it to ONNX).
 """
 
 
@@ -103,8 +104,34 @@ def register(sub) -> None:
     p.add_argument("--stride", type=int, default=8, help="MC-label every stride-th step")
     p.add_argument("--epochs", type=int, default=25, help="critic training epochs")
     p.add_argument("--seed", type=int, default=0, help="seed of the collection, the MC rollouts and the training")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace a quickstart run of other settings in OUT (its data, critic and record) instead of "
+                        "refusing it")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, interrupted=interrupted)
+
+
+#: the quickstart's run record in OUT: the settings that make a run this run
+RECORD = "quickstart.json"
+
+
+def interrupted(args) -> str:
+    """What Ctrl-C kept (the finished stages) and how to resume."""
+    return f"the finished stages under {args.out} are kept; run the same command again to resume"
+
+
+def _claim(out: Path, settings: dict, overwrite: bool) -> bool:
+    """The output rule for OUT (resume the same run, refuse another, ``--overwrite`` replaces it whole)."""
+    from prm_critic._io import claim_output, record_diffs, write_record
+    from prm_critic.models.pipeline import CHECKPOINT_RUN_SUFFIXES
+
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out: expected a folder, got {str(out)!r} (an existing file)")
+    owned = [out / "data", *(out / f"critic_mc{s}" for s in CHECKPOINT_RUN_SUFFIXES)]
+    resumed = claim_output(out, owned, record_diffs(out / RECORD, settings), overwrite=overwrite, what="--out",
+                           held="a quickstart run")
+    write_record(out / RECORD, settings)
+    return resumed
 
 
 def run(args) -> int:
@@ -118,6 +145,11 @@ def run(args) -> int:
     out = Path(args.out)
     data = out / "data"
     spec = load_spec(args.task)
+    settings = {"command": "quickstart", "task": spec.name, "episodes": args.episodes,
+                "max_episode_steps": args.max_episode_steps, "k": args.k, "stride": args.stride,
+                "epochs": args.epochs, "seed": args.seed}
+    if _claim(out, settings, args.overwrite):
+        print(f"resuming the quickstart run in {out}: the stages on disk are kept")
 
     print(f"[1/4] collecting {args.episodes} episodes of {spec.name} with the noisy scripted controller -> {data}")
     collect(spec, data, episodes=args.episodes, policy="scripted", seed=args.seed,

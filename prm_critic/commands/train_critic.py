@@ -84,8 +84,17 @@ def register(sub) -> None:
     p.add_argument("--val-fraction", type=float, help="fraction of training episodes used for early stopping (0: none)")
     p.add_argument("--patience", type=int, help="early-stopping patience in epochs (needs --val-fraction; none: no early stopping)")
     p.add_argument("--device", help="torch device")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace another run's files at OUT (OUT.safetensors, .json, .metrics.json, .scores.png, "
+                        ".onnx, ...) instead of refusing them; the same run resumes without it")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, interrupted=interrupted)
+
+
+def interrupted(args) -> str:
+    """What Ctrl-C kept (the training state after each finished epoch) and how to resume."""
+    return (f"the training state after the last finished epoch is kept beside {args.out} (.train-state.*); run the "
+            "same command again to resume from it")
 
 
 def run(args) -> int:
@@ -100,7 +109,7 @@ def run(args) -> int:
     split_seed = config.seed if args.split_seed is None else args.split_seed
     extra = {} if holdout is None else {"holdout": holdout}
     res = train_critic_from_data(args.data, args.label, args.out, config=config, split_seed=split_seed,
-                                 progress_bar=not args.no_progress, **extra)
+                                 progress_bar=not args.no_progress, overwrite=args.overwrite, **extra)
     m = res["metrics"]
 
     def f(v):

@@ -39,7 +39,8 @@ Train a policy on a task with PRM rewards: the spec's subgoal progress or a trai
 potential of a shaped reward (or a subgoal bonus, or the critic's score as the reward), optional
 dead-end pruning and HER, evaluated on the unshaped env. Writes OUT/policy.safetensors +
 OUT/policy.json (load with prm_critic.sb3.load_policy), OUT/eval.csv (unshaped success) and OUT/logs
-(TensorBoard + CSV).
+(TensorBoard + CSV). OUT/run.json records the run's settings: OUT holding another run is refused,
+naming what differs; --resume continues the same run from its saved state; --overwrite replaces it whole.
 
   prm-critic train-policy --task FetchReach-v4 --algo sac --critic subgoal --her --steps 10000 --out runs/reach
   prm-critic train-policy --task PointMaze_UMaze-v3 --critic runs/pm_critic/critic.json --steps 20000 --out runs/pm
@@ -89,6 +90,8 @@ def register(sub) -> None:
                         "(default: never)")
     p.add_argument("--resume", action="store_true",
                    help="continue from OUT/resume when it holds a training state (same settings; --steps is the total)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace the run in OUT (policy, eval.csv, logs, training state) instead of refusing it")
     p.add_argument("--torch-threads", type=int, default=1,
                    help="torch intra-op CPU threads while training (1 is the fastest measured for these "
                         "network sizes; 0: torch's own default)")
@@ -101,7 +104,51 @@ def register(sub) -> None:
                    help="anneal the shaping scale linearly from --scale to --scale-end over N env steps "
                         "(potential shaping with --her) (default: constant)")
     p.add_argument("--scale-end", type=float, default=None, help="--scale-steps: the final scale (default: 0)")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, interrupted=interrupted)
+
+
+#: the run record in OUT, and every path a run writes there (all that --overwrite removes)
+RECORD = "run.json"
+OWNED = ("policy.safetensors", "policy.json", "eval.csv", "logs", "resume")
+#: options that do not change what is trained (--steps is the total a resumed run goes on to)
+_NOT_SETTINGS = ("func", "interrupted", "command", "progress", "resume", "overwrite", "steps", "torch_threads",
+                 "checkpoint_freq")
+
+
+def interrupted(args) -> str:
+    """What Ctrl-C kept (the training state, when one is saved) and how to resume."""
+    if args.checkpoint_freq is None:
+        return ("no training state was saved (no --checkpoint-freq), so the run cannot be continued; run again "
+                "with --overwrite to start over")
+    return (f"the training state saved every {args.checkpoint_freq} steps in {args.out}/resume is kept; run the same "
+            "command with --resume to continue from it")
+
+
+def _claim_out(args) -> None:
+    """The output rule for OUT: the same run resumes (with --resume, from a saved state), another run is
+    refused naming what differs, --overwrite replaces it whole."""
+    from pathlib import Path
+
+    from prm_critic._io import claim_output, record_diffs, write_record
+
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out: expected a folder, got {str(out)!r} (an existing file)")
+    settings = {k: v for k, v in sorted(vars(args).items()) if k not in _NOT_SETTINGS}
+    settings["command"] = "train-policy"
+    state = out / "resume" / "latest.json"
+    if args.resume and not args.overwrite and not state.exists():
+        raise ValueError(f"--resume: {str(out / 'resume')!r} holds no saved training state, so there is nothing to "
+                         "continue (a run saves one with --checkpoint-freq N); run without --resume to start from "
+                         "step 0")
+    diffs = record_diffs(out / RECORD, settings)
+    if diffs is None and args.resume and state.exists():
+        pass  # a run from before run records: train_policy checks the training state's own settings
+    elif claim_output(out, [out / p for p in OWNED], diffs, overwrite=args.overwrite, what="--out",
+                      held="a policy trained") and not args.resume:
+        raise ValueError(f"--out: {str(out)!r} already holds this run; pass --resume to continue it from its saved "
+                         "training state, or --overwrite to train it again from step 0")
+    write_record(out / RECORD, settings)
 
 
 def run(args) -> int:
@@ -139,6 +186,7 @@ def run(args) -> int:
         raise ValueError(f"--scale-end: needs --scale-steps, got --scale-end {args.scale_end} alone")
     scale_schedule = None if args.scale_steps is None else {
         "end": 0.0 if args.scale_end is None else args.scale_end, "steps": args.scale_steps}
+    _claim_out(args)
     model = train_policy(
         args.task, algo=args.algo, critic=args.critic, shaping=shaping, scale=args.scale, head=args.head,
         her=args.her, prune=prune, total_steps=args.steps, seed=args.seed, n_envs=args.n_envs,

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from prm_critic import _deprecation, validate
-from prm_critic._io import atomic_write_bytes
+from prm_critic._io import atomic_write_bytes, claim_output, record_diffs, write_record
 from prm_critic.models.checkpoint import checkpoint_paths, save_state_critic
 from prm_critic.models.evaluate import evaluate_state_critic, mean_episode_spearman, plot_episode_scores
 from prm_critic.models.state_critic import TorchStateCritic
@@ -52,8 +52,35 @@ def _split_seed(split_seed: int | None, seed: int | None) -> int:
     return validate.check_int("split_seed", 0 if split_seed is None else split_seed, minimum=0)
 
 
+#: the files a training run writes beside its checkpoint stem (and ``prm-critic export``'s default ONNX files);
+#: its run record is ``OUT.run.json``
+CHECKPOINT_RUN_SUFFIXES = (".safetensors", ".json", ".metrics.json", ".scores.png", ".train-state.json",
+                           ".train-state.safetensors", ".onnx", ".b1.onnx")
+
+
+def _claim_checkpoint(stem: Path, settings: dict, *, overwrite: bool) -> None:
+    """The output rule for a checkpoint stem: its run record ``OUT.run.json`` names the run there."""
+    record = stem.with_name(stem.name + ".run.json")
+    owned = [stem.with_name(stem.name + s) for s in CHECKPOINT_RUN_SUFFIXES]
+    claim_output(stem, owned, record_diffs(record, settings), overwrite=overwrite, what="out",
+                 held="a critic trained")
+    write_record(record, settings)
+
+
+def _sha256(table, names: tuple[str, ...]) -> str:
+    """SHA-256 of the step table's arrays ``names`` (what a critic is trained and evaluated on)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for name in names:
+        arr = np.ascontiguousarray(getattr(table, name))
+        h.update(str((arr.dtype.str, arr.shape)).encode())
+        h.update(arr.tobytes())
+    return h.hexdigest()
+
+
 def train_critic_from_data(data, label: str, out, *, config, holdout: float = 0.2, split_seed: int | None = None,
-                           progress_bar: bool = True, seed: int | None = None) -> dict:
+                           progress_bar: bool = True, seed: int | None = None, overwrite: bool = False) -> dict:
     """Train a state critic on a collected, labelled data folder, evaluate it on held-out episodes
     and write the checkpoint, its metrics and a plot (what ``prm-critic train-critic`` runs).
 
@@ -70,6 +97,10 @@ def train_critic_from_data(data, label: str, out, *, config, holdout: float = 0.
             defaults to its ``--seed``.
         progress_bar: show a tqdm bar over epochs.
         seed: deprecated name of ``split_seed``.
+        overwrite: replace the files of another run at ``out`` (every ``OUT.*`` file this function
+            or ``prm-critic export`` writes) instead of refusing them. Without it, ``out`` follows the
+            one output rule: the same run (same data content, label family, config, holdout and split
+            seed, recorded in ``OUT.run.json``) resumes, another is refused naming what differs.
 
     Returns:
         ``{"checkpoint", "metrics_path", "plot_path", "metrics", "meta"}``: the ``.safetensors``
@@ -77,9 +108,12 @@ def train_critic_from_data(data, label: str, out, *, config, holdout: float = 0.
         metadata.
     """
     from prm_critic.robotics.dataset import load_steps, split_episodes
+    from prm_critic.robotics.families import get_label_family
 
     split_seed = _split_seed(split_seed, seed)
     table = load_steps(data, label)
+    if get_label_family(label).spec_free:  # trained on the labelled steps only, both heads on the family's label
+        table = table.select(table.mask)
     if not np.all(np.isfinite(table.progress)):
         raise ValueError(f"data: spec {table.spec.name!r} has no subgoals, so there is no progress label to train on; "
                          "add [[subgoals]] to the spec")
@@ -88,6 +122,10 @@ def train_critic_from_data(data, label: str, out, *, config, holdout: float = 0.
     train, test = split_episodes(table, holdout=holdout, seed=split_seed)
     w_path, j_path = checkpoint_paths(out)
     stem = w_path.with_suffix("")
+    _claim_checkpoint(stem, {"command": "train-critic", "data_sha256": _sha256(table, ("x", "episode", "t", "ep_success")),
+                             "labels_sha256": _sha256(table, ("progress", "success", "mask")), "label_family": label,
+                             "train_config": config.to_dict(), "holdout": holdout, "split_seed": split_seed},
+                      overwrite=overwrite)
     net, history = train_state_critic(
         train.x, train.progress, train.success, episode=train.episode, t=train.t, ep_success=train.ep_success,
         mask=train.mask, config=config, progress_bar=progress_bar, state_path=stem,

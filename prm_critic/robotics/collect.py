@@ -33,6 +33,7 @@ from typing import Any, cast
 import numpy as np
 
 from prm_critic import validate
+from prm_critic._io import _MISSING, claim_output, setting_diffs
 from prm_critic._optional import require
 from prm_critic.executor import Executor, JobEstimate, Task, check_executor, choose_executor
 from prm_critic.robotics.make import make_env, step_cost
@@ -219,8 +220,13 @@ def collect(
     executor: "str | Executor" = "local",
     workers: int | None = None,
     address: str | None = None,
+    overwrite: bool = False,
 ) -> Path:
     """Collect ``episodes`` episodes of ``spec`` with ``policy`` into ``out_dir`` (resumable).
+
+    The output folder follows one rule: the same settings resume (complete shards are kept, more
+    episodes extend the data), other settings or fewer episodes than it holds are refused naming each
+    difference, and ``overwrite=True`` replaces it whole (its ``meta.json``, ``shards`` and ``labels``).
 
     Args:
         spec: built-in spec name, TOML path, dict or :class:`TaskSpec`.
@@ -243,6 +249,7 @@ def collect(
             bit-identical whatever the executor, worker count or order.
         workers: Ray worker processes (``None``: one per CPU of the Ray cluster).
         address: an existing Ray cluster to run on (``"auto"``, ``"head:6379"``).
+        overwrite: replace the data already in ``out_dir`` (of any settings) instead of resuming it.
 
     Returns:
         ``out_dir`` as a Path.
@@ -254,7 +261,8 @@ def collect(
     check_policy_loader(pol, policy_loader)
     check_executor(executor, workers=workers, address=address)
     out = Path(out_dir)
-    maze = _write_meta(out, spec, pol, seed, shard_size, episodes)
+    _check_out_dir(out)
+    maze = _write_meta(out, spec, pol, seed, shard_size, episodes, overwrite=overwrite)
     todo, done_eps = _shards_todo(out, episodes, shard_size)
     if not todo:
         return out
@@ -280,6 +288,16 @@ def collect(
     return out
 
 
+def _check_out_dir(out: Path) -> None:
+    """Refuse an ``out_dir`` that is a file or lies under one (one line, not ``FileExistsError``)."""
+    for p in (out, *out.parents):
+        if p.exists() and not p.is_dir():
+            raise ValueError(f"out_dir: expected a folder to collect into, got {str(out)!r}"
+                             + (" (an existing file)" if p == out else f" (under {str(p)!r}, an existing file)"))
+        if p.exists():
+            return
+
+
 def collect_estimate(spec: "str | TaskSpec", episodes: int) -> JobEstimate:
     """What collecting ``episodes`` episodes of ``spec`` costs (for ``executor="auto"``): at most the
     time limit's env steps each, at the per-step cost measured here (:func:`step_cost`)."""
@@ -302,8 +320,10 @@ def _checked_run(spec: "str | TaskSpec", episodes: Any, shard_size: Any, seed: A
     return spec, episodes, shard_size, seed
 
 
-def _write_meta(out: Path, spec: TaskSpec, pol: str, seed: int, shard_size: int, episodes: int) -> dict | None:
-    """Write ``out/meta.json`` for this run, refusing a folder that holds data of other settings;
+def _write_meta(out: Path, spec: TaskSpec, pol: str, seed: int, shard_size: int, episodes: int, *,
+                overwrite: bool) -> dict | None:
+    """Write ``out/meta.json`` for this run, refusing a folder that holds data of other settings or
+    more episodes (:func:`prm_critic._io.claim_output`; ``overwrite`` removes that data first);
     returns the maze geometry (``None`` for an env without a maze)."""
     env = make_env(spec)
     try:
@@ -324,15 +344,14 @@ def _write_meta(out: Path, spec: TaskSpec, pol: str, seed: int, shard_size: int,
         "episodes": episodes,
     }
     meta_path = out / "meta.json"
+    diffs = None
     if meta_path.exists():
         old = read_meta(out)
         diffs = [d for key in _RUN_SETTINGS for d in setting_diffs(key, old.get(key, _MISSING), meta[key])]
-        if diffs:
-            shown = "; ".join(f"{name}: {ov!r} there, {nv!r} in this run" for name, ov, nv in diffs)
-            raise ValueError(
-                f"out_dir: {str(out)!r} already holds data collected with other settings ({len(diffs)} differ: "
-                f"{shown}); use another folder (or the same settings to resume)"
-            )
+        if isinstance(old.get("episodes"), int) and old["episodes"] > episodes:  # more episodes extend the data
+            diffs.append(("episodes", old["episodes"], episodes))
+    claim_output(out, [out / name for name in _OWNED], diffs, overwrite=overwrite, what="out_dir",
+                 held="data collected")
     atomic_write_json(meta_path, meta)
     return maze
 
@@ -340,28 +359,9 @@ def _write_meta(out: Path, spec: TaskSpec, pol: str, seed: int, shard_size: int,
 #: the settings of meta.json a resumed run must repeat
 _RUN_SETTINGS = ("task", "spec", "policy", "seed", "shard_size", "layout")
 
-
-class _Missing:
-    def __repr__(self) -> str:
-        return "(not recorded)"
-
-
-_MISSING = _Missing()
-
-
-def setting_diffs(name: str, old: Any, new: Any) -> list[tuple[str, Any, Any]]:
-    """``(dotted name, old value, new value)`` of every leaf where two recorded settings differ:
-    nested dicts (the spec, the layout) are compared key by key and lists of one length item by item
-    (``spec.max_episode_steps``, ``spec.subgoals[1].threshold``), so the refusal names the field that
-    changed rather than the whole spec."""
-    if isinstance(old, dict) and isinstance(new, dict):
-        out: list[tuple[str, Any, Any]] = []
-        for key in list(old) + [k for k in new if k not in old]:
-            out += setting_diffs(f"{name}.{key}", old.get(key, _MISSING), new.get(key, _MISSING))
-        return out
-    if isinstance(old, (list, tuple)) and isinstance(new, (list, tuple)) and len(old) == len(new):
-        return [d for i, (o, n) in enumerate(zip(old, new)) for d in setting_diffs(f"{name}[{i}]", o, n)]
-    return [] if old == new else [(name, old, new)]
+#: what a collection writes in its folder besides its record, meta.json (``labels`` by ``prm-critic label``):
+#: all that ``overwrite`` removes
+_OWNED = ("shards", "labels")
 
 
 def _shards_todo(out: Path, episodes: int, shard_size: int) -> tuple[list[int], int]:
