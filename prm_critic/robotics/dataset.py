@@ -36,7 +36,8 @@ class StepTable:
         t: ``(N,)`` int64 step index inside the episode.
         ep_len: ``(N,)`` int64 length of the step's episode.
         ep_success: ``(N,)`` bool success of the step's episode.
-        progress: ``(N,)`` float32 subgoal progress of ``s_t`` (spec progress, in [0, 1]).
+        progress: ``(N,)`` float32 subgoal progress of ``s_t`` (spec progress, in [0, 1]); for a spec-free
+            family (``demo_progress``, ``success_contrast``) the family's label instead (NaN where unlabelled).
         success: ``(N,)`` float32 the family's success label (NaN where ``mask`` is False).
         mask: ``(N,)`` bool, label present.
         spec: the task spec; layout: the critic-input layout; meta: ``meta.json``.
@@ -141,7 +142,7 @@ def load_steps(out_dir: "str | Path", family: str | None = "mc") -> StepTable:
         ShardError: a shard file is corrupt (names the file), label and data shards disagree, or
             ``meta.json`` disagrees with itself or with the data (spec, layout names, sizes, width).
     """
-    from prm_critic.robotics.families import label_families
+    from prm_critic.robotics.families import get_label_family, label_families
     from prm_critic.robotics.labels import subgoal_evaluator
 
     if family is not None:
@@ -174,7 +175,10 @@ def load_steps(out_dir: "str | Path", family: str | None = "mc") -> StepTable:
         if "hard" in lab:
             cols["hard"].append(lab["hard"].astype(np.float32))
     cat = {k: np.concatenate(v) for k, v in cols.items() if v}
-    if spec.subgoals:
+    if family is not None and get_label_family(family).spec_free:
+        # a spec-free family teaches both heads from its own labels: the spec's subgoals are never read
+        progress = np.where(cat["mask"], cat["success"], np.nan).astype(np.float32)
+    elif spec.subgoals:
         try:
             evaluator = subgoal_evaluator(meta)
         except (KeyError, TypeError, ValueError) as exc:  # SpecError is a ValueError

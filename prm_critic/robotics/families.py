@@ -6,7 +6,8 @@ A family is a :class:`LabelFamily`: its name (the folder ``labels/<name>``), the
 ``labels/<name>.json`` for a :class:`LabelJob`), ``record(options, trust_pickle) -> dict`` (its checked
 parameter record, what ``labels/<name>.json`` stores) and whether it restores simulator snapshots.
 :func:`register_label_family` adds one; the built-ins are ``subgoal``, ``mc``, ``mc_bisect``,
-``outcome`` and ``steps_to_success`` (:mod:`prm_critic.robotics.labels`). This module imports nothing heavy, so the command
+``outcome``, ``steps_to_success``, and the spec-free ``demo_progress`` and ``success_contrast``
+(:mod:`prm_critic.robotics.labels`, :mod:`prm_critic.robotics.demos`). This module imports nothing heavy, so the command
 line lists the families without importing gymnasium; the built-ins import their labellers when run.
 """
 
@@ -80,6 +81,9 @@ class LabelFamily:
         snapshots: ``True`` when it restores the simulator snapshot of states (refused on data without
             snapshots, such as Minari imports).
         description: one line for ``prm-critic label --help``.
+        spec_free: ``True`` when its labels read nothing of the task spec's subgoals: a critic trained on
+            it learns both heads from the family's labels (:func:`prm_critic.robotics.dataset.load_steps`
+            gives them as ``progress`` too), so a task without a hand-written spec can be learned.
     """
 
     name: str
@@ -88,6 +92,7 @@ class LabelFamily:
     record: Optional[Callable[[dict[str, Any], bool], dict[str, Any]]] = field(default=None, compare=False)
     snapshots: bool = False
     description: str = ""
+    spec_free: bool = False
 
     def __post_init__(self) -> None:
         name = self.name
@@ -109,6 +114,7 @@ class LabelFamily:
             raise validate.ArgumentError(f"options: label family {name!r} lists an option twice: {list(self.options)}")
         object.__setattr__(self, "options", tuple(self.options))
         validate.check_flag("snapshots", self.snapshots)
+        validate.check_flag("spec_free", self.spec_free)
         if not isinstance(self.description, str):
             raise validate.ArgumentError(f"description: expected a string for label family {name!r}, "
                                          f"got {self.description!r}")
@@ -234,3 +240,9 @@ register_label_family(LabelFamily(
     "steps_to_success", _run_arrays, ("gamma",), _gamma_record("steps_to_success"),
     description="gamma to the power of the steps from the state to the first success at or after it in its "
                 "episode (0 if none): the behaviour's discounted value of reaching success"))
+register_label_family(LabelFamily(
+    "demo_progress", _run_arrays, description="spec-free: t / L along each successful episode (L: its steps to "
+    "success), 1 on later states that still succeed; failed episodes unlabelled", spec_free=True))
+register_label_family(LabelFamily(
+    "success_contrast", _run_arrays, description="spec-free: 1 on the states of successful episodes, 0 on those of "
+    "failed ones (a success classifier's targets; needs both)", spec_free=True))

@@ -70,6 +70,7 @@ from prm_critic.robotics.families import (
     label_families,
 )
 from prm_critic.robotics.make import make_env, step_cost
+from prm_critic.robotics.demos import demo_progress_labels, success_contrast_labels
 from prm_critic.robotics.layout import CriticInputLayout
 from prm_critic.robotics.snapshot import Snapshot, Snapshotter, SnapshotUnsupportedError
 from prm_critic.robotics.spec import load_spec
@@ -513,12 +514,32 @@ def steps_to_success_labels(episode: np.ndarray, t: np.ndarray, success: np.ndar
     return out.astype(np.float32)
 
 
+def check_outcomes(out: Path, family: str) -> None:
+    """Refuse data a spec-free family cannot learn from: ``demo_progress`` needs a successful episode,
+    ``success_contrast`` a successful and a failed one (names what is missing and how many of each there are)."""
+    n_ok = n = 0
+    for f in sorted((out / "shards").glob("shard_*.npz")):
+        ok = load_shard(f, ("ep_success",))["ep_success"].astype(bool)
+        n, n_ok = n + len(ok), n_ok + int(ok.sum())
+    missing = []
+    if n_ok == 0:
+        missing.append("a successful episode")
+    if family == "success_contrast" and n_ok == n:
+        missing.append("a failed episode")
+    if missing:
+        raise ValueError(f"family {family!r}: {str(out)!r} holds {n_ok} successful and {n - n_ok} failed episodes; "
+                         f"expected {' and '.join(missing)} (collect more episodes, e.g. with --policy random for "
+                         "failures, or a better policy for successes)")
+
+
 def _label_arrays(tqdm: Any, out: Path, family: str, meta: dict[str, Any], params: dict[str, Any],
                   todo: list[Path], progress: bool) -> None:
     """``subgoal``, ``outcome`` and ``steps_to_success`` labels of the shards ``todo``: numpy over a shard's arrays (no env),
     computed in this process, not shipped to an executor."""
     lab_dir = out / "labels" / family
     evaluator = subgoal_evaluator(meta) if family == "subgoal" else None
+    if family in ("demo_progress", "success_contrast"):
+        check_outcomes(out, family)
     atomic_write_json(out / "labels" / f"{family}.json", params)
     bar = tqdm(total=len(todo), desc=f"label {family} ({out.name})", unit="shard", disable=not progress)
     for f in todo:
@@ -529,6 +550,14 @@ def _label_arrays(tqdm: Any, out: Path, family: str, meta: dict[str, Any], param
             lab = evaluator.progress(d["x"]).astype(np.float32)
         elif family == "steps_to_success":
             lab = steps_to_success_labels(d["episode"], d["t"], d["success"], params["gamma"], where=str(f))
+        elif family in ("demo_progress", "success_contrast"):
+            ep_ok = dict(zip(d["ep_index"].tolist(), d["ep_success"].tolist()))
+            ok = np.asarray([ep_ok[e] for e in d["episode"].tolist()], dtype=bool)
+            lab, mask = (demo_progress_labels(d["episode"], d["t"], d["success"], ok, where=str(f))
+                         if family == "demo_progress" else success_contrast_labels(ok))
+            atomic_savez(lab_dir / f.name, label=lab, mask=mask)
+            bar.update(1)
+            continue
         else:
             ep_len = dict(zip(d["ep_index"].tolist(), d["ep_len"].tolist()))
             ep_ok = dict(zip(d["ep_index"].tolist(), d["ep_success"].tolist()))
