@@ -262,7 +262,9 @@ def train_demo_progress(a, argv) -> int:
         d = load_shard(f)
         ep_ok = dict(zip(d["ep_index"].tolist(), d["ep_success"].tolist()))
         sel = np.isin(d["episode"], list(test_eps))
-        xs.append(d["x"][sel]); ep.append(d["episode"][sel]); tt.append(d["t"][sel])
+        xs.append(d["x"][sel])
+        ep.append(d["episode"][sel])
+        tt.append(d["t"][sel])
         ok.append(np.asarray([ep_ok[e] for e in d["episode"][sel].tolist()], bool))
     held = evaluate_state_critic(critic, np.concatenate(xs), episode=np.concatenate(ep), t=np.concatenate(tt),
                                  ep_success=np.concatenate(ok))
