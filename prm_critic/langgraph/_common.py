@@ -8,7 +8,7 @@ call before it runs.
 
 from __future__ import annotations
 
-from typing import Any, Literal, Sequence, overload
+from typing import Any, Literal, Mapping, Sequence, overload
 
 from prm_critic import validate
 from prm_critic._optional import require
@@ -64,37 +64,73 @@ def first_human_text(messages: Sequence[Any]) -> str:
 
 
 def render_steps(
-    messages: Sequence[Any], *, skip_tool_call_ids: frozenset[str] | set[str] = frozenset()
+    messages: Sequence[Any], *, skip_tool_call_ids: frozenset[str] | set[str] = frozenset(),
+    skip_message_ids: frozenset[str] | set[str] = frozenset(),
 ) -> list[dict[str, Any]]:
     """Split a message list into executed steps, oldest first.
 
-    Each AI message with tool calls whose ids all have a ToolMessage later in ``messages`` is one
-    step ``{"text", "tool_call_ids", "ai_index", "complete": True}``; an AI message whose calls
-    are not (all) answered yet is returned last with ``"complete": False`` and the proposal text.
-    Steps whose tool-call ids intersect ``skip_tool_call_ids`` (rejected steps kept in the
-    transcript) are left out.
+    Each AI message with tool calls is one step ``{"text", "tool_call_ids", "ai_index", "ai_id",
+    "tool_indices", "complete"}``: ``ai_id`` is the AI message's id (``None`` without one) and
+    ``tool_indices`` the positions of the ToolMessages answering its calls. Results are paired with
+    calls by position: the ToolMessages after the AI message and before the next AI message, matched
+    by tool-call id in order, so a model that reuses ids (``"call_0"`` every time, or ``""``) still
+    gets each result paired with its own call. A step whose calls are all answered is
+    ``"complete": True`` with the executed text; otherwise the proposal text. Steps whose AI message id
+    is in ``skip_message_ids``, or whose tool-call ids intersect ``skip_tool_call_ids`` (rejected steps
+    kept in the transcript), are left out.
     """
-    results: dict[str, Any] = {}
-    for m in messages:
-        if getattr(m, "type", None) == "tool":
-            results[m.tool_call_id] = m
     steps: list[dict[str, Any]] = []
     for i, m in enumerate(messages):
         calls = getattr(m, "tool_calls", None) if getattr(m, "type", None) == "ai" else None
         if not calls:
             continue
         ids = [c.get("id") or "" for c in calls]
-        if skip_tool_call_ids and any(cid in skip_tool_call_ids for cid in ids):
+        ai_id = getattr(m, "id", None) or None
+        if (ai_id is not None and ai_id in skip_message_ids) or \
+                (skip_tool_call_ids and any(cid in skip_tool_call_ids for cid in ids)):
             continue
-        complete = all(cid in results for cid in ids)
+        answers: dict[str, list[int]] = {}
+        for j in range(i + 1, len(messages)):
+            kind = getattr(messages[j], "type", None)
+            if kind == "ai":
+                break
+            if kind == "tool":
+                answers.setdefault(messages[j].tool_call_id or "", []).append(j)
+        found = [answers[cid].pop(0) if answers.get(cid) else None for cid in ids]
+        complete = all(j is not None for j in found)
         if complete:
-            text = "\n".join(
-                format_tool_step(c["name"], c.get("args"), message_text(results[c.get("id") or ""])) for c in calls
-            )
+            text = "\n".join(format_tool_step(c["name"], c.get("args"), message_text(messages[j]))
+                             for c, j in zip(calls, found))
         else:
             text = "\n".join(format_tool_call(c["name"], c.get("args")) for c in calls)
-        steps.append({"text": text, "tool_call_ids": ids, "ai_index": i, "complete": complete})
+        steps.append({"text": text, "tool_call_ids": ids, "ai_index": i, "ai_id": ai_id,
+                      "tool_indices": [j for j in found if j is not None], "complete": complete})
     return steps
+
+
+def same_step(record: Mapping[str, Any], *, ai_id: str | None, tool_call_ids: Sequence[str]) -> bool:
+    """Whether a critic ``record`` is the step of AI message ``ai_id`` with ``tool_call_ids``: by the AI
+    message's id where both have one (what tells apart steps of a model that reuses tool-call ids),
+    else by shared tool-call ids (records written before they held ``ai_message_id``)."""
+    rid = record.get("ai_message_id")
+    if rid and ai_id:
+        return rid == ai_id
+    return bool(set(record.get("tool_call_ids") or ()) & set(tool_call_ids))
+
+
+def check_step_ids(steps: Sequence[Mapping[str, Any]], *, key: str = "messages") -> None:
+    """Refuse steps that can be told apart by neither id: an AI message without id whose tool-call
+    id is empty or also another step's (then a record cannot say which step it scored)."""
+    seen: dict[str, int] = {}
+    for s in steps:
+        for cid in s["tool_call_ids"]:
+            if s["ai_id"] is None and (cid == "" or cid in seen):
+                why = "empty" if cid == "" else f"also the id of the call in the AI message at index {seen[cid]}"
+                raise ValueError(
+                    f"{key}: the AI message at index {s['ai_index']} has no id and its tool-call id {cid!r} is {why}, "
+                    f"so the critic cannot tell its steps apart; use the add_messages reducer on {key!r} (it gives "
+                    "every message an id) or give every tool call its own id")
+            seen.setdefault(cid, s["ai_index"])
 
 
 # --------------------------------------------------------------------------- scoring

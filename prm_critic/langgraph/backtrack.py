@@ -30,7 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from prm_critic.langgraph._common import check_int, check_prob, check_str, lg
+from prm_critic.langgraph._common import check_int, check_prob, check_step_ids, check_str, lg, render_steps, same_step
 from prm_critic.text.fencing import DEFAULT_MAX_UNTRUSTED_CHARS, fence_untrusted
 
 __all__ = ["CheckpointBacktracker", "BacktrackResult", "backtrack_to_best"]
@@ -138,13 +138,21 @@ class CheckpointBacktracker:
 
     def first_bad_record(self, values: Mapping) -> dict | None:
         """The first record (oldest first) whose step is in the transcript and scores below threshold."""
-        messages = values.get(self.messages_key) or []
-        live_ids = {c.get("id") for m in messages if getattr(m, "type", None) == "ai" for c in (m.tool_calls or [])}
+        steps = render_steps(values.get(self.messages_key) or [])
+        check_step_ids(steps, key=self.messages_key)
         for r in values.get(self.scores_key) or []:
-            ids = set(r.get("tool_call_ids") or ())
-            if ids and ids <= live_ids and self._value(r) < self.threshold:
+            if self._holds(steps, r) and self._value(r) < self.threshold:
                 return dict(r)
         return None
+
+    @staticmethod
+    def _holds(steps: list, record: Mapping) -> bool:
+        """Whether the transcript (its ``steps``) holds ``record``'s step: its AI message by id, or for a
+        record without ``ai_message_id`` all of its tool-call ids."""
+        if record.get("ai_message_id"):
+            return any(s["ai_id"] == record["ai_message_id"] for s in steps)
+        ids = set(record.get("tool_call_ids") or ())
+        return bool(ids) and ids <= {cid for s in steps for cid in s["tool_call_ids"]}
 
     def find_fork_point(self, config: Mapping):
         """``(snapshot, bad_record)`` to fork from, or ``(None, None)`` when no step scored low."""
@@ -154,11 +162,9 @@ class CheckpointBacktracker:
         bad = self.first_bad_record(chain[0].values)
         if bad is None:
             return None, None
-        ids = set(bad["tool_call_ids"])
         for snap in chain:  # newest first: the first without the bad call is the last one before it
-            msgs = snap.values.get(self.messages_key) or []
-            has = any(getattr(m, "type", None) == "ai" and ids & {c.get("id") for c in (m.tool_calls or [])}
-                      for m in msgs)
+            steps = render_steps(snap.values.get(self.messages_key) or [])
+            has = any(same_step(bad, ai_id=s["ai_id"], tool_call_ids=s["tool_call_ids"]) for s in steps)
             if not has and snap.next:
                 return snap, bad
         raise ValueError(f"config: no checkpoint before the step {bad['text']!r} on this branch to fork from")

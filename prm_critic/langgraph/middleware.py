@@ -46,6 +46,7 @@ from prm_critic.langgraph._common import (
     lg,
     message_text,
     render_steps,
+    same_step,
     ascore_text_steps,
     score_text_steps,
 )
@@ -287,7 +288,7 @@ class PRMStepScoringMiddleware(AgentMiddleware):
         self.flag = flag
         self.tools = []
 
-    def _record(self, call: dict, text: str, history: tuple, scores, verdict: str) -> dict:
+    def _record(self, call: dict, text: str, history: tuple, scores, verdict: str, ai_id: str | None = None) -> dict:
         return {
             "step_index": len(history),
             "progress": float(scores.progress[0]),
@@ -298,12 +299,17 @@ class PRMStepScoringMiddleware(AgentMiddleware):
             "accepted": verdict == "continue",
             "text": text,
             "tool_call_ids": [call.get("id") or ""],
+            "ai_message_id": ai_id,
         }
 
     def _pre_context(self, request):
-        call = request.tool_call
+        call = dict(request.tool_call)
         messages = list((request.state or {}).get("messages", []))
         prompt, history = _context(messages)
+        # the AI message proposing the call (the last one): its id tells apart the steps of a model
+        # that reuses tool-call ids
+        ai = next((m for m in reversed(messages) if getattr(m, "type", None) == "ai"), None)
+        call["_prm_ai_id"] = getattr(ai, "id", None) or None
         return call, prompt, history, format_tool_call(call["name"], call.get("args"))
 
     def _pre(self, request):
@@ -323,7 +329,7 @@ class PRMStepScoringMiddleware(AgentMiddleware):
     def _blocked(self, call, prompt, history, text, sc):
         if float(sc.get(self.head)[0]) >= self.block_below:
             return call, prompt, history, None
-        record = self._record(call, text, history, sc, "blocked")
+        record = self._record(call, text, history, sc, "blocked", call.get("_prm_ai_id"))
         emit_event({"type": "prm_step_score", "node": self.name, **record})
         msg = _msgs.ToolMessage(
             content=f"Not executed: a step critic scored this call {record['score']:.2f} "
@@ -350,7 +356,7 @@ class PRMStepScoringMiddleware(AgentMiddleware):
         value = float(sc.get(self.head)[0])
         low = value < self.threshold
         verdict = "continue" if not low else {"record": "low", "flag": "flagged", "end": "end"}[self.on_low]
-        record = self._record(call, text, history, sc, verdict)
+        record = self._record(call, text, history, sc, verdict, call.get("_prm_ai_id"))
         emit_event({"type": "prm_step_score", "node": self.name, **record})
         if low and self.on_low in ("flag", "end"):
             note = self.flag.format(head=self.head, score=value, threshold=self.threshold)
@@ -379,8 +385,9 @@ class PRMStepScoringMiddleware(AgentMiddleware):
         last_ai = next((m for m in reversed(messages) if getattr(m, "type", None) == "ai"), None)
         if not records or last_ai is None or not last_ai.tool_calls:
             return None
-        ids = {c.get("id") for c in last_ai.tool_calls}
-        bad = [r for r in records if r.get("verdict") == "end" and set(r.get("tool_call_ids", ())) & ids]
+        ids = [c.get("id") or "" for c in last_ai.tool_calls]
+        ai_id = getattr(last_ai, "id", None) or None
+        bad = [r for r in records if r.get("verdict") == "end" and same_step(r, ai_id=ai_id, tool_call_ids=ids)]
         if not bad:
             return None
         text = (f"Stopped: a step critic scored the last step {bad[0]['score']:.2f} "

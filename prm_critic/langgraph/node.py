@@ -19,7 +19,9 @@ On ``"retry"`` the rejected step is removed from the transcript (``on_reject="re
 ``RemoveMessage``; needs the ``add_messages`` reducer on ``messages_key``) or kept but excluded
 from the critic's history (``on_reject="mark"``); an optional feedback message is appended so the
 model tries something else. Every scored step appends a record
-``{step_index, progress, success, score, head, verdict, accepted, text, tool_call_ids, turn}`` (plus
+``{step_index, progress, success, score, head, verdict, accepted, text, tool_call_ids, ai_message_id, turn}``
+(``ai_message_id``: the id of the step's AI message, what tells apart the steps of a model that reuses
+tool-call ids; plus
 ``extra`` with ``non_utf8_replaced`` when the step's text held characters that are not valid
 Unicode, replaced by U+FFFD: :class:`~prm_critic.text.TextStep`) to
 ``state[scores_key]`` (reducer :func:`add_step_records`) and is emitted on
@@ -67,7 +69,9 @@ from prm_critic.langgraph._common import (
     first_human_text,
     lg,
     render_steps,
+    same_step,
     ascore_text_steps,
+    check_step_ids,
     score_text_steps,
 )
 # emit_event lives in search.py (what the searches share); importing it from here still works
@@ -286,10 +290,15 @@ class StepCriticNode(Runnable):
             raise KeyError(f"messages_key: the state has no {self.messages_key!r} key (got keys {list(state)})")
         messages = list(messages)
         records = list(_get(state, self.scores_key) or [])
-        scored_ids = {cid for r in records for cid in r.get("tool_call_ids", ())}
-        rejected_ids = {cid for r in records if not r.get("accepted", True) for cid in r.get("tool_call_ids", ())}
-        steps = render_steps(messages, skip_tool_call_ids=rejected_ids)
-        if not steps or not steps[-1]["complete"] or set(steps[-1]["tool_call_ids"]) & scored_ids:
+        rejected = [r for r in records if not r.get("accepted", True)]
+        # rejected steps kept in the transcript (on_reject="mark"): by AI message id, or by tool-call ids for
+        # records without one
+        steps = render_steps(
+            messages, skip_message_ids={r["ai_message_id"] for r in rejected if r.get("ai_message_id")},
+            skip_tool_call_ids={cid for r in rejected if not r.get("ai_message_id") for cid in r.get("tool_call_ids", ())})
+        check_step_ids(steps, key=self.messages_key)
+        if not steps or not steps[-1]["complete"] or any(
+                same_step(r, ai_id=steps[-1]["ai_id"], tool_call_ids=steps[-1]["tool_call_ids"]) for r in records):
             # nothing new to score (no tool step yet, or results still pending): let the agent go on
             return {self.verdict_key: "continue", self.stop_key: self._stop_reason(state, "continue")}, None
         step = steps[-1]
@@ -351,6 +360,7 @@ class StepCriticNode(Runnable):
             "accepted": verdict == "continue",
             "text": text_step.step,
             "tool_call_ids": list(step["tool_call_ids"]),
+            "ai_message_id": step["ai_id"],
             "turn": turn,
         }
         if text_step.extra:
@@ -367,9 +377,8 @@ class StepCriticNode(Runnable):
             new_msgs: list = []
             if self.on_reject == "remove":
                 messages_mod = lg("langchain_core.messages")
-                ids = set(step["tool_call_ids"])
-                ai = messages[step["ai_index"]]
-                doomed = [ai] + [m for m in messages if getattr(m, "type", None) == "tool" and m.tool_call_id in ids]
+                # the step's own messages, found by position (a model may reuse tool-call ids)
+                doomed = [messages[step["ai_index"]]] + [messages[j] for j in step["tool_indices"]]
                 missing = [m for m in doomed if not getattr(m, "id", None)]
                 if missing:
                     raise ValueError(
