@@ -90,3 +90,82 @@ def test_check_critic_compares_the_fast_path_with_score():
                     r"score_one too"):
         check_critic(SquaredSubgoalCritic(TASK, env), xs)
     env.close()
+
+
+# =========================================================================== item 42
+def _resave_with(path, activation):
+    """Re-save the checkpoint at ``path`` with the same weights (byte for byte) and another activation."""
+    from prm_critic.models import StateCriticNet
+    from prm_critic.models.checkpoint import load_state_critic, save_state_critic
+
+    old = load_state_critic(path)
+    cfg = {**old.net.config(), "activation": activation}
+    net = StateCriticNet(**cfg)
+    net.load_state_dict(old.net.state_dict())
+    save_state_critic(path, net, old.meta)
+
+
+def test_ensemble_member_resaved_with_another_activation_is_refused(tmp_path):
+    import json
+    import warnings
+
+    import torch
+
+    from prm_critic.integrity import CheckpointError, UnverifiedConfigWarning
+    from prm_critic.models import StateCriticNet
+    from prm_critic.models.checkpoint import load_state_critic, save_state_critic
+    from prm_critic.models.ensemble import load_critic_ensemble, save_critic_ensemble
+
+    members = []
+    for seed in (0, 1):
+        torch.manual_seed(seed)
+        save_state_critic(tmp_path / f"m{seed}", StateCriticNet(6, hidden=(16,), activation="relu"), {"task": "T"})
+        members.append(tmp_path / f"m{seed}.json")
+    ens = save_critic_ensemble(tmp_path / "ens.json", members)
+    x = np.random.default_rng(0).normal(size=(64, 6)).astype(np.float32) * 3
+    before = load_critic_ensemble(ens).score(x).success
+    weights = json.loads(members[0].read_text())["weights_sha256"]
+    m0 = load_state_critic(members[0]).score(x).success
+    _resave_with(members[0], "tanh")
+    assert json.loads(members[0].read_text())["weights_sha256"] == weights  # the same weights ...
+    assert not np.allclose(load_state_critic(members[0]).score(x).success, m0)  # ... other scores
+    with loud(42, "ensemble member re-saved with the same weights and another activation (relu -> tanh)", CheckpointError,
+              match=r"ensemble: member 0 of .*ens.json.*, has config_sha256 '[0-9a-f]{64}', expected '[0-9a-f]{64}': its "
+                    r"architecture, layout or metadata changed after the ensemble was written \(same weights_sha256\)"):
+        load_critic_ensemble(ens)
+    # an ensemble file written before members' configs were hashed loads, with a warning saying what is unchecked
+    doc = json.loads(ens.read_text())
+    doc["format_version"] = 1
+    for row in doc["members"]:
+        row.pop("config_sha256")
+    from prm_critic.integrity import config_sha256
+
+    doc["config_sha256"] = config_sha256(doc, "config_sha256")
+    ens.write_text(json.dumps(doc))
+    with pytest.warns(UnverifiedConfigWarning, match=r"records only its members' weights hashes"):
+        load_critic_ensemble(ens)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        save_critic_ensemble(ens, members)
+        assert not np.allclose(load_critic_ensemble(ens).score(x).success, before)  # sealed anew: the tanh member
+
+
+def test_train_policy_resume_refuses_a_critic_resaved_with_another_activation(tmp_path):
+    pytest.importorskip("stable_baselines3")
+    import torch
+
+    from prm_critic.models.checkpoint import save_state_critic
+    from prm_critic.sb3 import train_policy
+    from sb3_helpers import tiny_state_critic
+
+    torch.set_num_threads(1)
+    net, meta, _ = tiny_state_critic(TASK)
+    save_state_critic(tmp_path / "critic", net, meta)
+    run = dict(critic=str(tmp_path / "critic.json"), shaping="potential", scale=1.0, seed=0, log_dir=tmp_path / "run",
+               algo_kwargs=dict(learning_starts=60, batch_size=32, policy_kwargs=dict(net_arch=[16, 16])))
+    train_policy(TASK, total_steps=100, checkpoint_freq=100, **run)
+    _resave_with(tmp_path / "critic.json", "tanh")
+    with loud(42, "train_policy resumed with its critic re-saved with the same weights and another activation", ValueError,
+              match=r"critic_config_sha256: the training state in .* was written with critic_config_sha256='[0-9a-f]{64}', "
+                    r"this call has '[0-9a-f]{64}'"):
+        train_policy(TASK, total_steps=200, resume=True, **run)

@@ -8,9 +8,12 @@ goes (reward shaper, pruner, ``train_policy``):
     progress(x) = mean_k progress_k(x),   success(x) = mean_k success_k(x)
 
 The file (``<name>.json``, format ``prm-critic/critic-ensemble``) names the member checkpoints by
-path relative to its own folder and records each member's ``weights_sha256`` and the file's own
-``config_sha256``: a member retrained, edited or swapped after the ensemble was written is refused
-when it loads, never averaged in silently.
+path relative to its own folder and records each member's ``weights_sha256`` and ``config_sha256``
+(the hash of the member's JSON: its architecture, such as the activation, its input layout and its
+weights hash) and the file's own ``config_sha256``: a member retrained, edited, re-saved with another
+architecture or swapped after the ensemble was written is refused when it loads, never averaged in
+silently. A file of format version 1 (member weights hashed only) loads with an
+:class:`~prm_critic.integrity.UnverifiedConfigWarning`; saving the ensemble again seals it.
 
     save_critic_ensemble("critics/push_ens.json", ["critics/push_cov.json", "critics/push_cov_s1.json"])
     critic = load_critic_ensemble("critics/push_ens.json")
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -28,13 +32,16 @@ import numpy.typing as npt
 
 from prm_critic import __version__
 from prm_critic.critic import CriticInfo, StateCritic, StepScores, as_obs_batch
-from prm_critic.integrity import CheckpointError, check_config_sha256, config_sha256, read_format_doc
+from prm_critic.integrity import (CheckpointError, UnverifiedConfigWarning, check_config_sha256, config_sha256,
+                                  read_format_doc)
+from prm_critic.models.checkpoint import CONFIG_HASH as MEMBER_CONFIG_HASH
 from prm_critic.models.checkpoint import atomic_write_bytes, checkpoint_paths, load_state_critic
 
 __all__ = ["EnsembleCritic", "save_critic_ensemble", "load_critic_ensemble", "is_critic_ensemble", "ENSEMBLE_FORMAT"]
 
 ENSEMBLE_FORMAT = "prm-critic/critic-ensemble"
-ENSEMBLE_FORMAT_VERSION = 1
+#: 2: members' ``config_sha256`` recorded too; 1: members' ``weights_sha256`` only
+ENSEMBLE_FORMAT_VERSION = 2
 _CONFIG_HASH = "config_sha256"
 #: what an ensemble's critic_info must agree on across its members
 _INFO_FIELDS = ("task", "env_id", "layout", "spec", "labels")
@@ -126,7 +133,9 @@ def save_critic_ensemble(path: str | os.PathLike, members: Sequence[str | os.Pat
         critic = load_state_critic(j)
         critics.append(critic)
         rel = os.path.relpath(j.resolve(), out.resolve().parent)
-        rows.append({"path": Path(rel).as_posix(), "weights_sha256": json.loads(j.read_text())["weights_sha256"]})
+        doc = json.loads(j.read_text())
+        rows.append({"path": Path(rel).as_posix(), "weights_sha256": doc["weights_sha256"],
+                     "config_sha256": config_sha256(doc, MEMBER_CONFIG_HASH)})
     EnsembleCritic(critics, paths=[r["path"] for r in rows])  # refuses members that cannot be averaged
     doc = {"format": ENSEMBLE_FORMAT, "format_version": ENSEMBLE_FORMAT_VERSION, "prm_critic_version": __version__,
            "reduce": "mean", "members": rows}
@@ -151,8 +160,8 @@ def load_critic_ensemble(path: str | os.PathLike) -> EnsembleCritic:
         raise FileNotFoundError(f"ensemble: {str(p)!r} does not exist")
     doc = read_format_doc(p, fmt=ENSEMBLE_FORMAT, noun="not a critic ensemble", prefix="ensemble")
     version = doc.get("format_version")
-    if isinstance(version, bool) or version != ENSEMBLE_FORMAT_VERSION:
-        raise CheckpointError(f"ensemble: {str(p)!r} has format_version {version!r}; this prm-critic reads "
+    if isinstance(version, bool) or version not in (1, ENSEMBLE_FORMAT_VERSION):
+        raise CheckpointError(f"ensemble: {str(p)!r} has format_version {version!r}; this prm-critic reads 1 to "
                               f"{ENSEMBLE_FORMAT_VERSION} (a newer file needs a newer prm-critic)")
     check_config_sha256(doc, path=p, field=_CONFIG_HASH)
     if doc.get("reduce") != "mean":
@@ -169,10 +178,23 @@ def load_critic_ensemble(path: str | os.PathLike) -> EnsembleCritic:
         w, j = checkpoint_paths(member)
         if not j.is_file():
             raise FileNotFoundError(f"ensemble: member {i} of {str(p)!r}, {str(j)!r}, does not exist")
-        recorded = json.loads(j.read_text()).get("weights_sha256")
+        member_doc = json.loads(j.read_text())
+        recorded = member_doc.get("weights_sha256")
         if recorded != row["weights_sha256"]:
             raise CheckpointError(f"ensemble: member {i} of {str(p)!r}, {str(j)!r}, has weights_sha256 {recorded!r}, "
                                   f"expected {row['weights_sha256']!r} (the member changed after the ensemble was written)")
+        if version >= 2:
+            actual = config_sha256(member_doc, MEMBER_CONFIG_HASH) if isinstance(member_doc, dict) else None
+            if actual != row.get("config_sha256"):
+                raise CheckpointError(
+                    f"ensemble: member {i} of {str(p)!r}, {str(j)!r}, has config_sha256 {actual!r}, expected "
+                    f"{row.get('config_sha256')!r}: its architecture, layout or metadata changed after the ensemble was "
+                    f"written (same weights_sha256), which changes its scores; write the ensemble again to accept it")
         critics.append(load_state_critic(j))
         paths.append(row["path"])
+    if version < 2:
+        warnings.warn(
+            f"ensemble: {str(p)!r} (format_version {version}) records only its members' weights hashes: a member "
+            f"re-saved with the same weights but another architecture or layout is not noticed; write the ensemble "
+            f"again with save_critic_ensemble to seal it", UnverifiedConfigWarning, stacklevel=2)
     return EnsembleCritic(critics, paths=paths)

@@ -27,7 +27,7 @@ from prm_critic.robotics.spec import TaskSpec, load_spec
 from prm_critic.sb3.monitor import PRMMonitor
 
 __all__ = ["SHAPING_MODES", "CRITIC_NAMES", "resolve_critic", "make_train_env", "make_vec_train_env", "check_prune", "critic_reference",
-           "critic_fingerprint"]
+           "critic_fingerprint", "critic_config_fingerprint"]
 
 #: Values of ``shaping`` accepted by :func:`make_train_env` (passed to the shaper as ``mode``).
 SHAPING_MODES = ("potential", "subgoal", "replace")
@@ -101,6 +101,34 @@ def critic_fingerprint(critic: Any) -> str | None:
     if path is not None and str(path).endswith(".onnx") and Path(path).is_file():
         return hashlib.sha256(Path(path).read_bytes()).hexdigest()
     return None
+
+
+def critic_config_fingerprint(critic: Any) -> str | None:
+    """SHA-256 of what besides the weights changes a critic's scores, the companion of
+    :func:`critic_fingerprint` in a resumed run's configuration.
+
+    A learned torch critic: its architecture (``net.config()``: widths, activation) and its declared
+    input layout (how the env's observation becomes its input). An ensemble: the hash of its members'
+    in order (``None`` if one of them has none). ``None`` for anything else (an ONNX critic's file
+    bytes, in :func:`critic_fingerprint`, already hold its graph and metadata)."""
+    import hashlib
+    import json
+
+    if critic is None or isinstance(critic, str):
+        return None
+    members = _ensemble_members(critic)
+    if members is not None:
+        parts = [critic_config_fingerprint(m) for m in members]
+        if any(v is None for v in parts):
+            return None
+        return hashlib.sha256(("ensemble-mean|" + "|".join(parts)).encode()).hexdigest()  # type: ignore[arg-type]
+    config = getattr(getattr(critic, "net", None), "config", None)
+    if not callable(config):
+        return None
+    layout = critic.critic_info().layout if callable(getattr(critic, "critic_info", None)) else None
+    layout = layout.to_dict() if hasattr(layout, "to_dict") else layout
+    body = json.dumps({"net": config(), "layout": layout}, sort_keys=True, default=repr)
+    return hashlib.sha256(body.encode()).hexdigest()
 
 
 def resolve_critic(critic: Any, spec: "str | TaskSpec | None", env=None) -> BaseCritic | None:

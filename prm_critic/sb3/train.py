@@ -35,8 +35,8 @@ from prm_critic.sb3.backends import (
     check_algo_backend,
     check_algo_kwargs,
 )
-from prm_critic.sb3.envs import (SHAPING_MODES, check_prune, critic_fingerprint, critic_reference, make_vec_train_env,
-                                 resolve_critic)
+from prm_critic.sb3.envs import (SHAPING_MODES, check_prune, critic_config_fingerprint, critic_fingerprint, critic_reference,
+                                 make_vec_train_env, resolve_critic)
 
 if TYPE_CHECKING:  # the callbacks are imported lazily, with stable-baselines3
     from stable_baselines3.common.callbacks import BaseCallback
@@ -335,7 +335,8 @@ def _train(config: TrainPolicyConfig):
         cbs.insert(cbs.index(evaluator) + 1, stopper)  # right after the evaluation it reads
     model.prm_config = {
         "task": spec.name, "algo": c.algo, "backend": c.backend, "critic": critic_reference(critic),
-        "critic_sha256": critic_fingerprint(critic_obj), "shaping": c.shaping,
+        "critic_sha256": critic_fingerprint(critic_obj), "critic_config_sha256": critic_config_fingerprint(critic_obj),
+        "shaping": c.shaping,
         "scale": float(c.scale), "head": c.head, "her": bool(c.her), "prune": c.prune, "gamma": gamma,
         "total_steps": total_steps, "seed": c.seed, "n_envs": c.n_envs, "normalize_obs": bool(c.normalize_obs),
     }
@@ -555,6 +556,12 @@ def _refuse_refresh_resume(cbs, where: Path) -> None:
 
 def _check_resume_config(saved: Mapping[str, Any], now: Mapping[str, Any], where: Path) -> None:
     saved = {"backend": "sb3", **saved}  # training states written before there was a backend are sb3's
+    if "critic_config_sha256" not in saved and now.get("critic_config_sha256") is not None:
+        # written before the critic's architecture and layout were hashed: its weights hash still checked
+        warnings.warn(f"critic_config_sha256: the training state in {str(where)!r} records only the critic's weights "
+                      "hash, so a critic re-saved with the same weights but another architecture or layout is not "
+                      "noticed on this resume", UserWarning, stacklevel=3)
+        saved["critic_config_sha256"] = now["critic_config_sha256"]
     for key in sorted(set(saved) | set(now)):
         if saved.get(key) != now.get(key):
             raise ValueError(f"{key}: the training state in {str(where)!r} was written with {key}={saved.get(key)!r}, "
