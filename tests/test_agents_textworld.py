@@ -89,7 +89,7 @@ def test_bad_inputs_give_one_clear_error(tmp_path, game):
         Difficulty(recipe=1, take=2)
     with pytest.raises(ValueError, match="seed: expected an int >= 0, got -1"):
         game_path(-1)
-    with pytest.raises(FileNotFoundError, match="path: game file"):
+    with pytest.raises(FileNotFoundError, match="path: TextWorld game file"):
         TextWorldGame(tmp_path / "nope.z8")
     with pytest.raises(ValueError, match="max_steps: expected an int >= 1, got 0"):
         TextWorldGame(game, max_steps=0)

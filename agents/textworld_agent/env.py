@@ -17,7 +17,9 @@ from pathlib import Path
 
 from prm_critic.text.envs.base import TextStepResult as StepResult
 from prm_critic.text.envs.textworld import TextWorldEnv as TextWorldGame
-from prm_critic.text.envs.textworld import clean_feedback, ensure_tw_game, tw_cache_dir as default_cache_dir
+from prm_critic.text.envs.registry import TextEnvSpec
+from prm_critic.text.envs.textworld import clean_feedback, ensure_tw_game, tw_game_path
+from prm_critic.text.envs.textworld import tw_cache_dir as default_cache_dir
 
 __all__ = [
     "Difficulty",
@@ -67,6 +69,11 @@ class Difficulty:
         skills = [s for s in ("open", "cook", "cut") if getattr(self, s)]
         return "-".join([f"r{self.recipe}t{self.take}g{self.go}", *skills, self.split])
 
+    def spec(self, cache_dir: str | Path | None = None) -> TextEnvSpec:
+        """The environment spec of these games (``textworld:tw-cooking?...``; its seed picks the game)."""
+        opts = self.tw_make_options() | ({"cache_dir": str(cache_dir)} if cache_dir is not None else {})
+        return TextEnvSpec("textworld", "tw-cooking", tuple(opts.items()))
+
     def tw_make_options(self) -> dict:
         """The ``tw-make tw-cooking`` options of this difficulty (:func:`prm_critic.text.envs.ensure_tw_game`)."""
         return asdict(self)
@@ -79,16 +86,16 @@ DEFAULT_DIFFICULTY = Difficulty(recipe=1, take=1, go=1, open=True, cook=True, cu
 
 
 def game_path(seed: int, difficulty: Difficulty = DEFAULT_DIFFICULTY, cache_dir: str | Path | None = None) -> Path:
-    """Where the game of ``seed`` lives: ``<cache>/games/<difficulty.tag>/game_<seed>.z8``."""
+    """Where the game of ``seed`` lives (the library's place for ``tw-cooking`` games of these options,
+    so the spec :meth:`Difficulty.spec` names the same file)."""
     if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
         raise ValueError(f"seed: expected an int >= 0, got {seed!r}")
-    cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    return cache / "games" / difficulty.tag / f"game_{seed}.z8"
+    return tw_game_path("tw-cooking", seed, difficulty.tw_make_options(), cache_dir)
 
 
 def ensure_game(seed: int, difficulty: Difficulty = DEFAULT_DIFFICULTY, cache_dir: str | Path | None = None,
                 *, force: bool = False) -> Path:
     """Return the path of the cooking game of ``seed``, made with ``tw-make tw-cooking`` if missing
     (deterministic in ``(difficulty, seed)``, offline, a few seconds)."""
-    return ensure_tw_game("tw-cooking", seed, difficulty.tw_make_options(),
-                          path=game_path(seed, difficulty, cache_dir), force=force)
+    game_path(seed, difficulty, cache_dir)  # checks the seed
+    return ensure_tw_game("tw-cooking", seed, difficulty.tw_make_options(), cache_dir=cache_dir, force=force)

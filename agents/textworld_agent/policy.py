@@ -12,9 +12,7 @@ replace it in the graph, see :mod:`agents.textworld_agent.graph`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence
-
-import numpy as np
+from prm_critic.text.envs.base import SamplingPolicy
 
 __all__ = ["BasePolicy", "UNIFORM_PRIOR", "WEAK_PRIOR"]
 
@@ -29,8 +27,8 @@ UNIFORM_PRIOR: dict[str, float] = {}
 
 
 @dataclass
-class BasePolicy:
-    """Samples commands among the admissible ones.
+class BasePolicy(SamplingPolicy):
+    """The library's :class:`~prm_critic.text.envs.SamplingPolicy` with :data:`WEAK_PRIOR` as its prior.
 
     Args:
         prior: verb (or exact command prefix, e.g. ``"eat meal"``) -> weight; longest match wins.
@@ -39,45 +37,3 @@ class BasePolicy:
     """
 
     prior: dict[str, float] = field(default_factory=lambda: dict(WEAK_PRIOR))
-    default: float = 1.0
-    repeat_penalty: float = 0.3
-
-    def __post_init__(self):
-        if not 0 < self.repeat_penalty <= 1:
-            raise ValueError(f"repeat_penalty: expected a float in (0, 1], got {self.repeat_penalty!r}")
-        if not self.default > 0:
-            raise ValueError(f"default: expected a float > 0, got {self.default!r}")
-        for k, v in self.prior.items():
-            if not v > 0:
-                raise ValueError(f"prior: expected positive weights, got {k!r}: {v!r}")
-        self._keys = sorted(self.prior, key=len, reverse=True)
-
-    def weight(self, command: str) -> float:
-        for k in self._keys:
-            if command == k or command.startswith(k + " "):
-                return self.prior[k]
-        return self.default
-
-    def probs(self, admissible: Sequence[str], history: Sequence[str] = ()) -> np.ndarray:
-        """Sampling probabilities over ``admissible``, shape ``(A,)``."""
-        if len(admissible) == 0:
-            raise ValueError("admissible: expected at least one admissible command, got none")
-        seen = set(history)
-        w = np.array([self.weight(c) * (self.repeat_penalty if c in seen else 1.0) for c in admissible])
-        return w / w.sum()
-
-    def sample(self, admissible: Sequence[str], history: Sequence[str], rng: np.random.Generator,
-               n: int = 1, *, distinct: bool = False, intro: str = "", feedbacks: Sequence[str] = ()) -> list[str]:
-        """Draw ``n`` commands (one policy call each). ``distinct``: without replacement (at most A).
-        ``intro`` and ``feedbacks`` (the game's texts, read by :class:`~agents.textworld_agent.llm_policy.LLMPolicy`)
-        are not used: this policy sees only the commands."""
-        if n < 1:
-            raise ValueError(f"n: expected an int >= 1, got {n!r}")
-        adm = list(admissible)
-        p = self.probs(adm, history)
-        if distinct:
-            k = min(n, len(adm))
-            idx = rng.choice(len(adm), size=k, replace=False, p=p)
-        else:
-            idx = rng.choice(len(adm), size=n, replace=True, p=p)
-        return [adm[i] for i in idx]

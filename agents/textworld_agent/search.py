@@ -17,21 +17,25 @@ Methods:
   executed on a fork (look-ahead), scored by ``score_fn`` (the learned PRM on the step text, or
   the ORACLE on privileged ``intermediate_reward``), best one committed.
 * :func:`run_beam` -- PRM beam search with dead-end pruning via
-  :func:`prm_critic.langgraph.build_beam_search_graph`; the env state is the command history.
+  :func:`prm_critic.langgraph.build_beam_search_graph`; the env state is the command history
+  (:class:`prm_critic.langgraph.TextEnvExpand`).
 * :func:`run_mcts` -- Monte Carlo tree search with PRM values via
   :class:`prm_critic.langgraph.MCTSSearch`, forking the game the same way as the beam.
+
+A game is a TextWorld game file, or ``make(max_steps=...) -> TextEnv`` for any forkable text
+environment (``functools.partial(spec.make, seed)`` of a :class:`prm_critic.text.envs.TextEnvSpec`).
 """
 
 from __future__ import annotations
 
-import threading
+import os
 from dataclasses import dataclass, asdict
-from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from prm_critic.critic import BaseCritic
+from prm_critic.text.envs.base import TextEnv
 from prm_critic.text.steps import TextStep
 
 from agents.textworld_agent.env import StepResult, TextWorldGame
@@ -45,6 +49,21 @@ __all__ = ["EpisodeResult", "run_base", "run_outcome_bon", "run_step_bon", "run_
 #: a base policy: :class:`BasePolicy` (hand-weighted sampler) or
 #: :class:`~agents.textworld_agent.llm_policy.LLMPolicy` (a chat model)
 Policy = Any
+#: a TextWorld game file, or make(max_steps=...) -> TextEnv (module doc)
+Game = str | os.PathLike | Callable[..., TextEnv]
+
+
+def open_game(game: Game, max_steps: int) -> TextEnv:
+    """A new environment of ``game`` (module doc) with ``max_steps``."""
+    if isinstance(game, (str, os.PathLike)):
+        return TextWorldGame(game, max_steps=max_steps)
+    if not callable(game):
+        raise TypeError(f"game: expected a TextWorld game file or make(max_steps=...) -> TextEnv, got {game!r}")
+    env = game(max_steps=max_steps)
+    if not isinstance(env, TextEnv) or env.max_steps != max_steps:
+        raise TypeError(f"game: make(max_steps={max_steps}) returned {env!r}, expected a TextEnv with that max_steps")
+    return env
+
 
 @dataclass
 class EpisodeResult:
@@ -56,15 +75,16 @@ class EpisodeResult:
     critic_calls: int = 0
     dead_ends_avoided: int = 0   # look-ahead / beam candidates that lost the game and were not taken
     commands: list | None = None
+    stop_reason: str = ""        # the searches' (beam, MCTS): why they stopped ("dead_ends": early, nothing left)
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
-def run_base(path: str | Path, rng: np.random.Generator, *, max_steps: int = 40,
+def run_base(path: Game, rng: np.random.Generator, *, max_steps: int = 40,
              policy: Policy | None = None) -> EpisodeResult:
     policy = policy or BasePolicy()
-    g = TextWorldGame(path, max_steps=max_steps)
+    g = open_game(path, max_steps)
     try:
         r = g.reset()
         intro, feedbacks = r.feedback, []
@@ -77,7 +97,7 @@ def run_base(path: str | Path, rng: np.random.Generator, *, max_steps: int = 40,
         g.close()
 
 
-def run_outcome_bon(path: str | Path, rng: np.random.Generator, *, n: int = 8, max_steps: int = 40,
+def run_outcome_bon(path: Game, rng: np.random.Generator, *, n: int = 8, max_steps: int = 40,
                     policy: Policy | None = None) -> EpisodeResult:
     if n < 1:
         raise ValueError(f"n: expected an int >= 1, got {n!r}")
@@ -107,7 +127,8 @@ def prm_score_fn(critic: BaseCritic, head: str = "success") -> ScoreFn:
 
 def oracle_score_fn() -> ScoreFn:
     """ORACLE: reads privileged game state: won -> 1, lost -> 0, else ``intermediate_reward``
-    (TextWorld: +1 towards the goal, 0 neutral, -1 away) mapped to [0.25, 0.75]."""
+    (TextWorld: +1 towards the goal, 0 neutral, -1 away; elsewhere the sign of the score's change)
+    mapped to [0.25, 0.75]."""
 
     def fn(prompt, history, texts, results):
         out = []
@@ -117,22 +138,24 @@ def oracle_score_fn() -> ScoreFn:
             elif r.lost:
                 out.append(0.0)
             else:
-                out.append(0.5 + 0.25 * float(np.clip(r.intermediate_reward, -1, 1)))
+                toward = r.info.get("intermediate_reward", np.sign(r.info.get("reward", 0.0)))
+                out.append(0.5 + 0.25 * float(np.clip(toward, -1, 1)))
         return np.asarray(out)
 
     return fn
 
 
-def run_step_bon(path: str | Path, rng: np.random.Generator, score_fn: ScoreFn, *, n: int = 4,
+def run_step_bon(path: Game, rng: np.random.Generator, score_fn: ScoreFn, *, n: int = 4,
                  max_steps: int = 40, policy: Policy | None = None) -> EpisodeResult:
     """Best-of-``n`` at every step with one-step look-ahead on forked states."""
     if n < 1:
         raise ValueError(f"n: expected an int >= 1, got {n!r}")
     policy = policy or BasePolicy()
-    g = TextWorldGame(path, max_steps=max_steps)
-    sim = TextWorldGame(path, max_steps=max_steps)
+    g = open_game(path, max_steps)
+    sim = None
     try:
         r = g.reset()
+        sim = g.fork()
         prompt = r.feedback
         texts: list[str] = []
         feedbacks: list[str] = []
@@ -156,41 +179,12 @@ def run_step_bon(path: str | Path, rng: np.random.Generator, score_fn: ScoreFn, 
             texts.append(step_text(cands[best], r.feedback))
         return EpisodeResult(r.won, r.lost, len(g.history), calls, tools, critic_calls, avoided, list(g.history))
     finally:
+        if sim is not None:
+            sim.close()
         g.close()
-        sim.close()
 
 
-def _forking_expand(sim: TextWorldGame, policy: Policy, rng: np.random.Generator, counters: dict):
-    """``(intro, root, expand)`` for the searches of ``prm_critic.langgraph``: the env state is the
-    command history (plain data); ``expand`` forks by replaying it on ``sim`` and runs each proposal
-    there, counting tool calls and lost games in ``counters``."""
-    lock = threading.Lock()  # LangGraph runs the beam's Send branches in threads; one simulator, one at a time
-    intro = sim.reset()
-    root = {"commands": [], "feedbacks": [], "admissible": intro.admissible, "won": False, "lost": False,
-            "done": False}
-
-    def expand(state, history, k):
-        if state["done"] or not state["admissible"]:
-            return []
-        cands = policy.sample(state["admissible"], state["commands"], rng, n=k, distinct=True,
-                              intro=intro.feedback, feedbacks=state["feedbacks"])
-        out = []
-        for c in cands:
-            with lock:
-                sim.replay(state["commands"])
-                x = sim.step(c)
-            counters["tools"] += 1
-            counters["lost"] += int(x.lost)
-            out.append((step_text(c, x.feedback), {"commands": state["commands"] + [c],
-                                                   "feedbacks": state["feedbacks"] + [x.feedback],
-                                                   "admissible": x.admissible, "won": x.won, "lost": x.lost,
-                                                   "done": x.done}))
-        return out
-
-    return intro, root, expand
-
-
-def run_beam(path: str | Path, rng: np.random.Generator, critic: BaseCritic, *, beam_width: int = 2,
+def run_beam(path: Game, rng: np.random.Generator, critic: BaseCritic, *, beam_width: int = 2,
              branch_factor: int = 3, max_steps: int = 40, dead_end_threshold: float = 0.1,
              budget: int | None = None, aggregate: str = "last", policy: Policy | None = None,
              dead_end_mode: str = "absolute", on_all_pruned: str = "keep_best") -> EpisodeResult:
@@ -198,29 +192,28 @@ def run_beam(path: str | Path, rng: np.random.Generator, critic: BaseCritic, *, 
 
     ``dead_end_mode`` / ``on_all_pruned`` are passed on (``"stop"`` is the behaviour before the beam
     kept its best candidate when every one scored under the threshold)."""
-    from prm_critic.langgraph import build_beam_search_graph
+    from prm_critic.langgraph import TextEnvExpand, build_beam_search_graph
 
     policy = policy or BasePolicy()
-    sim = TextWorldGame(path, max_steps=max_steps)
-    counters = {"tools": 0, "lost": 0}
+    sim = open_game(path, max_steps)
     try:
-        intro, root, expand = _forking_expand(sim, policy, rng, counters)
-        g = build_beam_search_graph(expand, critic, beam_width=beam_width, branch_factor=branch_factor,
+        ex = TextEnvExpand(sim, policy, int(rng.integers(2**63)), step_text=step_text)
+        g = build_beam_search_graph(ex, critic, beam_width=beam_width, branch_factor=branch_factor,
                                     max_depth=max_steps, dead_end_threshold=dead_end_threshold, budget=budget,
-                                    is_terminal=lambda s: bool(s["won"]), aggregate=aggregate,
+                                    is_terminal=ex.is_won, aggregate=aggregate,
                                     dead_end_mode=dead_end_mode, on_all_pruned=on_all_pruned).compile()
-        out = g.invoke({"prompt": intro.feedback, "root": root}, {"recursion_limit": 4 * max_steps + 10})
+        out = g.invoke({"prompt": ex.prompt, "root": ex.root}, {"recursion_limit": 4 * max_steps + 10})
         sol = out.get("solution")
-        best = sol or out.get("best") or {"steps": [], "state": root}
+        best = sol or out.get("best") or {"steps": [], "state": ex.root}
         st = best["state"]
         return EpisodeResult(bool(st["won"]), bool(st["lost"]), len(st["commands"]), int(out.get("policy_calls", 0)),
-                             counters["tools"], counters["tools"], int(out.get("pruned_dead_end", 0)),
-                             list(st["commands"]))
+                             ex.tool_calls, ex.tool_calls, int(out.get("pruned_dead_end", 0)),
+                             list(st["commands"]), str(out.get("stop_reason", "")))
     finally:
         sim.close()
 
 
-def run_mcts(path: str | Path, rng: np.random.Generator, critic: BaseCritic, *, branch_factor: int = 2,
+def run_mcts(path: Game, rng: np.random.Generator, critic: BaseCritic, *, branch_factor: int = 2,
              max_steps: int = 40, budget: int = 160, max_iterations: int | None = None, exploration: float = 1.0,
              aggregate: str = "last", selection: str = "puct", seed: int = 0,
              policy: Policy | None = None) -> EpisodeResult:
@@ -232,20 +225,19 @@ def run_mcts(path: str | Path, rng: np.random.Generator, critic: BaseCritic, *, 
     ``budget + 1`` nodes. ``dead_ends_avoided`` counts proposals that lost the game, less one when
     the answer lost too. ``seed`` seeds the search's tie-breaks.
     """
-    from prm_critic.langgraph import MCTSSearch
+    from prm_critic.langgraph import MCTSSearch, TextEnvExpand
 
     policy = policy or BasePolicy()
-    sim = TextWorldGame(path, max_steps=max_steps)
-    counters = {"tools": 0, "lost": 0}
+    sim = open_game(path, max_steps)
     try:
-        intro, root, expand = _forking_expand(sim, policy, rng, counters)
-        search = MCTSSearch(expand, critic, branch_factor=branch_factor, max_depth=max_steps, policy_budget=budget,
+        ex = TextEnvExpand(sim, policy, int(rng.integers(2**63)), step_text=step_text)
+        search = MCTSSearch(ex, critic, branch_factor=branch_factor, max_depth=max_steps, policy_budget=budget,
                             max_iterations=max_iterations or 2 * budget + 1, exploration=exploration, aggregate=aggregate,
-                            selection=selection, seed=seed, is_terminal=lambda s: bool(s["won"]))
-        out = search.invoke({"prompt": intro.feedback, "root": root})
+                            selection=selection, seed=seed, is_terminal=ex.is_won)
+        out = search.invoke({"prompt": ex.prompt, "root": ex.root})
         st = out.state
-        avoided = counters["lost"] - int(bool(st["lost"]))
+        avoided = ex.lost - int(bool(st["lost"]))
         return EpisodeResult(bool(st["won"]), bool(st["lost"]), len(st["commands"]), out.policy_calls,
-                             counters["tools"], out.critic_calls, avoided, list(st["commands"]))
+                             ex.tool_calls, out.critic_calls, avoided, list(st["commands"]), out.stop_reason)
     finally:
         sim.close()

@@ -37,13 +37,21 @@ are skipped. ``--report`` rebuilds the markdown table and the PNG from what is t
     python benchmarks/agents/run.py --methods prm_beam,prm_mcts --seeds 2000-2015 --prm .cache/textworld/prm_outcome \
         --implicit --tag implicit96
 
-Each result records its games' difficulty tag; the report counts only those of the chosen one.
+Games by type and name: ``--env SPEC`` plays the games of any forkable text environment spec
+(``prm_critic.text.envs``), one per seed, e.g. TextWorld treasure hunts or TextWorldExpress games::
+
+    python benchmarks/agents/run.py --env "textworld:tw-treasure_hunter?level=5" --methods base --seeds 0-3
+    python benchmarks/agents/run.py --env twx:coin --methods base,prm_beam --critic random --seeds 20000-20003
+
+Each result records its games' tag (the cooking difficulty's, or the spec's, with the spec itself
+under ``env``); the report counts only those of the chosen one.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import os
 import sys
@@ -121,7 +129,7 @@ NO_PRUNING = 0.0
 MCTS_BUDGET = 160
 
 
-def run_one(method: str, path: Path, rng: np.random.Generator, max_steps: int, critic=None,
+def run_one(method: str, path, rng: np.random.Generator, max_steps: int, critic=None,
             dead_end_threshold: float = 0.05, on_all_pruned: str = "keep_best", policy=None, *,
             mcts_budget: int = MCTS_BUDGET, seed: int = 0) -> dict:
     if method == "base":
@@ -147,12 +155,12 @@ def run_one(method: str, path: Path, rng: np.random.Generator, max_steps: int, c
     return r.to_dict()
 
 
-def report(out: Path, seeds, md: Path, png: Path, command: str, difficulty=DEFAULT_DIFFICULTY) -> str:
+def report(out: Path, seeds, md: Path, png: Path, command: str, tag: str = DEFAULT_DIFFICULTY.tag) -> str:
     from report import load_results
 
-    rows = summary(load_results(out, seeds, difficulty.tag))
+    rows = summary(load_results(out, seeds, tag))
     if rows:
-        plot(rows, seeds, png, difficulty.tag)
+        plot(rows, seeds, png, tag)
     return summary_table(rows)
 
 
@@ -171,10 +179,14 @@ def main(argv=None) -> int:
                     help="prm_beam: when every candidate scores under the threshold, keep the best or stop")
     ap.add_argument("--mcts-budget", type=int, default=MCTS_BUDGET,
                     help="prm_mcts: policy calls per episode at most (default %(default)s)")
-    ap.add_argument("--recipe", type=int, default=DEFAULT_DIFFICULTY.recipe,
-                    help="games: ingredients in the recipe (tw-cooking --recipe; default %(default)s)")
-    ap.add_argument("--take", type=int, default=DEFAULT_DIFFICULTY.take,
-                    help="games: ingredients to find (tw-cooking --take; default %(default)s)")
+    ap.add_argument("--env", default=None,
+                    help="games: an environment spec, one game per seed, e.g. 'twx:coin', 'twx:cookingworld', "
+                         "'textworld:tw-treasure_hunter?level=5' (default: TextWorld cooking, --recipe/--take)")
+    ap.add_argument("--env-module", default=None, help="a module to import first (it registers your environment kind)")
+    ap.add_argument("--recipe", type=int, default=None,
+                    help=f"cooking games: ingredients in the recipe (tw-cooking --recipe; default {DEFAULT_DIFFICULTY.recipe})")
+    ap.add_argument("--take", type=int, default=None,
+                    help=f"cooking games: ingredients to find (tw-cooking --take; default {DEFAULT_DIFFICULTY.take})")
     ap.add_argument("--policy", default="hand", choices=("hand", "llm"),
                     help="base policy: the hand-weighted sampler, or a real chat model served locally "
                          "(LLMPolicy; method names get the tag 'llm')")
@@ -190,11 +202,26 @@ def main(argv=None) -> int:
     seeds = parse_seeds(a.seeds)
     if a.mcts_budget < 1:
         raise SystemExit(f"--mcts-budget: expected an int >= 1, got {a.mcts_budget}")
+    if a.env is not None and (a.recipe is not None or a.take is not None):
+        raise SystemExit(f"--recipe/--take: apply to the default cooking games, not to --env {a.env}")
     try:
-        difficulty = dataclasses.replace(DEFAULT_DIFFICULTY, recipe=a.recipe, take=a.take)
+        difficulty = dataclasses.replace(
+            DEFAULT_DIFFICULTY, recipe=DEFAULT_DIFFICULTY.recipe if a.recipe is None else a.recipe,
+            take=DEFAULT_DIFFICULTY.take if a.take is None else a.take)
     except ValueError as exc:
         raise SystemExit(f"--recipe/--take: {exc}") from None
-    tag_file = "" if difficulty == DEFAULT_DIFFICULTY else f"__{difficulty.tag}"
+    spec = None
+    if a.env is not None:
+        from prm_critic.text.envs import parse_env_spec
+
+        try:
+            if a.env_module:
+                __import__(a.env_module)
+            spec = parse_env_spec(a.env)
+        except ValueError as exc:
+            raise SystemExit(f"--env: {exc}") from None
+    games_tag = spec.tag if spec is not None else difficulty.tag
+    tag_file = "" if spec is None and difficulty == DEFAULT_DIFFICULTY else f"__{games_tag}"
     methods = [m.strip() for m in a.methods.split(",") if m.strip()]
     for m in methods:
         if m not in METHODS:
@@ -240,7 +267,7 @@ def main(argv=None) -> int:
                 f = out / f"{name}__seed{s}_rep{rep}{tag_file}.json"
                 if f.exists():
                     continue
-                path = ensure_game(s, difficulty)
+                path = functools.partial(spec.make, s) if spec is not None else ensure_game(s, difficulty)
                 rng = np.random.default_rng([s, rep, zlib.crc32(m.encode())])
                 t0 = time.time()
                 ep_critic, extra = critic, {}
@@ -254,7 +281,9 @@ def main(argv=None) -> int:
                               mcts_budget=a.mcts_budget, seed=search_seed(s, rep))
                 res.update(extra)
                 res.update(method=name, seed=s, rep=rep, wall_s=round(time.time() - t0, 2), max_steps=a.max_steps,
-                           difficulty=difficulty.tag)
+                           difficulty=games_tag)
+                if spec is not None:
+                    res["env"] = str(spec)
                 if m == "prm_beam":
                     res["dead_end_threshold"] = a.dead_end_threshold
                     res["on_all_pruned"] = a.on_all_pruned
@@ -267,7 +296,7 @@ def main(argv=None) -> int:
         finally:
             if server is not None:
                 server.stop()
-    table = report(out, seeds, Path(a.md), Path(a.png), " ".join(sys.argv), difficulty)
+    table = report(out, seeds, Path(a.md), Path(a.png), " ".join(sys.argv), games_tag)
     Path(a.md).parent.mkdir(parents=True, exist_ok=True)
     Path(a.md).write_text(table + "\n")
     print(table)

@@ -9,6 +9,8 @@
 * :func:`build_beam_search_graph`: critic-guided beam search over a forkable tool environment.
 * :class:`MCTSSearch` (:class:`MCTSConfig`, :func:`build_mcts_graph`): Monte Carlo tree search with
   the critic's step scores as values (PUCT/UCT) over the same forkable environments.
+* :class:`TextEnvExpand`: the searches' ``expand`` over a forkable text environment
+  (:mod:`prm_critic.text.envs`: TextWorld, TextWorldExpress, your own).
 * ``search`` (:class:`SearchBudget`, :class:`SearchResult`): what the searches share -- the
   call budgets, the step-limit guard, custom stream events, the result type.
 * :class:`CheckpointBacktracker`, :func:`backtrack_to_best`: fork a checkpointed run back to just
@@ -28,6 +30,7 @@ from prm_critic.langgraph.backtrack import BacktrackResult, CheckpointBacktracke
 from prm_critic.langgraph.search import SearchBudget, SearchResult  # noqa: E402
 from prm_critic.langgraph.beam import BeamState, beam_search_result, build_beam_search_graph  # noqa: E402
 from prm_critic.langgraph.mcts import MCTSConfig, MCTSSearch, MCTSState, build_mcts_graph, mcts_search_result  # noqa: E402
+from prm_critic.langgraph.text_env import TextEnvExpand  # noqa: E402
 from prm_critic.langgraph.middleware import (  # noqa: E402
     BestOfNState,
     PRMBestOfNMiddleware,
@@ -64,6 +67,7 @@ __all__ = [
     "MCTSState",
     "build_mcts_graph",
     "mcts_search_result",
+    "TextEnvExpand",
     "SearchBudget",
     "SearchResult",
     "CheckpointBacktracker",

@@ -8,6 +8,9 @@ A spec names a kind of environment, a game of that kind and its options; a seed 
     "textworld:tw-cooking?recipe=1&take=1&cook=true&open=true&split=train"
     "textworld:/path/to/game.z8"                  one game file (seed 0 only)
 
+A ``textworld`` spec's option ``cache_dir`` is where its games are made (default
+``$PRM_CRITIC_CACHE/textworld`` or ``./.cache/textworld``), not a ``tw-make`` option.
+
 Option values: integers and ``true`` / ``false`` are read as such, anything else is a string.
 
 Built-in kinds: ``textworld`` (:class:`~prm_critic.text.envs.textworld.TextWorldEnv`) and ``twx``
@@ -97,7 +100,8 @@ class TextEnvSpec:
     def tag(self) -> str:
         """A folder-safe name of the spec (``twx-coin``, ``textworld-tw-treasure_hunter-level5``)."""
         game = Path(self.game).stem if self.kind == "textworld" and not self.game.startswith("tw-") else self.game
-        parts = [self.kind, game] + [f"{k}{str(v).lower() if isinstance(v, bool) else v}" for k, v in self.options]
+        parts = [self.kind, game] + [f"{k}{str(v).lower() if isinstance(v, bool) else v}" for k, v in self.options
+                                     if k != "cache_dir"]
         return re.sub(r"[^A-Za-z0-9_.=-]+", "_", "-".join(parts))
 
     def make(self, seed: int, *, max_steps: int = 50) -> TextEnv:
@@ -138,7 +142,9 @@ def _make_textworld(game: str, seed: int, options: Mapping[str, Any], max_steps:
     from prm_critic.text.envs.textworld import TextWorldEnv, ensure_tw_game
 
     if game.startswith("tw-"):
-        return TextWorldEnv(ensure_tw_game(game, seed, options), max_steps=max_steps)
+        options = dict(options)
+        cache_dir = options.pop("cache_dir", None)
+        return TextWorldEnv(ensure_tw_game(game, seed, options, cache_dir=cache_dir), max_steps=max_steps)
     if seed != 0 or options:
         raise validate.ArgumentError(f"env: the game file {game!r} is one game: expected seed 0 and no options, got "
                                      f"seed {seed} and options {dict(options)}")

@@ -26,7 +26,7 @@ from prm_critic import validate
 from prm_critic._optional import require
 from prm_critic.text.envs.base import TextEnv, TextStepResult
 
-__all__ = ["TextWorldEnv", "clean_feedback", "ensure_tw_game", "tw_make_args", "tw_cache_dir"]
+__all__ = ["TextWorldEnv", "clean_feedback", "ensure_tw_game", "tw_game_path", "tw_make_args", "tw_cache_dir"]
 
 _LETTERS = re.compile(r"[A-Za-z]{2,}")
 _BANNER = re.compile(r"(-=\s*[^=]*?=-)\s*-?\d+/\d+")
@@ -147,7 +147,10 @@ def _tw_make() -> list[str]:
     raise ImportError('tw-make not found; install TextWorld with: pip install "prm-critic[agents]"')
 
 
-def _default_path(challenge: str, seed: int, options: Mapping[str, Any], cache_dir: str | os.PathLike | None) -> Path:
+def tw_game_path(challenge: str, seed: int, options: Mapping[str, Any] | None = None,
+                 cache_dir: str | os.PathLike | None = None) -> Path:
+    """Where :func:`ensure_tw_game` keeps a game: ``<cache>/games/<challenge and options>/game_<seed>.z8``."""
+    options = dict(options or {})
     tag = "-".join([challenge[3:]] + [f"{k}{'' if v is True else v}" for k, v in sorted(options.items())
                                       if v is not False and v is not None])
     cache = Path(cache_dir) if cache_dir is not None else tw_cache_dir()
@@ -172,7 +175,7 @@ def ensure_tw_game(challenge: str, seed: int, options: Mapping[str, Any] | None 
     seed = validate.check_int("seed", seed, minimum=0)
     options = dict(options or {})
     args = tw_make_args(challenge, options)
-    out_path = Path(path) if path is not None else _default_path(challenge, seed, options, cache_dir)
+    out_path = Path(path) if path is not None else tw_game_path(challenge, seed, options, cache_dir)
     if out_path.exists() and out_path.with_suffix(".json").exists() and not force:
         return out_path
     out_path.parent.mkdir(parents=True, exist_ok=True)
