@@ -28,6 +28,7 @@ COMMAND_MODULES = [
     "prm_critic.commands.collect",
     "prm_critic.commands.label",
     "prm_critic.commands.train_policy",
+    "prm_critic.commands.evaluate",
     "prm_critic.commands.train_critic",
     "prm_critic.commands.distill",
     "prm_critic.commands.ensemble",

@@ -39,9 +39,16 @@ def test_readme_train_policy_example_runs(tmp_path, monkeypatch):
     rows = (tmp_path / "runs/reach/eval.csv").read_text().splitlines()
     assert [r.split(",")[0] for r in rows[1:]] == ["0", "300"]  # evaluated before training and at the end
 
+    ev = scope["ev"]  # evaluate_policy: the last training-time evaluation, reproduced
+    assert (ev.n_episodes, ev.success_rate, ev.mean_return) == (5, row["success_rate"], row["mean_return"])
+    assert out.getvalue().splitlines()[1].startswith("runs/reach/policy on FetchReach-v4")
+
     cmd = re.search(r"```bash\nprm-critic (train-policy [^\n]*)\n```", text).group(1)
     assert cli_main(shlex.split(cmd)) == 0
     assert (tmp_path / "runs/reach_cli/policy.safetensors").is_file()
+    cmd = re.search(r"```bash\nprm-critic (evaluate [^\n]*)\n```", text).group(1)
+    assert cli_main(shlex.split(cmd)) == 0
+    assert json.loads((tmp_path / "runs/reach_cli/evaluation/evaluation.json").read_text())["n_episodes"] == 5
 
 
 @pytest.mark.slow

@@ -29,7 +29,7 @@ import os
 import time
 from collections import deque
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -42,7 +42,7 @@ from prm_critic.sb3.monitor import step_success
 require("stable_baselines3.common.callbacks")  # a missing extra fails here with the exact ``pip install`` to run
 from stable_baselines3.common.callbacks import BaseCallback  # noqa: E402
 
-__all__ = ["PRMStatsCallback", "UnshapedSuccessEval", "StopOnSuccess", "ShapingScaleSchedule", "TqdmCallback", "EVAL_COLUMNS", "read_eval_csv", "append_csv_row"]
+__all__ = ["PRMStatsCallback", "UnshapedSuccessEval", "run_episodes", "StopOnSuccess", "ShapingScaleSchedule", "TqdmCallback", "EVAL_COLUMNS", "read_eval_csv", "append_csv_row"]
 
 EVAL_COLUMNS = ("env_steps", "success_rate", "mean_return", "std_return", "mean_length", "n_episodes",
                 "train_wall_s", "eval_wall_s")
@@ -147,6 +147,42 @@ class PRMStatsCallback(BaseCallback):
             lg.record(f"prm/subgoal_hit/{n}", float(np.mean([bool(e.get("subgoals", {}).get(n, False)) for e in eps])))
 
 
+def run_episodes(model, env, spec: TaskSpec, *, n_episodes: int, seed: int, deterministic: bool = True,
+                 evaluator=None, layout=None, after_step: Callable[[int], None] | None = None,
+                 ) -> tuple[list[bool], list[float], list[int]]:
+    """``(successes, returns, lengths)`` of ``n_episodes`` episodes of ``model`` on ``env``, episode
+    ``i`` reset with ``seed + i``: the one evaluation loop (:class:`UnshapedSuccessEval`,
+    :func:`prm_critic.sb3.evaluate_policy`).
+
+    An episode succeeds by the spec's success rule (``"any"``: at some step; else at its last step);
+    its return is the sum of ``env``'s rewards. ``evaluator`` and ``layout`` are the spec's subgoals
+    when success comes from them. ``after_step(i)`` is called after the reset and after every step of
+    episode ``i`` (to render a frame).
+    """
+    from prm_critic.sb3.train import predict
+
+    successes, returns, lengths = [], [], []
+    for i in range(n_episodes):
+        obs, info = env.reset(seed=seed + i)
+        if after_step is not None:
+            after_step(i)
+        done, ret, n, ok_any, ok_last = False, 0.0, 0, False, False
+        while not done:
+            action, _ = predict(model, obs, deterministic=deterministic)
+            obs, r, term, trunc, info = env.step(action)
+            if after_step is not None:
+                after_step(i)
+            ret += float(r)
+            n += 1
+            ok_last = step_success(spec, info, obs, term, evaluator, layout)
+            ok_any |= ok_last
+            done = term or trunc
+        successes.append(ok_any if spec.success.rule == "any" else ok_last)
+        returns.append(ret)
+        lengths.append(n)
+    return successes, returns, lengths
+
+
 class UnshapedSuccessEval(BaseCallback):
     """Deterministic success evaluation on an env without shaper or pruner (module docstring).
 
@@ -203,23 +239,9 @@ class UnshapedSuccessEval(BaseCallback):
 
     def evaluate(self, model) -> dict[str, float]:
         """Run the evaluation episodes with ``model``; returns the row (without appending it)."""
-        from prm_critic.sb3.train import predict
-
-        successes, returns, lengths = [], [], []
-        for i in range(self.n_episodes):
-            obs, info = self.eval_env.reset(seed=self.eval_seed + i)
-            done, ret, n, ok_any, ok_last = False, 0.0, 0, False, False
-            while not done:
-                action, _ = predict(model, obs, deterministic=self.deterministic)
-                obs, r, term, trunc, info = self.eval_env.step(action)
-                ret += float(r)
-                n += 1
-                ok_last = step_success(self.spec, info, obs, term, self._evaluator, self._layout)
-                ok_any |= ok_last
-                done = term or trunc
-            successes.append(ok_any if self.spec.success.rule == "any" else ok_last)
-            returns.append(ret)
-            lengths.append(n)
+        successes, returns, lengths = run_episodes(model, self.eval_env, self.spec, n_episodes=self.n_episodes,
+                                                   seed=self.eval_seed, deterministic=self.deterministic,
+                                                   evaluator=self._evaluator, layout=self._layout)
         return {"success_rate": float(np.mean(successes)), "mean_return": float(np.mean(returns)),
                 "std_return": float(np.std(returns)), "mean_length": float(np.mean(lengths)),
                 "n_episodes": self.n_episodes}
