@@ -45,6 +45,16 @@ one killed before its first state restarts, its evaluations kept as ``eval.kille
 finished under a smaller budget is extended from its final state (results of the smaller budget
 kept as ``eval.steps-N.csv`` / ``done.steps-N.json``).
 
+Demonstrations without a reward model (the controls of a potential learned from them):
+``--demos FOLDER`` (a ``prm-critic collect`` folder; its successful episodes, the first ``--demos-n N``)
+or ``--demos-of CRITIC.json`` (exactly the demonstrations that critic was trained on, as its checkpoint
+records them, refused unless their SHA-256 matches), with ``--demo-buffer`` (the demonstrations in the
+replay buffer, ``train_policy(demo_buffer=True)``) and / or ``--demo-starts P`` (episodes started from
+demonstration states with probability P). Label suffix ``_demos-<name>`` plus ``-buffer`` / ``-starts<P>``
+(``<name>``: the critic's stem, or the folder's name and count). The demonstrations' record is in
+``done.json``. ``--demos-data FOLDER`` names where the folder of ``--demos-of`` is (default
+``critic_data/<its folder name>``).
+
 Early stop: a run stops once its verdict is decided, that is, two consecutive evaluations at or above
 ``--early-stop`` (default 0.8) at or after ``--early-stop-min-steps`` (default: the task's headline
 budget, so that the success at that budget is always measured; a run extended beyond it, like HER to
@@ -103,7 +113,7 @@ TASKS = {
 def config_label(config: str, scale: float, prune: bool, spec: "str | Path | None" = None,
                  critic: "str | Path | None" = None, head: str = "success", refresh: bool = False,
                  random_weights: int | None = None, backend: str = "sb3",
-                 anneal: "tuple[int, float] | None" = None) -> str:
+                 anneal: "tuple[int, float] | None" = None, demos: "str | None" = None) -> str:
     label = config
     if config.startswith("prm"):
         label += f"_s{scale:g}"
@@ -121,6 +131,8 @@ def config_label(config: str, scale: float, prune: bool, spec: "str | Path | Non
         label += f"to{end:g}" if end else ""
     if random_weights is not None:
         label += f"_randw{random_weights}"
+    if demos is not None:
+        label += f"_demos-{demos}"
     if backend != "sb3":  # the same config on another library: its own rows, never mixed with SB3's
         label += f"_{backend}"
     return label
@@ -149,6 +161,47 @@ def random_weights(critic, seed: int):
     finally:
         torch.random.set_rng_state(gen_state)
     return TorchStateCritic(net, {**critic.meta, "random_weights_seed": int(seed)})
+
+
+def select_demos(demos, demos_n, demos_of, demos_data, demo_buffer: bool, demo_starts: float, task: str):
+    """The run's demonstrations and their label name (``None, None`` without), from ``--demos FOLDER`` (first
+    ``--demos-n``) or ``--demos-of CRITIC`` (that critic's own, hash-checked)."""
+    uses = demo_buffer or demo_starts
+    if demos is None and demos_of is None:
+        if uses or demos_n is not None or demos_data is not None:
+            raise ValueError("--demo-buffer / --demo-starts / --demos-n / --demos-data: need --demos FOLDER or --demos-of "
+                             "CRITIC.json")
+        return None, None
+    if demos is not None and demos_of is not None:
+        raise ValueError(f"--demos {str(demos)!r} and --demos-of {str(demos_of)!r}: expected one of them")
+    if not uses:
+        raise ValueError("--demos / --demos-of: expected --demo-buffer and / or --demo-starts P to use them")
+    from prm_critic.robotics.demos import load_demos
+
+    if demos_of is not None:
+        if demos_n is not None:
+            raise ValueError("--demos-n: --demos-of takes the critic's own demonstrations, expected no count")
+        meta = json.loads(Path(demos_of).read_text())
+        rec = meta.get("meta", meta).get("demonstrations")
+        if not isinstance(rec, dict):
+            raise ValueError(f"--demos-of: {str(demos_of)!r} records no demonstrations (a critic trained on them, by "
+                             "train_potential.py --label demo_progress, does)")
+        folder = Path(demos_data) if demos_data is not None else Path("critic_data") / rec["folder"]
+        d = load_demos(folder).subset(rec["episodes"])
+        if d.sha256 != rec["sha256"]:
+            raise ValueError(f"--demos-of: the demonstrations of {str(folder)!r} (SHA-256 {d.sha256[:12]}) are not those "
+                             f"{str(demos_of)!r} was trained on ({rec['sha256'][:12]}); collect them with the critic's "
+                             "recorded command")
+        name = Path(demos_of).stem
+    else:
+        if demos_data is not None:
+            raise ValueError("--demos-data: names the folder of --demos-of; with --demos give the folder itself")
+        d = load_demos(demos, demos_n)
+        name = f"{Path(demos).name}{len(d)}"
+    if d.spec.env_id != task:
+        raise ValueError(f"--demos: demonstrations of {d.spec.env_id!r}, expected {task!r}'s")
+    name += ("-buffer" if demo_buffer else "") + (f"-starts{demo_starts:g}" if demo_starts else "")
+    return d, name
 
 
 def run_dir(task: str, label: str, seed: int, root: Path = RESULTS) -> Path:
@@ -195,7 +248,9 @@ def run_one(task: str, config: str, seed: int, steps: int | None = None, *, scal
             learning_starts: int | None = None, critic: "str | Path | None" = None, head: str = "success",
             refresh: bool = False, early_stop: float = 0.8, early_stop_min_steps: int | None = None,
             random_weights_seed: int | None = None, backend: str = "sb3", anneal_steps: int | None = None,
-            anneal_end: float = 0.0) -> Path:
+            anneal_end: float = 0.0, demos: "str | Path | None" = None, demos_n: int | None = None,
+            demos_of: "str | Path | None" = None, demos_data: "str | Path | None" = None, demo_buffer: bool = False,
+            demo_starts: float = 0.0) -> Path:
     """One run; ``eval_freq``, ``eval_episodes`` and ``learning_starts`` override the task's settings
     (``None``: the task's own, as in the benchmark's results). ``early_stop`` (``0``: off) and
     ``early_stop_min_steps`` (``None``: the task's headline budget) as in the module docstring."""
@@ -258,7 +313,9 @@ def run_one(task: str, config: str, seed: int, steps: int | None = None, *, scal
         if load_spec(spec).env_id != task:
             raise ValueError(f"--spec: {str(spec)!r} is a spec for {load_spec(spec).env_id!r}, expected one for {task!r}")
     anneal = None if anneal_steps is None else (anneal_steps, float(anneal_end))
-    label = config_label(config, scale, prune, spec, critic, head, refresh, random_weights_seed, backend, anneal)
+    demo_set, demo_name = select_demos(demos, demos_n, demos_of, demos_data, demo_buffer, demo_starts, task)
+    label = config_label(config, scale, prune, spec, critic, head, refresh, random_weights_seed, backend, anneal,
+                         demo_name)
     out = run_dir(task, label, seed, root)
     marker = out / "done.json"
     state_ptr = out / "resume" / "latest.json"
@@ -323,6 +380,7 @@ def run_one(task: str, config: str, seed: int, steps: int | None = None, *, scal
                 threshold=early_stop, consecutive=2,
                 min_steps=TASKS[task]["steps"] if early_stop_min_steps is None else early_stop_min_steps),
             scale_schedule=None if anneal is None else dict(end=anneal[1], steps=anneal[0]),
+            demos=demo_set, demo_buffer=demo_buffer, demo_starts=demo_starts,
         )
         wall = time.perf_counter() - t0
         rows = model.prm_eval.rows
@@ -341,6 +399,7 @@ def run_one(task: str, config: str, seed: int, steps: int | None = None, *, scal
             "resumed_from": model.prm_resumed_from,
             "early_stop": model.prm_config.get("early_stop"), "stopped_early_at": model.prm_config.get("stopped_early_at"),
             "final_success": rows[-1]["success_rate"] if rows else None,
+            "demos": model.prm_config.get("demos"),
             "episodes": stats.n_episodes, "pruned_episodes": stats.pruned_episodes,
             "pruned_env_steps": int(sum(h["l"] for h in stats.history if h["pruned"])),
             "train_success_last100": (sum(h["success"] for h in stats.history[-100:]) / max(1, len(stats.history[-100:]))),
@@ -386,6 +445,16 @@ def main(argv=None) -> int:
                    help="prm_her: move the shaping scale linearly from --scale to --anneal-end over N env steps "
                         "(label suffix _anneal<N>)")
     p.add_argument("--anneal-end", type=float, default=0.0, help="--anneal-steps: the final scale (default 0)")
+    p.add_argument("--demos", type=Path, default=None, metavar="FOLDER",
+                   help="demonstrations: the successful episodes of a collect folder (first --demos-n)")
+    p.add_argument("--demos-n", type=int, default=None, metavar="N", help="--demos: the first N successful episodes")
+    p.add_argument("--demos-of", type=Path, default=None, metavar="CRITIC",
+                   help="demonstrations: exactly those a critic checkpoint (.json) records (hash-checked)")
+    p.add_argument("--demos-data", type=Path, default=None, metavar="FOLDER",
+                   help="--demos-of: the folder holding them (default critic_data/<recorded folder name>)")
+    p.add_argument("--demo-buffer", action="store_true", help="put the demonstrations into the replay buffer")
+    p.add_argument("--demo-starts", type=float, default=0.0, metavar="P",
+                   help="start training episodes from demonstration states with probability P")
     a = p.parse_args(argv)
     try:
         run_one(a.task, a.config, a.seed, a.steps, scale=a.scale, prune=a.prune, algo=a.algo, root=a.root,
@@ -393,7 +462,8 @@ def main(argv=None) -> int:
                 learning_starts=a.learning_starts, critic=a.critic, head=a.head, refresh=a.refresh,
                 early_stop=a.early_stop, early_stop_min_steps=a.early_stop_min_steps,
                 random_weights_seed=a.random_weights, backend=a.backend, anneal_steps=a.anneal_steps,
-                anneal_end=a.anneal_end)
+                anneal_end=a.anneal_end, demos=a.demos, demos_n=a.demos_n, demos_of=a.demos_of,
+                demos_data=a.demos_data, demo_buffer=a.demo_buffer, demo_starts=a.demo_starts)
     except RunInProgress as exc:
         print(exc, flush=True)
         return EXIT_HELD

@@ -179,8 +179,12 @@ def resolve_critic(critic: Any, spec: "str | TaskSpec | None", env=None) -> Base
 
 def make_train_env(spec: "str | TaskSpec", *, critic: Any = None, shaping: str | None = None, scale: float = 1.0,
                    gamma: float = 0.99, head: str = "progress", prune: Mapping[str, Any] | None = None,
-                   monitor_file: str | None = None, **make_kwargs):
+                   monitor_file: str | None = None, demo_starts: Mapping[str, Any] | None = None, **make_kwargs):
     """One training env: ``make_env -> shaper -> pruner -> PRMMonitor`` (module docstring).
+
+    ``demo_starts``: ``None`` or ``dict(demos=Demonstrations, prob=p)``: a
+    :class:`~prm_critic.wrappers.demo_starts.DemoStarts` directly on the task env (under the shaper), so
+    that episodes start from demonstration states with probability ``p``.
 
     ``critic`` is resolved by :func:`resolve_critic` against this env (a path is loaded per call:
     pass a :class:`BaseCritic` to share one instance across vector envs).
@@ -193,6 +197,10 @@ def make_train_env(spec: "str | TaskSpec", *, critic: Any = None, shaping: str |
     if (shaping is not None or prune is not None) and critic is None:
         raise ValueError(f"critic: shaping={shaping!r} / prune={prune!r} need a critic, got None")
     env = make_env(spec, **make_kwargs)
+    if demo_starts is not None:
+        from prm_critic.wrappers.demo_starts import DemoStarts
+
+        env = DemoStarts(env, demo_starts["demos"], prob=demo_starts["prob"])
     crit = resolve_critic(critic, spec, env)
     from prm_critic import wrappers
 

@@ -91,8 +91,9 @@ def train_policy(task: "str | TaskSpec", *, algo: str = "sac", critic: Any = Non
                  callbacks: list | None = None, progress: bool = True, checkpoint_freq: int | None = None,
                  resume: bool = False, verbose: int = 0, progress_bar: bool | None = None,
                  backend: str = DEFAULT_BACKEND, torch_threads: int | None = 1,
-                 early_stop: Mapping[str, Any] | None = None, scale_schedule: Mapping[str, Any] | None = None):
-    """Train a policy on ``task`` with optional PRM shaping, HER and dead-end pruning.
+                 early_stop: Mapping[str, Any] | None = None, scale_schedule: Mapping[str, Any] | None = None,
+                 demos: Any = None, demo_buffer: bool = False, demo_starts: float = 0.0):
+    """Train a policy on ``task`` with optional PRM shaping, HER, dead-end pruning and demonstrations.
 
     Args:
         task: built-in spec name, TOML path or :class:`TaskSpec`.
@@ -159,6 +160,16 @@ def train_policy(task: "str | TaskSpec", *, algo: str = "sac", critic: Any = Non
             (:class:`~prm_critic.sb3.callbacks.ShapingScaleSchedule`), for ``shaping="potential"``
             with ``her=True``, whose replay buffer rescales every sampled reward to the scale of the
             moment. Part of the resume configuration.
+        demos: ``None``, a demonstrations folder (its successful episodes, :func:`prm_critic.robotics.demos.load_demos`)
+            or :class:`~prm_critic.robotics.demos.Demonstrations`, used without a reward model by
+            ``demo_buffer`` and / or ``demo_starts`` (at least one). Its record (folder, count, episodes,
+            SHA-256) is ``model.prm_config["demos"]``, part of the resume configuration.
+        demo_buffer: replay every demonstration through a copy of the training env chain (same shaper) from
+            its exact first state and put its transitions into the replay buffer before training (off-policy,
+            ``n_envs=1``; :func:`prm_critic.sb3.demos.add_demos_to_buffer`); the buffer is enlarged by their
+            steps so they are never overwritten, and HER relabels them like the learner's own.
+        demo_starts: the probability in [0, 1] that a training episode starts from a demonstration state
+            (:class:`~prm_critic.wrappers.demo_starts.DemoStarts`; evaluation always starts from the env's reset).
 
     Returns:
         The trained SB3 (or SBX) model. ``model.prm_config`` holds the run's JSON-able configuration,
@@ -170,7 +181,7 @@ def train_policy(task: "str | TaskSpec", *, algo: str = "sac", critic: Any = Non
         log_dir=log_dir, algo_kwargs=algo_kwargs, normalize_obs=normalize_obs, callbacks=callbacks,
         progress=progress, checkpoint_freq=checkpoint_freq, resume=resume, verbose=verbose,
         progress_bar=progress_bar, backend=backend, torch_threads=torch_threads, early_stop=early_stop,
-        scale_schedule=scale_schedule)
+        scale_schedule=scale_schedule, demos=demos, demo_buffer=demo_buffer, demo_starts=demo_starts)
     with _torch_threads(config.torch_threads):
         return _train(config)
 
@@ -213,6 +224,9 @@ class TrainPolicyConfig:
     torch_threads: int | None = 1
     early_stop: Mapping[str, Any] | None = None
     scale_schedule: Mapping[str, Any] | None = None
+    demos: Any = None
+    demo_buffer: bool = False
+    demo_starts: float = 0.0
 
     def __post_init__(self) -> None:
         checked = functools.partial(object.__setattr__, self)  # frozen: the checked values replace the given
@@ -252,6 +266,7 @@ class TrainPolicyConfig:
         validate.positive_int("torch_threads", self.torch_threads, allow_none=True)
         checked("early_stop", _check_early_stop(self.early_stop, self.eval_freq))
         checked("scale_schedule", _check_scale_schedule(self.scale_schedule, shaping, self.her))
+        checked("demos", _check_demos(self))
 
 
 @contextlib.contextmanager
@@ -286,6 +301,30 @@ def _check_early_stop(early_stop: Mapping[str, Any] | None, eval_freq: int | Non
     return out
 
 
+def _check_demos(c: "TrainPolicyConfig") -> Any:
+    """The run's :class:`~prm_critic.robotics.demos.Demonstrations` (``None`` without), after checking that they
+    are used and can be."""
+    validate.check_flag("demo_buffer", c.demo_buffer)
+    starts = validate.check_prob("demo_starts", c.demo_starts)
+    if c.demos is None:
+        if c.demo_buffer or starts:
+            raise ValueError(f"demos: demo_buffer={c.demo_buffer!r} / demo_starts={c.demo_starts!r} need demonstrations "
+                             "(a data folder or load_demos(...)), got demos=None")
+        return None
+    if not (c.demo_buffer or starts):
+        raise ValueError("demos: given, but neither demo_buffer=True nor demo_starts > 0 uses them")
+    from prm_critic.robotics.demos import Demonstrations, load_demos
+
+    demos = c.demos if isinstance(c.demos, Demonstrations) else load_demos(c.demos)
+    if demos.spec.env_id != load_spec(c.task).env_id:
+        raise ValueError(f"demos: demonstrations of {demos.spec.env_id!r} ({str(demos.folder)!r}) cannot train "
+                         f"{load_spec(c.task).env_id!r}")
+    if c.demo_buffer and (c.algo not in OFF_POLICY or c.n_envs != 1):
+        raise ValueError(f"demo_buffer: demonstrations go into an off-policy replay buffer of one env, got algo={c.algo!r}, "
+                         f"n_envs={c.n_envs}")
+    return demos
+
+
 def _check_scale_schedule(schedule: Mapping[str, Any] | None, shaping: str | None, her: bool) -> dict[str, Any] | None:
     if schedule is None:
         return None
@@ -308,6 +347,10 @@ def _train(config: TrainPolicyConfig):
     critic_obj = critic if (critic is None or is_subgoal) else resolve_critic(critic, spec)
     env_kwargs = dict(critic=critic_obj, shaping=c.shaping, scale=float(c.scale), gamma=gamma, head=c.head,
                       prune=c.prune)
+    if c.demo_starts:
+        env_kwargs["demo_starts"] = {"demos": c.demos, "prob": float(c.demo_starts)}
+    if c.demo_buffer:  # room for the demonstrations beside the whole run: they are never overwritten
+        kw["buffer_size"] = int(kw["buffer_size"]) + len(c.demos.t)
     venv = make_vec_train_env(spec, c.n_envs, seed=c.seed, **env_kwargs)
     if c.normalize_obs:
         VecNormalize = require("stable_baselines3.common.vec_env").VecNormalize
@@ -342,10 +385,19 @@ def _train(config: TrainPolicyConfig):
     }
     if c.scale_schedule is not None:  # absent without one: training states written before it still resume
         model.prm_config["scale_schedule"] = dict(c.scale_schedule)
+    if c.demos is not None:  # absent without: training states written before demonstrations still resume
+        model.prm_config["demos"] = {**c.demos.record(), "buffer": bool(c.demo_buffer),
+                                     "starts": float(c.demo_starts)}
     model.prm_resumed_from = []
     if log_path is not None and (c.checkpoint_freq is not None or c.resume):
         _restore_and_checkpoint(model, venv, log_path / "resume", c, kw=kw, fitted=fitted, stats=stats,
                                 evaluator=evaluator, cbs=cbs)
+    if c.demo_buffer and not model.prm_resumed_from:  # a resumed buffer holds them already
+        from prm_critic.sb3.demos import add_demos_to_buffer
+        from prm_critic.sb3.envs import make_train_env
+
+        demo_env = {**env_kwargs, "demo_starts": {"demos": c.demos, "prob": 0.0}, "prune": None}
+        model.prm_demo_steps = add_demos_to_buffer(model, c.demos, lambda: make_train_env(spec, **demo_env))
     _learn(model, total_steps, cbs, bar)
     model.prm_config["trained_steps"] = int(model.num_timesteps)
     model.prm_config["early_stop"] = c.early_stop
@@ -570,12 +622,43 @@ def _check_resume_config(saved: Mapping[str, Any], now: Mapping[str, Any], where
 
 def predict(model, obs, deterministic: bool = True):
     """``model.predict`` on a raw observation (single or batched), normalising it first with the
-    model's ``VecNormalize`` statistics when it was trained with ``normalize_obs=True``."""
+    model's ``VecNormalize`` statistics when it was trained with ``normalize_obs=True``.
+
+    An observation that does not fit the policy's observation space (another key set, another width:
+    an observation of another task) is refused naming the policy's task, the key and both shapes.
+    An observation of another task with the same shapes cannot be told from its values: load the
+    policy with that task's env (:func:`~prm_critic.sb3.load_policy` checks the env's id).
+    """
+    _check_obs(model, obs)
     getter = getattr(model, "get_vec_normalize_env", None)  # any object with .predict works too
     vn = getter() if getter is not None else None
     if vn is not None:
         obs = vn.normalize_obs(obs)
     return model.predict(obs, deterministic=deterministic)
+
+
+def _check_obs(model, obs) -> None:
+    """Refuse an observation that does not fit ``model.observation_space`` (single or batched)."""
+    import numpy as np
+
+    space = getattr(model, "observation_space", None)
+    shapes = getattr(space, "spaces", None)
+    task = (getattr(model, "prm_checkpoint", None) or {}).get("task") or getattr(model, "prm_config", {}).get("task")
+    whose = f"the policy (task {task!r})" if task else "the policy"
+    if isinstance(shapes, Mapping):
+        if not isinstance(obs, Mapping) or set(obs) != set(shapes):
+            got = sorted(obs) if isinstance(obs, Mapping) else type(obs).__name__
+            raise ValueError(f"obs: {whose} takes a dict with keys {sorted(shapes)}, got {got}; is it an observation "
+                             "of another task?")
+        items = [(f"obs[{k!r}]", np.shape(obs[k]), sub.shape) for k, sub in shapes.items()]
+    elif getattr(space, "shape", None):
+        items = [("obs", np.shape(obs), space.shape)]
+    else:
+        return
+    for name, got, want in items:
+        if want is not None and tuple(got[len(got) - len(want):]) != tuple(want) or len(got) > len(want) + 1:
+            raise ValueError(f"{name}: {whose} takes shape {tuple(want)} (or a batch of it), got {tuple(got)}; is it "
+                             "an observation of another task?")
 
 
 def _registered_max_steps(spec: TaskSpec) -> int | None:
