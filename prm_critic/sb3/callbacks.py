@@ -12,6 +12,10 @@
       prm/subgoal_hit/<name>  fraction of the window's episodes in which subgoal <name> held
 
   The episode values come from :class:`~prm_critic.sb3.monitor.PRMMonitor`'s ``info["episode"]``.
+  Without it (SB3's own ``Monitor`` before or after the shaper, or none) the callback sums each
+  env's episode itself from the step's ``rewards`` and ``info["prm_original_reward"]``, so the two
+  returns are never each other's; ``prm/train_success`` and the subgoal hits need ``PRMMonitor``
+  (the spec's success rule) and are not logged without it.
 
 * :class:`UnshapedSuccessEval` runs ``n_episodes`` deterministic episodes every ``eval_freq``
   env steps on a separate env built **without** shaper or pruner, and appends a row
@@ -66,6 +70,25 @@ def read_eval_csv(path: str | os.PathLike) -> list[dict[str, float]]:
         return [{k: float(v) for k, v in r.items()} for r in csv.DictReader(f)]
 
 
+def check_shaping_gamma(model: Any, venv: Any) -> None:
+    """Refuse a potential-based shaper in ``venv`` whose gamma is not ``model.gamma``: the shaping keeps
+    the optimal policy only under the learner's own discount (what :class:`PRMStatsCallback` checks at
+    training start; ``train_policy`` and the zoo's ``PRMWrapper`` take the algorithm's gamma)."""
+    import math
+
+    from prm_critic.wrappers._common import shapers_in
+
+    model_gamma = getattr(model, "gamma", None)
+    if model_gamma is None:
+        return
+    for shaper in shapers_in(venv):
+        if shaper.mode == "potential" and not math.isclose(shaper.gamma, float(model_gamma), rel_tol=0.0, abs_tol=1e-12):
+            raise ValueError(
+                f"gamma: the {type(shaper).__name__} shapes with gamma={shaper.gamma}, but {type(model).__name__}'s "
+                f"model.gamma is {float(model_gamma)}; potential-based shaping keeps the optimal policy only with the "
+                "learner's own discount: build the shaper with gamma=model.gamma")
+
+
 class PRMStatsCallback(BaseCallback):
     """Record PRM statistics (see module docstring) to the SB3 logger.
 
@@ -85,15 +108,33 @@ class PRMStatsCallback(BaseCallback):
         self.n_episodes = 0
         #: one dict per finished episode: env_steps, r (shaped), r_original, pruned, success, ...
         self.history: list[dict[str, Any]] = []
+        self._sums = np.zeros((0, 3))  # per env: shaped return, original return, length of the running episode
+
+    def _on_training_start(self) -> None:
+        self._sums = np.zeros((0, 3))  # a (resumed) run starts new episodes
+        check_shaping_gamma(self.model, self.training_env)
 
     def _on_step(self) -> bool:
         infos = self.locals.get("infos", [])
-        for info in infos:
+        rewards, dones = self.locals.get("rewards"), self.locals.get("dones")
+        if len(self._sums) != len(infos):
+            self._sums = np.zeros((len(infos), 3))
+        for i, info in enumerate(infos):
             if "prm_phi" in info:
                 self._phi.append(float(np.mean(info["prm_phi"])))
             if "prm_shaping" in info:
                 self._shaping.append(float(np.mean(info["prm_shaping"])))
+            r = float(np.asarray(rewards).reshape(-1)[i]) if rewards is not None else float("nan")
+            self._sums[i] += (r, float(info.get("prm_original_reward", r)), 1.0)
             ep = self._episode_of(info)
+            done = bool(np.asarray(dones).reshape(-1)[i]) if dones is not None else ep is not None
+            if ep is not None and "r_original" not in ep or ep is None and done:
+                # SB3's Monitor (which sums whichever reward it sees: the shaped one after the shaper, the env's
+                # before it) or no monitor: this episode's two returns as summed here
+                ep = {**(ep or {}), "r": self._sums[i, 0], "r_original": self._sums[i, 1], "l": int(self._sums[i, 2]),
+                      "pruned": bool(info.get("prm_pruned", False))}
+            if done or ep is not None:
+                self._sums[i] = 0.0
             if ep is not None:
                 self.n_episodes += 1
                 self.pruned_episodes += int(bool(ep.get("pruned", False)))
@@ -141,7 +182,9 @@ class PRMStatsCallback(BaseCallback):
         lg.record("prm/ep_return_shaped", float(np.mean([e["r"] for e in eps])))
         lg.record("prm/ep_return_original", float(np.mean([e.get("r_original", e["r"]) for e in eps])))
         lg.record("prm/pruned_frac", float(np.mean([bool(e.get("pruned", False)) for e in eps])))
-        lg.record("prm/train_success", float(np.mean([bool(e.get("success", False)) for e in eps])))
+        judged = [bool(e["success"]) for e in eps if "success" in e]  # PRMMonitor's spec rule
+        if judged:
+            lg.record("prm/train_success", float(np.mean(judged)))
         names = sorted({k for e in eps for k in e.get("subgoals", {})})
         for n in names:
             lg.record(f"prm/subgoal_hit/{n}", float(np.mean([bool(e.get("subgoals", {}).get(n, False)) for e in eps])))

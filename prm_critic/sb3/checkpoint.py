@@ -324,6 +324,7 @@ def load_policy(path: str | os.PathLike, env=None, *, device: str = "auto", back
                                     f"load it with backend={saved!r} (or None)")
     kw = _rebuild_kwargs(meta, str(j), saved)
     env = _policy_env(meta, env)
+    _check_env_task(meta, env, j)
     state = _read_weights(w, j, saved)
     norm = meta.get("vec_normalize")
     if norm:
@@ -375,6 +376,22 @@ def _policy_env(meta: Mapping[str, Any], env):
         e = env
         env = DummyVecEnv([lambda: e])
     return env
+
+
+def _check_env_task(meta: Mapping[str, Any], venv, j: Path) -> None:
+    """Refuse an env of another task than the policy's (``policy.json``'s spec env id against the
+    env's gymnasium id; an env without an id is checked by its spaces only)."""
+    want = ((meta.get("spec") or {}).get("task") or {}).get("env_id")
+    try:
+        specs = venv.get_attr("spec")
+    except Exception:  # an env without a gymnasium spec: nothing to compare
+        return
+    got = sorted({s.id for s in specs if isinstance(getattr(s, "id", None), str)})
+    if want and got and got != [want]:
+        raise PolicyCheckpointError(
+            f"env: {str(j)!r} is a policy for task {meta.get('task')!r} (env id {want!r}), but the env given is "
+            f"{', '.join(map(repr, got))}; a policy does not carry over to another task: give an env of {want!r} "
+            "(or env=None for its own)")
 
 
 def _read_weights(w: Path, j: Path, backend: str) -> dict[str, Any]:

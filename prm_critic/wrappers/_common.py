@@ -327,12 +327,90 @@ def setup_shaper(obj: ShaperBase, config: ShaperConfig, *, space: Any, env_id: s
     obj.fallback = config.fallback
     obj.layout = config.critic_layout
     obj.info_subgoals = config.info_subgoals
+    check_not_shaped(obj, where=where)
     check_critic_space(critic, obj.layout, space, env_id, where=where)
     check_critic_env(critic, obj.layout, env_id, space, allow_task_mismatch=config.allow_task_mismatch,
                      explicit_layout=config.layout is not None, stacklevel=4)
     obj.allow_task_mismatch = config.allow_task_mismatch
+    check_make_kwargs(config.task_spec, env, stacklevel=4)
     attach_subgoal_evaluator(obj, critic, config.task_spec, env)
     obj._caller = CriticCaller(obj.critic, obj.head, obj.deadline_s)
+
+
+def _inner_envs(env: Any) -> list:
+    """The envs ``env`` wraps directly: a gymnasium wrapper's ``env``, an SB3 ``VecEnvWrapper``'s
+    ``venv``, a ``DummyVecEnv``'s ``envs`` (a subprocess vector env's envs cannot be seen)."""
+    own = getattr(env, "__dict__", {})  # the env's own attributes: no lookup forwarded down the chain
+    envs = own.get("envs")
+    return [own[name] for name in ("env", "venv") if name in own] + (list(envs) if isinstance(envs, (list, tuple)) else [])
+
+
+def shapers_in(env: Any) -> list["ShaperBase"]:
+    """Every PRM reward shaper in ``env``'s wrapper chain, ``env`` included (gymnasium wrappers, SB3
+    ``VecEnvWrapper`` s and the envs of a ``DummyVecEnv``; a subprocess vector env's envs cannot be seen)."""
+    todo, found, seen = [env], [], 0
+    while todo and seen < 10_000:
+        e = todo.pop()
+        seen += 1
+        if isinstance(e, ShaperBase):
+            found.append(e)
+        todo.extend(_inner_envs(e))
+    return found
+
+
+def check_not_shaped(obj: Any, *, where: str = "env") -> None:
+    """Refuse a shaper around an env that is already shaped (anywhere down its wrapper chain): the
+    second shaper would shape the shaped reward again and report it as ``prm_original_reward``."""
+    for inner in _inner_envs(obj):
+        for env in shapers_in(inner)[:1]:
+            raise validate.ArgumentError(
+                f"{where}: already wrapped by a {type(env).__name__} (gamma={env.gamma}, mode={env.mode!r}, critic "
+                f"{type(env.critic).__name__}); a second {type(obj).__name__} (gamma={obj.gamma}, critic "
+                f"{type(obj.critic).__name__}) would shape the shaped reward again and report it as "
+                "info['prm_original_reward']; expected one shaper per env (give the env before shaping, or combine "
+                "the critics into one)")
+
+
+#: make-kwargs mismatches already warned about in this process: (spec, key, env value)
+_WARNED_MAKE_KWARGS: set = set()
+
+
+def _plain(v: Any) -> Any:
+    return [_plain(x) for x in v] if isinstance(v, (list, tuple)) else v
+
+
+def check_make_kwargs(spec: TaskSpec | None, env: Any, *, stacklevel: int = 3) -> None:
+    """Warn (once per mismatch) when ``env`` was made without its task spec's ``make_kwargs`` (plain
+    ``gym.make(env_id)``: a PointMaze that keeps going after its goal, a kitchen with other tasks),
+    naming both values. An env not made by ``gym.make`` records no kwargs and is not checked."""
+    if spec is None or not spec.make_kwargs or env is None:
+        return
+    base = getattr(env, "unwrapped", None)
+    env_spec = getattr(base, "spec", None)
+    made = getattr(env_spec, "kwargs", None)
+    if not isinstance(made, Mapping):
+        return
+    try:
+        params = inspect.signature(type(base).__init__).parameters
+    except (TypeError, ValueError):
+        params = {}
+    diffs = []
+    for key, want in spec.make_kwargs.items():
+        if key in made:
+            got = made[key]
+        elif key in params and params[key].default is not inspect.Parameter.empty:
+            got = params[key].default
+        else:
+            got = "(not given)"
+        if _plain(got) != _plain(want) and (spec.name, key, repr(got)) not in _WARNED_MAKE_KWARGS:
+            _WARNED_MAKE_KWARGS.add((spec.name, key, repr(got)))
+            diffs.append(f"{key}={got!r} in the env, {want!r} in the spec")
+    if diffs:
+        warnings.warn(
+            f"env: {getattr(env_spec, 'id', '?')!r} was made without the make_kwargs of task spec {spec.name!r} ("
+            + "; ".join(diffs) + "); the critic's scores and the spec's success rule assume the spec's. Make it with "
+            f"prm_critic.robotics.make_env({spec.name!r}), or gym.make(env_id, **spec.make_kwargs)",
+            UserWarning, stacklevel=stacklevel)
 
 
 class CallerStats:
