@@ -67,17 +67,17 @@ ITEMS = {
     37: "MCTS over a forkable tool environment: policy and critic call budgets honoured, with the stop reason",
     38: "Ecosystem fit: install hints from the installed distribution, vector shapers given the other env kind, collect into a folder of other settings, Ctrl-C",
     39: "Served agent threads (a new game, a finished episode continued) and ONNX IR versions below the opset's",
-    40: "Output folders: the same run resumes, another is refused naming what differs, --overwrite replaces it whole",
-    41: "Shaping under plain stable-baselines3: gamma against the algorithm's, a shaper wrapped twice, make_kwargs",
-    42: "PRMStatsCallback under plain stable-baselines3: the env's own return, with or without PRMMonitor",
-    43: "A policy checkpoint on another task's env",
-    44: "Clear errors instead of tracebacks: files where folders go, ensemble files, graphs, Ray, Ctrl-C, --resume",
     40: "Every critic path gives score's result: a fast path inherited past an overridden score, check_critic on fast paths",
     41: "StepScores contract (shape, range [0, 1], finite, extra heads) at the critic node, best-of-N, beam and MCTS",
     42: "Ensemble members and train_policy's resume fingerprint: architecture and layout hashed with the weights",
     43: "Critic inputs: the env's own observation (dict or array) where the critic knows its layout",
     44: "Tool-call ids reused by a model ('call_0' every time, or '') in the critic node, best-of-N and the backtracker",
     45: "CheckpointBacktracker after the critic node's backtrack verdict, in the README's graph, default as_node",
+    60: "Output folders: the same run resumes, another is refused naming what differs, --overwrite replaces it whole",
+    61: "Shaping under plain stable-baselines3: gamma against the algorithm's, a shaper wrapped twice, make_kwargs",
+    62: "PRMStatsCallback under plain stable-baselines3: the env's own return, with or without PRMMonitor",
+    63: "A policy checkpoint on another task's env",
+    64: "Clear errors instead of tracebacks: files where folders go, ensemble files, graphs, Ray, Ctrl-C, --resume",
 }
 
 
