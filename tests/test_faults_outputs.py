@@ -1,4 +1,4 @@
-"""Output folders (reliability item 40): one rule for every command's output. The same run resumes,
+"""Output folders (reliability item 60): one rule for every command's output. The same run resumes,
 another run is refused naming each setting that differs, and ``--overwrite`` replaces it whole,
 leaving no file of the old run behind. Real collection (PointMaze, MuJoCo), real critic training.
 """
@@ -14,7 +14,7 @@ from prm_critic._io import OutputExistsError
 
 pytestmark = pytest.mark.fault
 
-ITEM = 40
+ITEM = 60
 TASK = "PointMaze_UMaze-v3"
 
 

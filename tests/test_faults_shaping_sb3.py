@@ -1,7 +1,7 @@
-"""Shaping under plain stable-baselines3 (reliability items 41 and 42): a shaper gamma unlike the
+"""Shaping under plain stable-baselines3 (reliability items 61 and 62): a shaper gamma unlike the
 algorithm's, a shaper wrapped twice, a task made with plain ``gym.make`` without its spec's
 ``make_kwargs``, and ``PRMStatsCallback`` without ``PRMMonitor`` (SB3's own ``Monitor`` after the
-shaper, or before it); and a policy checkpoint on another task's env (item 43). Real MuJoCo envs,
+shaper, or before it); and a policy checkpoint on another task's env (item 63). Real MuJoCo envs,
 real SB3 (SAC collecting, no gradient step needed), the spec's subgoal critic.
 """
 
@@ -46,7 +46,7 @@ def test_shaper_gamma_unlike_the_algorithms_is_refused_at_training_start():
 
     venv = VecNormalize(DummyVecEnv([lambda: Monitor(_shaped_reach(gamma=0.95))]), norm_reward=False)
     model = _sac(venv, gamma=0.99)
-    with loud(41, "PRMRewardShaper gamma 0.95 under SAC gamma 0.99 (plain SB3, VecNormalize, PRMStatsCallback)",
+    with loud(61, "PRMRewardShaper gamma 0.95 under SAC gamma 0.99 (plain SB3, VecNormalize, PRMStatsCallback)",
               ValueError, match=r"gamma: the PRMRewardShaper shapes with gamma=0\.95, but SAC's model\.gamma is 0\.99"):
         model.learn(total_timesteps=10, callback=PRMStatsCallback())
     venv.close()
@@ -61,11 +61,11 @@ def test_a_shaper_wrapped_twice_is_refused():
     from prm_critic.wrappers import PRMRewardShaper
 
     shaped = _shaped_reach(gamma=0.99)
-    with loud(41, "PRMRewardShaper around an env already wrapped by a PRMRewardShaper (a Monitor between them)",
+    with loud(61, "PRMRewardShaper around an env already wrapped by a PRMRewardShaper (a Monitor between them)",
               ValueError, match=r"env: already wrapped by a PRMRewardShaper \(gamma=0\.99, mode='potential', critic "
                                 r"SubgoalCritic\); a second PRMRewardShaper"):
         PRMRewardShaper(Monitor(shaped), SubgoalCritic(REACH, shaped), gamma=0.99)
-    with loud(41, "SB3VecPRMRewardShaper around a DummyVecEnv of shaped envs", ValueError,
+    with loud(61, "SB3VecPRMRewardShaper around a DummyVecEnv of shaped envs", ValueError,
               match=r"venv: already wrapped by a PRMRewardShaper .* a second SB3VecPRMRewardShaper"):
         SB3VecPRMRewardShaper(DummyVecEnv([lambda: Monitor(_shaped_reach(gamma=0.99))]),
                               SubgoalCritic(REACH, shaped), gamma=0.99)
@@ -93,7 +93,7 @@ def test_a_task_made_without_its_specs_make_kwargs_warns_naming_both_values():
         PRMRewardShaper(gym.make(task), critic, gamma=0.99)
         good = make_env(task)
         PRMRewardShaper(good, SubgoalCritic(task, good), gamma=0.99)
-    correct(41, "PRMRewardShaper on PointMaze made by plain gym.make (no continuing_task=False)",
+    correct(61, "PRMRewardShaper on PointMaze made by plain gym.make (no continuing_task=False)",
             f"warned once: {msg}")
 
 
@@ -115,7 +115,7 @@ def test_stats_callback_under_sb3_monitor_after_the_shaper_logs_the_envs_own_ret
     for ep, monitored in zip(stats.history, venv.envs[0].get_episode_rewards()):
         assert ep["r_original"] == pytest.approx(-50.0)  # FetchReach: -1 per step until reached, 50 steps
         assert ep["r"] == pytest.approx(monitored, abs=1e-4) and abs(ep["r"] - ep["r_original"]) > 0.1
-    correct(42, "PRMStatsCallback with SB3's Monitor after the shaper (no PRMMonitor)",
+    correct(62, "PRMStatsCallback with SB3's Monitor after the shaper (no PRMMonitor)",
             f"ep_return_original {stats.history[0]['r_original']:.2f} (the env's), ep_return_shaped "
             f"{stats.history[0]['r']:.2f} (Monitor's)")
     venv.close()
@@ -137,14 +137,14 @@ def test_stats_callback_under_sb3_monitor_before_the_shaper_logs_the_shaped_retu
     for ep in stats.history:
         assert ep["r_original"] == pytest.approx(-50.0) and abs(ep["r"] + 50.0) > 0.1
     assert np.isfinite([e["r"] for e in stats.history]).all()
-    correct(42, "PRMStatsCallback with make_vec_env's Monitor before the shaper (no PRMMonitor)",
+    correct(62, "PRMStatsCallback with make_vec_env's Monitor before the shaper (no PRMMonitor)",
             f"ep_return_original {stats.history[0]['r_original']:.2f}, ep_return_shaped {stats.history[0]['r']:.2f} "
             "(the learner's reward, not Monitor's)")
     venv.close()
 
 
 # --------------------------------------------------------------------------------------------
-# a policy checkpoint on another task's env (reliability item 43)
+# a policy checkpoint on another task's env (reliability item 63)
 # --------------------------------------------------------------------------------------------
 
 
@@ -167,17 +167,17 @@ def test_a_policy_on_another_tasks_env_is_refused(tmp_path):
     from prm_critic.sb3.checkpoint import PolicyCheckpointError
 
     umaze = _saved_policy(tmp_path, "PointMaze_UMaze-v3")
-    with loud(43, "a PointMaze_UMaze-v3 policy loaded with a PointMaze_Medium-v3 env (same spaces)",
+    with loud(63, "a PointMaze_UMaze-v3 policy loaded with a PointMaze_Medium-v3 env (same spaces)",
               PolicyCheckpointError, match=r"is a policy for task 'PointMaze_UMaze-v3' \(env id 'PointMaze_UMaze-v3'\), "
                                            r"but the env given is 'PointMaze_Medium-v3'"):
         load_policy(umaze, make_env("PointMaze_Medium-v3"), device="cpu")
     reach = _saved_policy(tmp_path, "FetchReach-v4")
     push_obs = make_env("FetchPush-v4").reset(seed=0)[0]
-    with loud(43, "predict() of a FetchReach-v4 policy on a FetchPush-v4 observation", ValueError,
+    with loud(63, "predict() of a FetchReach-v4 policy on a FetchPush-v4 observation", ValueError,
               match=r"obs\['observation'\]: the policy \(task 'FetchReach-v4'\) takes shape \(10,\) \(or a batch of it\), "
                     r"got \(25,\); is it an observation of another task\?"):
         predict(load_policy(reach, device="cpu"), push_obs)
-    with loud(43, "a FetchReach-v4 policy loaded with a FetchPush-v4 env", PolicyCheckpointError,
+    with loud(63, "a FetchReach-v4 policy loaded with a FetchPush-v4 env", PolicyCheckpointError,
               match=r"but the env given is 'FetchPush-v4'"):
         load_policy(reach, make_env("FetchPush-v4"), device="cpu")
     own = make_env("FetchReach-v4").reset(seed=0)[0]
