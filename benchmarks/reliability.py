@@ -73,6 +73,8 @@ ITEMS = {
     43: "Critic inputs: the env's own observation (dict or array) where the critic knows its layout",
     44: "Tool-call ids reused by a model ('call_0' every time, or '') in the critic node, best-of-N and the backtracker",
     45: "CheckpointBacktracker after the critic node's backtrack verdict, in the README's graph, default as_node",
+    50: "Searches a lost state cannot fool: a lost game never the kept best nor the answer (beam, MCTS), terminal outcomes over the critic's score",
+    51: "Searches deterministic under their seed, however the beam's expand threads interleave",
     60: "Output folders: the same run resumes, another is refused naming what differs, --overwrite replaces it whole",
     61: "Shaping under plain stable-baselines3: gamma against the algorithm's, a shaper wrapped twice, make_kwargs",
     62: "PRMStatsCallback under plain stable-baselines3: the env's own return, with or without PRMMonitor",

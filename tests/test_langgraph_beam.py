@@ -71,7 +71,7 @@ def test_greedy_fails_where_beam_finds_the_goal():
     assert out["stop_reason"] == "solved"
     assert [s.split("\n")[0] for s in out["solution"]["steps"]] == [
         "call go(room=garden)", "call go(room=shed)", "call go(room=vault)"]
-    assert out["solution"]["step_scores"] == pytest.approx([0.6, 0.5, 0.95])
+    assert out["solution"]["step_scores"] == pytest.approx([0.6, 0.5, 1.0])  # solved: the env's outcome, not 0.95
     assert out["solution"]["score"] == pytest.approx(0.5)  # min aggregation
     # depth 1: 3 proposals; depth 2: hall 2 + garden 1 + cellar 1; depth 3: shed 1
     assert out["policy_calls"] == 8 and out["depth"] == 3
@@ -97,7 +97,7 @@ def test_beam_width_prunes_and_aggregates():
     # depth 1 keeps hall + garden, drops cellar by beam width; garden -> shed -> vault still wins
     assert events[0]["pruned_beam"] == 1 and out["pruned_beam"] >= 1
     assert out["stop_reason"] == "solved"
-    assert out["solution"]["score"] == pytest.approx(0.6 * 0.5 * 0.95, rel=1e-5)
+    assert out["solution"]["score"] == pytest.approx(0.6 * 0.5 * 1.0, rel=1e-5)  # solved: the vault step scores 1
 
 
 def test_all_candidates_under_the_threshold_keep_the_best_and_report_it():
@@ -116,8 +116,8 @@ def test_all_candidates_under_the_threshold_keep_the_best_and_report_it():
     old, _, _, events, _, _ = run(3, dead_end_threshold=0.99, on_all_pruned="stop")
     assert old["stop_reason"] == "dead_ends" and old["depth"] == 1 and old["best"] is None
     assert events == [{"type": "prm_beam_prune", "depth": 1, "candidates": 3, "kept": 0, "cut": 0.99,
-                       "all_pruned": True, "all_pruned_kept_best": False, "pruned_dead_end": 3, "pruned_beam": 0,
-                       "policy_calls": 3, "stop_reason": "dead_ends"}]
+                       "all_pruned": True, "all_pruned_kept_best": False, "pruned_dead_end": 3, "pruned_lost": 0,
+                       "pruned_beam": 0, "policy_calls": 3, "stop_reason": "dead_ends"}]
 
 
 def test_relative_threshold_follows_the_best_candidate():

@@ -90,8 +90,8 @@ def test_mcts_finds_the_vault_behind_the_misleading_hall():
     assert isinstance(out, SearchResult)
     assert out.stop_reason == "solved" and out.solved and out.state == "vault"
     assert [s.split("\n")[0] for s in out.steps] == ["call go(room=garden)", "call go(room=shed)", "call go(room=vault)"]
-    assert out.step_scores == pytest.approx((0.6, 0.5, 0.95))
-    assert out.score == pytest.approx(0.95)  # aggregate="last"
+    assert out.step_scores == pytest.approx((0.6, 0.5, 1.0))  # solved: the env's outcome, not the critic's 0.95
+    assert out.score == pytest.approx(1.0)  # aggregate="last"
     # the hall (0.9) is expanded first; its best continuation (0.15) pulls Q(hall) to 0.525, under the garden
     assert [e["leaf"] for e in out.events] == [0, 1, 2, 6]
     assert out.policy_calls == out.critic_calls == 3 + 2 + 1 + 1

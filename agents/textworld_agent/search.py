@@ -200,7 +200,7 @@ def run_beam(path: Game, rng: np.random.Generator, critic: BaseCritic, *, beam_w
         ex = TextEnvExpand(sim, policy, int(rng.integers(2**63)), step_text=step_text)
         g = build_beam_search_graph(ex, critic, beam_width=beam_width, branch_factor=branch_factor,
                                     max_depth=max_steps, dead_end_threshold=dead_end_threshold, budget=budget,
-                                    is_terminal=ex.is_won, aggregate=aggregate,
+                                    is_terminal=ex.is_won, is_lost=ex.is_lost, aggregate=aggregate,
                                     dead_end_mode=dead_end_mode, on_all_pruned=on_all_pruned).compile()
         out = g.invoke({"prompt": ex.prompt, "root": ex.root}, {"recursion_limit": 4 * max_steps + 10})
         sol = out.get("solution")
@@ -233,7 +233,7 @@ def run_mcts(path: Game, rng: np.random.Generator, critic: BaseCritic, *, branch
         ex = TextEnvExpand(sim, policy, int(rng.integers(2**63)), step_text=step_text)
         search = MCTSSearch(ex, critic, branch_factor=branch_factor, max_depth=max_steps, policy_budget=budget,
                             max_iterations=max_iterations or 2 * budget + 1, exploration=exploration, aggregate=aggregate,
-                            selection=selection, seed=seed, is_terminal=ex.is_won)
+                            selection=selection, seed=seed, is_terminal=ex.is_won, is_lost=ex.is_lost)
         out = search.invoke({"prompt": ex.prompt, "root": ex.root})
         st = out.state
         avoided = ex.lost - int(bool(st["lost"]))

@@ -20,12 +20,17 @@ Graph::
                                                         non-terminal candidates)
 
   A candidate with ``is_terminal(env_state)`` true is a solution (the best one is kept, even below
-  the threshold -- the environment, not the critic, says it is solved).
+  the threshold -- the environment, not the critic, says it is solved). Terminal outcomes known to
+  the environment override the critic's score of that step: a solved step scores 1, a step into a
+  finished lost game (``is_lost(env_state)``) scores 0; a lost game is a dead end whatever the cut,
+  never kept in the beam, never kept as the best dead end, never ``best`` (``pruned_lost`` counts
+  them; they are in ``pruned_dead_end`` too).
 
   When EVERY new non-terminal candidate is a dead end (an uncalibrated critic can score all of them
   under a fixed threshold), ``on_all_pruned="keep_best"`` (default) keeps the one with the best path
-  score (ties: proposal order) and goes on; the depth is counted in ``all_pruned_kept_best`` and
-  flagged in that depth's ``prm_beam_prune`` event. ``on_all_pruned="stop"`` (the earlier
+  score among those not lost (ties: proposal order) and goes on; the depth is counted in
+  ``all_pruned_kept_best`` and flagged in that depth's ``prm_beam_prune`` event. When every one is
+  lost there is nothing to keep: the search ends with ``stop_reason="dead_ends"``. ``on_all_pruned="stop"`` (the earlier
   behaviour) ends the search with ``stop_reason="dead_ends"``. With ``dead_end_mode="relative"``
   the best candidate always survives (its score is >= ``threshold * itself``).
 
@@ -37,10 +42,14 @@ LangGraph's last node must still see ``RemainingSteps >= 1``, so ``init`` and ``
 ``RemainingSteps < 3``. The search therefore never raises ``GraphRecursionError`` for
 ``recursion_limit >= 2`` (with 1 LangGraph cannot finish any node); with ``recursion_limit`` 2 or
 3 it stops at ``init`` (depth 0).
-The final state reports ``policy_calls``, ``pruned_dead_end``, ``pruned_beam``,
-``all_pruned_kept_best``, ``depth``, ``solution`` and ``best``. Every prune also streams a custom
-event ``{"type": "prm_beam_prune", "depth", "candidates", "kept", "cut", "all_pruned",
-"all_pruned_kept_best", "pruned_dead_end", "pruned_beam", "policy_calls", "stop_reason"}``.
+The final state reports ``policy_calls``, ``pruned_dead_end``, ``pruned_lost``, ``pruned_beam``,
+``all_pruned_kept_best``, ``depth``, ``solution``, ``best`` and ``stop_reason``; a search that stops
+before ``max_depth`` without a solution says why there (``"dead_ends"``, ``"no_proposals"``,
+``"budget"``, ``"recursion_limit"``), and :func:`beam_search_result` sets ``stats["stopped_early"]``
+when it ran out of candidates (``"dead_ends"``, ``"no_proposals"``).
+Every prune also streams a custom event ``{"type": "prm_beam_prune", "depth", "candidates", "kept",
+"cut", "all_pruned", "all_pruned_kept_best", "pruned_dead_end", "pruned_lost", "pruned_beam",
+"policy_calls", "stop_reason"}``.
 The shared :class:`~prm_critic.langgraph.search.SearchResult` of a finished run is
 :func:`beam_search_result` ``(final_state, events)``; the policy-call budget is checked by
 the shared :class:`~prm_critic.langgraph.search.SearchBudget` (``BeamConfig.guard``).
@@ -74,6 +83,8 @@ else:  # through require(), so a missing package names the extra to install
 __all__ = ["build_beam_search_graph", "BeamState", "beam_search_result"]
 
 STOP_REASONS = ("solved", "dead_ends", "no_proposals", "max_depth", "budget", "recursion_limit")
+#: stops where the search ran out of candidates before ``max_depth`` and any limit
+EARLY_STOPS = ("dead_ends", "no_proposals")
 DEAD_END_MODES = ("absolute", "relative")
 ON_ALL_PRUNED = ("keep_best", "stop")
 #: super-steps one more expand -> prune round needs (2), plus the one LangGraph needs after it
@@ -99,6 +110,7 @@ class BeamState(TypedDict, total=False):
     depth: int
     policy_calls: Annotated[int, operator.add]
     pruned_dead_end: Annotated[int, operator.add]
+    pruned_lost: Annotated[int, operator.add]
     pruned_beam: Annotated[int, operator.add]
     all_pruned_kept_best: Annotated[int, operator.add]
     solution: dict | None
@@ -128,6 +140,7 @@ def build_beam_search_graph(
     head: str = "success",
     dead_end_mode: str = "absolute",
     on_all_pruned: str = "keep_best",
+    is_lost: Callable[[Any], bool] | None = None,
 ):
     """Build (uncompiled) a critic-guided beam search over a forkable tool environment.
 
@@ -150,8 +163,11 @@ def build_beam_search_graph(
             is ``dead_end_threshold`` times the best newest-step score among this depth's
             candidates (a threshold that follows the critic's scale).
         on_all_pruned: when every candidate of a depth is under the cut: ``"keep_best"`` keeps the
-            best one and reports it (``all_pruned_kept_best``); ``"stop"`` ends with
+            best one not lost and reports it (``all_pruned_kept_best``); ``"stop"`` ends with
             ``stop_reason="dead_ends"``.
+        is_lost: ``is_lost(env_state) -> bool``, true when the game is over and lost (``None``: the
+            environment tells nothing; then the critic alone judges). A lost candidate scores 0 and
+            is never kept (module doc).
 
     Returns:
         an uncompiled ``StateGraph``; compile it with your checkpointer, invoke with
@@ -162,7 +178,8 @@ def build_beam_search_graph(
     critic = check_critic(critic)
     cfg = BeamConfig(beam_width=beam_width, branch_factor=branch_factor, max_depth=max_depth,
                      dead_end_threshold=dead_end_threshold, budget=budget, is_terminal=is_terminal,
-                     aggregate=aggregate, head=head, dead_end_mode=dead_end_mode, on_all_pruned=on_all_pruned)
+                     aggregate=aggregate, head=head, dead_end_mode=dead_end_mode, on_all_pruned=on_all_pruned,
+                     is_lost=is_lost)
     return _wire_beam_graph(_beam_init, _make_expand_node(expand), _make_prune_node(critic, cfg), _make_fan_out(cfg))
 
 
@@ -182,6 +199,7 @@ class BeamConfig:
     head: str = "success"
     dead_end_mode: str = "absolute"
     on_all_pruned: str = "keep_best"
+    is_lost: Callable[[Any], bool] | None = None
 
     def __post_init__(self) -> None:
         fix: dict[str, object] = {
@@ -196,6 +214,8 @@ class BeamConfig:
                             f"got {self.is_terminal!r}")
         if self.aggregate not in AGGREGATES:
             raise ValueError(f"aggregate: expected one of {sorted(AGGREGATES)}, got {self.aggregate!r}")
+        if self.is_lost is not None and not callable(self.is_lost):
+            raise TypeError(f"is_lost: expected a callable is_lost(env_state) -> bool or None, got {self.is_lost!r}")
         fix["head"] = check_head(self.head)
         fix["dead_end_mode"] = check_choice("dead_end_mode", self.dead_end_mode, DEAD_END_MODES)
         fix["on_all_pruned"] = check_choice("on_all_pruned", self.on_all_pruned, ON_ALL_PRUNED)
@@ -225,6 +245,7 @@ def _beam_init(state: BeamState) -> dict:
         "depth": 0,
         "policy_calls": Overwrite(0),
         "pruned_dead_end": Overwrite(0),
+        "pruned_lost": Overwrite(0),
         "pruned_beam": Overwrite(0),
         "all_pruned_kept_best": Overwrite(0),
         "solution": None,
@@ -279,19 +300,24 @@ def _make_prune_node(critic, cfg: BeamConfig):
             new = []
         scored = []
         for c, s in zip(cands, new):
-            ss = c["step_scores"] + [float(s)]
+            terminal = bool(is_terminal(c["state"])) if is_terminal is not None else False
+            lost = not terminal and cfg.is_lost is not None and bool(cfg.is_lost(c["state"]))
+            # the environment's outcome overrides the critic's score of the step
+            ss = c["step_scores"] + [1.0 if terminal else 0.0 if lost else float(s)]
             scored.append({**c, "step_scores": ss, "score": float(_aggregate(ss, cfg.aggregate)),
-                           "terminal": bool(is_terminal(c["state"])) if is_terminal is not None else False})
+                           "terminal": terminal, "lost": lost})
         solved = [c for c in scored if c["terminal"]]
+        n_lost = sum(c["lost"] for c in scored)
         open_ = [c for c in scored if not c["terminal"]]
+        playable = [c for c in open_ if not c["lost"]]  # a lost game is a dead end whatever its score
         cut = dead_end_threshold
-        if cfg.dead_end_mode == "relative" and open_:
-            cut = dead_end_threshold * max(c["step_scores"][-1] for c in open_)
-        alive = [c for c in open_ if c["step_scores"][-1] >= cut]
+        if cfg.dead_end_mode == "relative" and playable:
+            cut = dead_end_threshold * max(c["step_scores"][-1] for c in playable)
+        alive = [c for c in playable if c["step_scores"][-1] >= cut]
         all_pruned = bool(open_) and not alive
-        kept_best = all_pruned and not solved and cfg.on_all_pruned == "keep_best"
-        if kept_best:  # never give up silently: keep the best dead end, and say so
-            alive = [max(open_, key=lambda c: c["score"])]  # max: the first of equals (proposal order)
+        kept_best = all_pruned and bool(playable) and not solved and cfg.on_all_pruned == "keep_best"
+        if kept_best:  # never give up silently: keep the best dead end not lost, and say so
+            alive = [max(playable, key=lambda c: c["score"])]  # max: the first of equals (proposal order)
         n_dead = len(open_) - len(alive)
         alive.sort(key=lambda c: -c["score"])  # stable: ties keep proposal order
         beam = alive[:cfg.beam_width]
@@ -307,6 +333,7 @@ def _make_prune_node(critic, cfg: BeamConfig):
             "candidates": Overwrite([]),
             "depth": depth,
             "pruned_dead_end": n_dead,
+            "pruned_lost": n_lost,
             "pruned_beam": len(alive) - len(beam),
             "all_pruned_kept_best": int(kept_best),
             "best": best,
@@ -316,7 +343,8 @@ def _make_prune_node(critic, cfg: BeamConfig):
             out["solution"] = max(solved, key=lambda c: c["score"])
         emit_event({"type": "prm_beam_prune", "depth": depth, "candidates": len(scored), "kept": len(beam),
                     "cut": float(cut), "all_pruned": all_pruned, "all_pruned_kept_best": kept_best,
-                    "pruned_dead_end": n_dead, "pruned_beam": len(alive) - len(beam), "policy_calls": used,
+                    "pruned_dead_end": n_dead, "pruned_lost": n_lost, "pruned_beam": len(alive) - len(beam),
+                    "policy_calls": used,
                     "stop_reason": reason})
         return out
 
@@ -356,7 +384,9 @@ def beam_search_result(final: dict, events: Sequence[dict] = ()) -> SearchResult
         raise TypeError(f"final: expected the beam graph's final state (a dict with 'root'), got {final!r:.120}")
     path = final.get("solution") or final.get("best")
     used = int(final.get("policy_calls", 0))
-    stats = {k: int(final.get(k, 0)) for k in ("depth", "pruned_dead_end", "pruned_beam", "all_pruned_kept_best")}
+    stats: dict[str, Any] = {k: int(final.get(k, 0)) for k in ("depth", "pruned_dead_end", "pruned_lost", "pruned_beam",
+                                                                "all_pruned_kept_best")}
+    stats["stopped_early"] = final.get("stop_reason", "") in EARLY_STOPS
     if path is None:
         return SearchResult(steps=(), state=final["root"], score=None, step_scores=(), solved=False,
                             stop_reason=final.get("stop_reason", ""), policy_calls=used, critic_calls=used,

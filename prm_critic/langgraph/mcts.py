@@ -35,8 +35,13 @@ prior ``P`` and PRM path value ``v``. One ``iterate`` is one simulation:
    past their leaf (the environment is deterministic given the forked state: what a path is worth
    is what its best continuation is worth).
 
-A node is *closed* (never selected again) when it is terminal, at ``max_depth``, expanded with no
-proposals, or all its children are closed.
+Terminal outcomes known to the environment override the critic: a child whose state is solved
+(``is_terminal``) gets the step score 1, one whose game is over and lost (``is_lost``) the step score
+0 (so its value is what a lost path is worth under the aggregate: 0 with ``"last"``, ``"min"``,
+``"product"``), whatever the critic said.
+
+A node is *closed* (never selected again) when it is terminal, lost, at ``max_depth``, expanded with
+no proposals, or all its children are closed.
 
 Stops (``stop_reason``, first that applies after an iteration): ``"solved"`` (``is_terminal``
 holds for a new child; also at ``init`` when the root is terminal), ``"budget"`` (policy calls or
@@ -49,8 +54,8 @@ node must still see ``RemainingSteps >= 1``, so ``init`` and ``iterate`` stop wh
 returns the root with ``stop_reason="recursion_limit"``.
 
 The answer (:class:`~prm_critic.langgraph.search.SearchResult`): the solution when one was found,
-else the principal variation -- from the root, the most visited child (ties: higher ``Q``, then
-proposal order) down to a leaf. Every iteration streams a custom event ``{"type":
+else the principal variation -- from the root, the most visited child not lost (ties: higher ``Q``,
+then proposal order) down to a node without such a child: a lost game is never the answer. Every iteration streams a custom event ``{"type":
 "prm_mcts_iteration", "iteration", "leaf", "depth", "k", "proposals", "step_scores", "values",
 "policy_calls", "critic_calls", "nodes", "root_visits", "stop_reason"}`` (and keeps it in the
 state's ``events``, so the result holds the same events however the graph was run). Input:
@@ -117,6 +122,8 @@ class MCTSConfig:
         head: the critic score used (``"success"``, ``"progress"`` or a name in ``StepScores.extra``).
         is_terminal: ``is_terminal(env_state) -> bool``, true when the task is solved (``None``:
             never; the search then runs to a budget or limit and reports the principal variation).
+        is_lost: ``is_lost(env_state) -> bool``, true when the game is over and lost (``None``: the
+            environment tells nothing). A lost child scores 0, is closed, and is never the answer.
         seed: seeds the tie-breaks of selection (an int in ``[0, 2**32)``).
 
     Checked once, in field order, each bad value with one error naming the field, the value and
@@ -134,6 +141,7 @@ class MCTSConfig:
     head: str = "success"
     is_terminal: Callable[[Any], bool] | None = None
     seed: int = 0
+    is_lost: Callable[[Any], bool] | None = None
 
     def __post_init__(self) -> None:
         fix: dict[str, Any] = {
@@ -150,6 +158,9 @@ class MCTSConfig:
         if self.is_terminal is not None and not callable(self.is_terminal):
             raise validate.ArgumentError(f"is_terminal: expected a callable is_terminal(env_state) -> bool or None, "
                                          f"got {type(self.is_terminal).__name__} {self.is_terminal!r}")
+        if self.is_lost is not None and not callable(self.is_lost):
+            raise validate.ArgumentError(f"is_lost: expected a callable is_lost(env_state) -> bool or None, "
+                                         f"got {type(self.is_lost).__name__} {self.is_lost!r}")
         fix["seed"] = validate.check_seed("seed", self.seed)
         for name, value in fix.items():
             object.__setattr__(self, name, value)
@@ -165,7 +176,7 @@ class MCTSState(TypedDict, total=False):
 
     ``nodes`` is the tree, a list indexed by node id (the root is 0); a node is ``{"parent",
     "children", "step", "state", "depth", "step_scores", "value", "prior", "visits", "value_sum",
-    "expanded", "closed", "terminal"}``. ``solution`` is the id of the solved node (or ``None``).
+    "expanded", "closed", "terminal", "lost"}``. ``solution`` is the id of the solved node (or ``None``).
     """
 
     prompt: str
@@ -198,7 +209,7 @@ def _node(parent: int | None, step: str | None, env_state: Any, depth: int, step
     visits = 0 if parent is None else 1  # a child's evaluation is its first visit
     return {"parent": parent, "children": [], "step": step, "state": env_state, "depth": depth,
             "step_scores": step_scores, "value": value, "prior": prior, "visits": visits,
-            "value_sum": value * visits, "expanded": False, "closed": closed, "terminal": terminal}
+            "value_sum": value * visits, "expanded": False, "closed": closed, "terminal": terminal, "lost": False}
 
 
 def _path(nodes: Sequence[dict], i: int) -> list[int]:
@@ -257,11 +268,14 @@ def _grow(nodes: Sequence[dict], leaf: int, proposals: Sequence[tuple[str, Any, 
     parent = tree[leaf]
     new_ids = []
     for (text, env_state, _), s, prior in zip(proposals, scores, _priors(proposals)):
-        step_scores = list(parent["step_scores"]) + [float(s)]
         terminal = bool(cfg.is_terminal(env_state)) if cfg.is_terminal is not None else False
+        lost = not terminal and cfg.is_lost is not None and bool(cfg.is_lost(env_state))
+        # the environment's outcome overrides the critic's score of the step
+        step_scores = list(parent["step_scores"]) + [1.0 if terminal else 0.0 if lost else float(s)]
         depth = parent["depth"] + 1
-        tree.append(_node(leaf, text, env_state, depth, step_scores, float(_aggregate(step_scores, cfg.aggregate)),
-                          prior, terminal, closed=terminal or depth >= cfg.max_depth))
+        node = _node(leaf, text, env_state, depth, step_scores, float(_aggregate(step_scores, cfg.aggregate)),
+                     prior, terminal, closed=terminal or lost or depth >= cfg.max_depth)
+        tree.append({**node, "lost": lost})
         new_ids.append(len(tree) - 1)
     tree[leaf] = {**parent, "children": new_ids, "expanded": True}
     v_sim = max((tree[c]["value"] for c in new_ids), default=parent["value"])
@@ -398,12 +412,14 @@ def build_mcts_graph(expand: Expand, critic: BaseCritic, config: MCTSConfig | No
 
 # --------------------------------------------------------------------------- the answer
 def _principal_leaf(nodes: Sequence[dict]) -> int:
-    """From the root, the most visited child (ties: higher Q, then proposal order) down to a leaf."""
+    """From the root, the most visited child not lost (ties: higher Q, then proposal order) down to
+    a node without such a child."""
     i = 0
-    while nodes[i]["children"]:
-        kids = nodes[i]["children"]
+    while True:
+        kids = [c for c in nodes[i]["children"] if not nodes[c].get("lost")]
+        if not kids:
+            return i
         i = max(kids, key=lambda c: (nodes[c]["visits"], _q(nodes[c]), -kids.index(c)))
-    return i
 
 
 def mcts_search_result(final: Mapping[str, Any]) -> SearchResult:
