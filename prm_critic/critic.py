@@ -198,11 +198,38 @@ class StateCritic(BaseCritic[npt.ArrayLike]):
     def score(self, steps: npt.ArrayLike) -> StepScores:
         """Score ``steps`` of shape ``(B, obs_dim)``; returns progress and success ``(B,)``."""
 
+    def input_layout(self) -> Any:
+        """The layout that turns the env's own observation (a dict) into this critic's input: an object
+        with ``flatten(obs, *, batched, name)`` (a ``robotics.layout.CriticInputLayout``), or ``None``
+        when the critic does not know it. The default: :meth:`critic_info`'s ``layout`` when it is such
+        an object; critics whose declaration holds the layout as a dict override it."""
+        layout = self.critic_info().layout
+        return layout if callable(getattr(layout, "flatten", None)) else None
 
-def check_row(x: Any, obs_dim: int) -> np.ndarray:
+    def _flatten_obs(self, obs: Any, *, batched: bool | None, name: str) -> np.ndarray:
+        """``obs``, the env's own observation (a dict; ``batched``: of a batch), as critic-input row(s)."""
+        layout = self.input_layout()
+        if layout is None:
+            keys = sorted(obs) if isinstance(obs, Mapping) else "..."
+            raise TypeError(
+                f"{name}: got the env's observation, a dict (keys {keys}), but {type(self).__name__} declares no input "
+                f"layout to flatten it with; pass critic-input rows of shape (B, {self.obs_dim}) (one row: "
+                f"({self.obs_dim},)) built with the task's layout, CriticInputLayout.from_space(spec, "
+                f"env.observation_space).flatten(obs)")
+        return layout.flatten(obs, batched=batched, name=name)
+
+
+def check_row(x: Any, obs_dim: int, *, flatten: Any = None) -> np.ndarray:
     """``x`` as one critic-input row for a batch-1 fast path (``score_one``): an array of shape
-    ``(obs_dim,)`` with a real-valued numeric dtype (not converted); else one error naming what was expected."""
-    a = x if type(x) is np.ndarray else np.asarray(x)
+    ``(obs_dim,)`` with a real-valued numeric dtype (not converted); else one error naming what was expected.
+    ``flatten`` (a critic's ``flatten(obs, *, batched, name)``): the env's own observation, a dict,
+    is flattened with it first; without it a dict is refused."""
+    if type(x) is np.ndarray:
+        a = x
+    elif isinstance(x, Mapping):
+        a = _flatten_dicts(x, obs_dim, flatten, "x", batched=False)
+    else:
+        a = np.asarray(x)
     if a.shape != (obs_dim,):
         raise ValueError(f"x: expected shape ({obs_dim},), got shape {a.shape}")
     if a.dtype.kind not in "fiub":
@@ -210,12 +237,33 @@ def check_row(x: Any, obs_dim: int) -> np.ndarray:
     return a
 
 
-def as_obs_batch(obs: Any, obs_dim: int | None, *, name: str = "obs") -> np.ndarray:
+def _flatten_dicts(obs: Any, obs_dim: int | None, flatten: Any, name: str, *, batched: bool | None) -> np.ndarray:
+    """The env's own observation(s) as critic input: a dict (one observation, or a batch with ``(B, d_k)``
+    values) or a sequence of dicts, flattened with ``flatten``; refused without one."""
+    if flatten is None:
+        first = obs if isinstance(obs, Mapping) else obs[0]
+        raise TypeError(
+            f"{name}: got the env's observation, a dict (keys {sorted(first)}), but this critic does not know the layout "
+            f"that flattens it; pass critic-input rows of shape (B, {obs_dim}) built with the task's layout, "
+            "CriticInputLayout.from_space(spec, env.observation_space).flatten(obs)")
+    if isinstance(obs, Mapping):
+        return np.asarray(flatten(obs, batched=batched, name=name))
+    return np.stack([np.asarray(flatten(o, batched=False, name=f"{name}[{i}]")) for i, o in enumerate(obs)])
+
+
+def as_obs_batch(obs: Any, obs_dim: int | None, *, name: str = "obs", flatten: Any = None) -> np.ndarray:
     """Validate and convert a batch of state-critic inputs to float32 ``(B, obs_dim)``.
 
+    ``flatten`` (a critic that knows its input layout passes :meth:`StateCritic._flatten_obs`): the env's
+    own observations are accepted too, a dict (of one observation, or of a batch) or a sequence of
+    dicts, flattened with it first; without it a dict is refused, naming how to pass critic-input rows.
     Raises one clear error naming ``name``, the value and what was expected for: non-numeric dtype,
     wrong number of dimensions, wrong width, NaN or inf.
     """
+    if not isinstance(obs, np.ndarray) and (isinstance(obs, Mapping) or (
+            isinstance(obs, (list, tuple)) and len(obs) > 0 and isinstance(obs[0], Mapping))):
+        obs = _flatten_dicts(obs, obs_dim, flatten, name, batched=None)
+        obs = obs[None, :] if obs.ndim == 1 else obs
     arr = np.asarray(obs)
     if arr.dtype == object or not (np.issubdtype(arr.dtype, np.floating) or np.issubdtype(arr.dtype, np.integer)
                                    or arr.dtype == np.bool_):

@@ -169,3 +169,74 @@ def test_train_policy_resume_refuses_a_critic_resaved_with_another_activation(tm
               match=r"critic_config_sha256: the training state in .* was written with critic_config_sha256='[0-9a-f]{64}', "
                     r"this call has '[0-9a-f]{64}'"):
         train_policy(TASK, total_steps=200, resume=True, **run)
+
+
+# =========================================================================== item 43
+@pytest.fixture(scope="module")
+def reach_critics(tmp_path_factory):
+    """Every kind of state critic made for FetchReach, each declaring its layout: the spec's
+    SubgoalCritic, a torch checkpoint, an ensemble of two, and one ONNX export run by onnxruntime
+    (batch-1 and dynamic) and by numpy; plus the env and its layout."""
+    import torch
+
+    from prm_critic.models.checkpoint import load_state_critic, save_state_critic
+    from prm_critic.models.ensemble import load_critic_ensemble, save_critic_ensemble
+    from prm_critic.onnx import NumpyMLPCritic, OnnxCritic, export_state_critic
+    from sb3_helpers import tiny_state_critic
+
+    d = tmp_path_factory.mktemp("reach")
+    env = make_env(load_spec(TASK))
+    layout = CriticInputLayout.from_space(load_spec(TASK), env.observation_space)
+    net, meta, _ = tiny_state_critic(TASK)
+    save_state_critic(d / "a", net, meta)
+    torch.manual_seed(1)
+    net_b, _, _ = tiny_state_critic(TASK)
+    with torch.no_grad():
+        for p in net_b.parameters():
+            p.add_(torch.randn_like(p) * 0.5)
+    save_state_critic(d / "b", net_b, meta)
+    onnx_path = export_state_critic(load_state_critic(d / "a.json"), d / "a.onnx", task=TASK, layout=layout.to_dict())
+    onnx_b1 = export_state_critic(load_state_critic(d / "a.json"), d / "a.b1.onnx", batch=1, task=TASK,
+                                  layout=layout.to_dict())
+    critics = {"subgoal": SubgoalCritic(TASK, env), "torch": load_state_critic(d / "a.json"),
+               "ensemble": load_critic_ensemble(save_critic_ensemble(d / "ens.json", [d / "a.json", d / "b.json"])),
+               "onnx": OnnxCritic(onnx_path), "onnx_b1": OnnxCritic(onnx_b1), "numpy": NumpyMLPCritic(onnx_path)}
+    yield env, layout, critics
+    env.close()
+
+
+@pytest.mark.parametrize("kind", ["subgoal", "torch", "ensemble", "onnx", "onnx_b1", "numpy"])
+def test_critics_take_the_envs_own_observation(reach_critics, kind):
+    env, layout, critics = reach_critics
+    critic = critics[kind]
+    obs = [env.reset(seed=s)[0] for s in range(3)]
+    rows = np.stack([layout.flatten(o) for o in obs])
+    want = critic.score(rows)
+    for i, o in enumerate(obs):
+        if hasattr(critic, "score_one"):
+            assert critic.score_one(o) == critic.score_one(rows[i])
+        one = critic.score(o)  # one observation: a batch of one (a batch of one may round unlike a batch of three)
+        assert np.allclose(one.success, want.success[i:i + 1], atol=1e-6)
+        assert np.allclose(one.progress, want.progress[i:i + 1], atol=1e-6)
+    listed = critic.score(obs)  # a list of observations
+    batched = critic.score({k: np.stack([o[k] for o in obs]) for k in obs[0]})  # a dict of batched arrays
+    for got in (listed, batched):
+        assert np.array_equal(got.progress, want.progress) and np.array_equal(got.success, want.success)
+    # a dict that lacks a key of the layout, or holds a key of another width, is named
+    with loud(43, f"{kind} critic given an observation dict without 'desired_goal'", KeyError, match="desired_goal"):
+        critic.score({k: v for k, v in obs[0].items() if k != "desired_goal"})
+    correct(43, f"{type(critic).__name__} ({kind}) given FetchReach's own observation dict (one, a list, a batch)",
+            "flattened with the critic's declared layout: scores equal to those of the critic-input rows")
+
+
+def test_a_dict_given_to_a_critic_without_a_layout_says_how_to_pass_it(reach_critics):
+    from prm_critic.models.state_critic import TorchStateCritic
+
+    env, layout, critics = reach_critics
+    bare = TorchStateCritic(critics["torch"].net, {})  # no layout declared
+    obs, _ = env.reset(seed=0)
+    with loud(43, "critic without a declared layout given the env's observation dict", TypeError,
+              match=r"steps: got the env's observation, a dict \(keys \['achieved_goal', 'desired_goal', 'observation'\]\), "
+                    r"but TorchStateCritic declares no input layout .* CriticInputLayout.from_space\(spec, "
+                    r"env.observation_space\).flatten\(obs\)"):
+        bare.score(obs)

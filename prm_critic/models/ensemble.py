@@ -36,6 +36,7 @@ from prm_critic.integrity import (CheckpointError, UnverifiedConfigWarning, chec
                                   read_format_doc)
 from prm_critic.models.checkpoint import CONFIG_HASH as MEMBER_CONFIG_HASH
 from prm_critic.models.checkpoint import atomic_write_bytes, checkpoint_paths, load_state_critic
+from prm_critic.robotics.layout import layout_from
 
 __all__ = ["EnsembleCritic", "save_critic_ensemble", "load_critic_ensemble", "is_critic_ensemble", "ENSEMBLE_FORMAT"]
 
@@ -95,9 +96,14 @@ class EnsembleCritic(StateCritic):
         """The members' common declaration (task, env id, layout, spec, label family)."""
         return self._info
 
+    def input_layout(self) -> Any:
+        """The members' common layout as a ``CriticInputLayout`` (``None`` without one)."""
+        return layout_from(self._info.layout)
+
     def score(self, steps: npt.ArrayLike) -> StepScores:
-        """Score ``steps`` of shape ``(B, obs_dim)``: the members' mean per head, float32 ``(B,)``."""
-        x = as_obs_batch(steps, self.obs_dim, name="steps")
+        """Score ``steps`` of shape ``(B, obs_dim)`` (or the env's own observations, dicts, flattened
+        with :meth:`input_layout`): the members' mean per head, float32 ``(B,)``."""
+        x = as_obs_batch(steps, self.obs_dim, name="steps", flatten=self._flatten_obs)
         scores = [m.score(x) for m in self.members]
         progress = np.stack([s.progress for s in scores]).mean(axis=0, dtype=np.float64)
         success = np.stack([s.success for s in scores]).mean(axis=0, dtype=np.float64)

@@ -18,7 +18,7 @@ is ever left behind. A checkpoint saved before ``obs_clip`` existed loads unchan
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -27,6 +27,7 @@ from torch import nn
 
 from prm_critic import validate
 from prm_critic.critic import CriticInfo, StateCritic, StepScores, as_obs_batch
+from prm_critic.robotics.layout import layout_from
 
 __all__ = ["StateCriticNet", "TorchStateCritic", "HEADS", "STD_FLOOR", "OBS_CLIP"]
 
@@ -162,9 +163,14 @@ class TorchStateCritic(StateCritic):
         """The task, env id, layout, spec and label family of the checkpoint metadata."""
         return CriticInfo.from_meta(self.meta)
 
+    def input_layout(self) -> Any:
+        """The checkpoint metadata's layout as a ``CriticInputLayout`` (``None`` without one)."""
+        return layout_from(self.meta.get("layout"))
+
     @torch.no_grad()
     def score(self, steps: npt.ArrayLike) -> StepScores:
-        """Score ``steps`` of shape ``(B, obs_dim)``; returns progress and success ``(B,)``."""
-        x = as_obs_batch(steps, self.obs_dim, name="steps")
+        """Score ``steps`` of shape ``(B, obs_dim)`` (or the env's own observations, dicts, flattened
+        with :meth:`input_layout`); returns progress and success ``(B,)``."""
+        x = as_obs_batch(steps, self.obs_dim, name="steps", flatten=self._flatten_obs)
         out = self.net(torch.from_numpy(np.ascontiguousarray(x))).numpy()
         return StepScores(out[:, 0], out[:, 1])

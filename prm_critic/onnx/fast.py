@@ -415,7 +415,7 @@ class NumpyMLPCritic(_ExportedCritic):
         """
         a = x
         if check:
-            a = check_row(x, self.obs_dim)
+            a = check_row(x, self.obs_dim, flatten=self._flatten_obs)
         with self._lock:
             if getattr(a, "dtype", None) is _F32:
                 src = a
@@ -430,7 +430,7 @@ class NumpyMLPCritic(_ExportedCritic):
 
     def score(self, steps: npt.ArrayLike) -> StepScores:
         """Score ``steps`` of shape ``(B, obs_dim)``; returns progress and success ``(B,)``."""
-        out = self._score_rows(as_obs_batch(steps, self.obs_dim, name="steps"))
+        out = self._score_rows(as_obs_batch(steps, self.obs_dim, name="steps", flatten=self._flatten_obs))
         return StepScores(out[:, 0], out[:, 1])
 
     def _score_rows(self, x: np.ndarray) -> np.ndarray:

@@ -328,7 +328,7 @@ class _ExportedCritic(StateCritic):
         obs_dim)`` array); a non-finite ``x`` then gives non-finite scores instead of an error.
         """
         if check:
-            x = as_obs_batch(x, self.obs_dim, name="x")
+            x = as_obs_batch(x, self.obs_dim, name="x", flatten=self._flatten_obs)
         return self._score_rows(x)
 
     def _score_rows(self, x: np.ndarray) -> np.ndarray:
@@ -614,7 +614,7 @@ class OnnxCritic(_ExportedCritic):
         """
         a = x
         if check:
-            a = check_row(x, self.obs_dim)
+            a = check_row(x, self.obs_dim, flatten=self._flatten_obs)
         with self._lock:
             row = self._row
             row[...] = a
@@ -644,7 +644,7 @@ class OnnxCritic(_ExportedCritic):
                     out = self._out1.copy()
                     return StepScores(out[:, 0], out[:, 1])
             # non-finite input: fall through for the full check and its error message
-        out = self._score_rows(as_obs_batch(steps, self.obs_dim, name="steps"))
+        out = self._score_rows(as_obs_batch(steps, self.obs_dim, name="steps", flatten=self._flatten_obs))
         return StepScores(out[:, 0], out[:, 1])
 
     def _score_rows(self, x: np.ndarray) -> np.ndarray:

@@ -18,7 +18,7 @@ import numpy as np
 
 from prm_critic.robotics.spec import ObsExpr, SpecError, TaskSpec
 
-__all__ = ["CriticInputLayout", "ObsFlattener", "success_from_info"]
+__all__ = ["CriticInputLayout", "ObsFlattener", "layout_from", "success_from_info"]
 
 #: rows up to this width are checked finite through their Python floats, longer ones by a dot product
 _SHORT_ROW = 256
@@ -111,6 +111,17 @@ class CriticInputLayout:
             first = obs.get(self.keys[0]) if isinstance(obs, Mapping) else obs
             batched = np.ndim(first) == 2 if first is not None else False
         return f.batch(obs, name) if batched else f(obs, name)
+
+
+def layout_from(layout: Any) -> CriticInputLayout | None:
+    """``layout`` as a :class:`CriticInputLayout`: one as it is, its :meth:`~CriticInputLayout.to_dict`
+    (as checkpoint metadata stores it) rebuilt, ``None`` for ``None``."""
+    if layout is None or isinstance(layout, CriticInputLayout):
+        return layout
+    if isinstance(layout, Mapping) and isinstance(layout.get("keys"), (list, tuple)) and isinstance(layout.get("sizes"), Mapping):
+        return CriticInputLayout.from_dict(layout)
+    raise TypeError(f"layout: expected a CriticInputLayout or its to_dict() ({{'keys': [...], 'sizes': {{...}}}}), got "
+                    f"{type(layout).__name__} {layout!r:.80}")
 
 
 def success_from_info(spec: TaskSpec, info: Mapping[str, Any], terminated: bool = False) -> bool | None:

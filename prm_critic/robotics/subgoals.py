@@ -612,7 +612,7 @@ class SubgoalCritic(StateCritic):
         """
         a = x
         if check:
-            a = check_row(x, self.obs_dim).astype(np.float32, copy=False)  # what score() scores: the row as float32
+            a = check_row(x, self.obs_dim, flatten=self._flatten_obs).astype(np.float32, copy=False)  # what score() scores: the row as float32
             if not math.isfinite(a.dot(self._probe)):
                 bad = int(np.argwhere(~np.isfinite(a))[0][0])
                 raise ValueError(f"x: expected finite values, got {a[bad]} at index {bad}")
@@ -626,7 +626,7 @@ class SubgoalCritic(StateCritic):
 
     def score(self, steps: npt.ArrayLike) -> StepScores:
         """Score ``steps`` of shape ``(B, obs_dim)``; returns progress and success ``(B,)``."""
-        x = as_obs_batch(steps, self.obs_dim, name="steps")
+        x = as_obs_batch(steps, self.obs_dim, name="steps", flatten=self._flatten_obs)
         d = self.evaluator.distances(x)  # once: subgoal states and progress both use them
         h = self.evaluator.holds(x, distances=d)
         p = self.evaluator.progress(x, holds=h, distances=d)
