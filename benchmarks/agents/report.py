@@ -210,7 +210,8 @@ def success_within(res: list[dict], budget: float) -> int:
 
 
 #: settings that must agree for two rows of a critic search to be compared
-_PAIR_SETTINGS = ("max_steps", "dead_end_threshold", "on_all_pruned", "mcts_budget", "difficulty")
+_PAIR_SETTINGS = ("max_steps", "dead_end_threshold", "on_all_pruned", "mcts_budget", "difficulty", "expand_rng",
+                  "lost_rule")
 
 
 def _settings(res: list[dict]) -> set:

@@ -123,6 +123,10 @@ def search_seed(seed: int, rep: int) -> int:
     return zlib.crc32(f"search:{seed}:{rep}".encode())
 
 
+#: how the searches' proposals draw: one generator per expanded state, seeded by the episode's
+#: generator and the state's commands (prm_critic.langgraph.TextEnvExpand), so a rerun takes the same
+#: path; rows without this field drew from one generator shared by the beam's threads (not reproducible)
+EXPAND_RNG = "per-state"
 #: prm_beam_noprune's dead-end threshold: scores lie in [0, 1], so a cut at 0 drops nothing
 NO_PRUNING = 0.0
 #: prm_mcts's default policy-call budget: the beam's cap (w=2, b=2 to depth 40 stops by 158 calls)
@@ -292,6 +296,9 @@ def main(argv=None) -> int:
                 elif m == "prm_mcts":
                     res["mcts_budget"] = a.mcts_budget
                     res["search_seed"] = search_seed(s, rep)
+                if m in ("prm_beam", "prm_beam_noprune", "prm_mcts"):
+                    res["expand_rng"] = EXPAND_RNG
+                    res["lost_rule"] = True  # a lost game is never kept nor the answer (is_lost)
                 _atomic_json(f, res)
         finally:
             if server is not None:

@@ -55,6 +55,16 @@ The shared :class:`~prm_critic.langgraph.search.SearchResult` of a finished run 
 the shared :class:`~prm_critic.langgraph.search.SearchBudget` (``BeamConfig.guard``).
 Input: ``{"prompt": str, "root": initial env state}``. Env states are stored in the graph state,
 so with a checkpointer they must be serializable (plain data).
+
+Determinism: the search itself draws nothing at random. The ``expand`` branches of one depth run
+in parallel threads, in an order that changes from run to run, but their candidates reach ``prune``
+in beam order (LangGraph applies the branches' writes in task order) and ties keep that order, so
+with an ``expand`` and a critic that are deterministic the search takes the same path on every run.
+What is *not* deterministic is an ``expand`` whose result depends on the order of its calls: one
+drawing from a random generator shared across calls (the draws go to whichever thread comes first),
+or a chat model sampled without a fixed seed. Draw per call from a generator seeded by the state,
+as :class:`~prm_critic.langgraph.TextEnvExpand` does. A learned critic's scores can differ in their
+last bits across machines and thread counts, which can reorder near-ties.
 """
 
 from __future__ import annotations

@@ -61,7 +61,9 @@ then proposal order) down to a node without such a child: a lost game is never t
 state's ``events``, so the result holds the same events however the graph was run). Input:
 ``{"prompt": str, "root": initial env state}``. Env states live in the graph state, so with a
 checkpointer they must be serializable (plain data). Under one ``seed``, with a deterministic
-``expand`` and critic, two runs give the same result and the same events.
+``expand`` and critic, two runs give the same result and the same events (the iterations run one
+after another; what can break it is an ``expand`` or critic that is not deterministic: see the beam
+module's note on determinism).
 """
 
 from __future__ import annotations
