@@ -1,6 +1,7 @@
 """mkdocs hook: links from docs pages to repository files outside docs/ (source files, task specs,
 benchmark figures) are published with the site under ``_repo/`` so that they resolve (and images
 show); a link to a folder outside docs/ becomes the folder's path in code, since a site cannot list it.
+Every image is also a link to itself: a plot shrunk to the page's width opens at full size when clicked.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from mkdocs.structure.files import File
 
 ROOT = Path(__file__).resolve().parents[2]
 LINK = re.compile(r"(?P<head>!?\[(?P<text>[^\]]*)\]\()(?P<target>[^)\s#]+)(?P<anchor>#[^)\s]*)?\)")
+#: an image that is not already the text of a link
+IMAGE = re.compile(r"(?<!\[)!\[(?P<alt>[^\]]*)\]\((?P<target>[^)\s]+)\)")
 _FENCE = re.compile(r"^```.*?^```", re.S | re.M)
 
 
@@ -53,5 +56,8 @@ def on_page_markdown(markdown, page, config, files):
             return f"{m['head']}{rel}{m['anchor'] or ''})"
         return f"{m['text']} (`{repo_path}/` in the repository)"
 
+    def linked(m: re.Match) -> str:
+        return f"[{m.group(0)}]({m['target']})"
+
     parts = re.split(r"(^```.*?^```)", markdown, flags=re.S | re.M)
-    return "".join(p if p.startswith("```") else LINK.sub(repl, p) for p in parts)
+    return "".join(p if p.startswith("```") else IMAGE.sub(linked, LINK.sub(repl, p)) for p in parts)
