@@ -118,3 +118,23 @@ def test_refresh_benchmark_script_runs_end_to_end(tmp_path):
     assert "refreshed critic beats the spec critic on policy held-out Brier (lower)" in text
     assert plot.stat().st_size > 0
     assert text == mod.render(data)  # the doc is its raw data
+
+
+def test_refresh_with_demonstration_positives_and_balanced_batches():
+    """success_contrast's refresh: demonstration states seed the success side, batches are half and half."""
+    critic, xs = _fresh_critic()
+    positives = xs[:4]
+    cb = CriticRefreshCallback(critic, n_updates=1, batch_size=10, lr=1e-2, positives=positives, balanced=True)
+    for i in range(4):
+        cb.add_episode(xs[4 + i * 3:4 + (i + 1) * 3], success=False)
+    x, y = cb._dataset()
+    assert len(x) == 16 and y.sum() == 4 and np.array_equal(x[-4:], positives)
+    seen = []
+    orig = critic.net.logits
+    critic.net.logits = lambda t: (seen.append(t.detach().numpy().copy()), orig(t))[1]
+    cb.refresh()
+    batch = seen[1]  # seen[0]: the loss before, on every step
+    assert len(batch) == 10 and sum(any(np.array_equal(r, p) for p in positives) for r in batch) == 5
+    critic.net.logits = orig
+    with pytest.raises(ValueError, match=r"positives: expected critic inputs of shape \(N, %d\)" % critic.obs_dim):
+        CriticRefreshCallback(critic, positives=xs[:2, :3])

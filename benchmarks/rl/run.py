@@ -75,6 +75,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 RESULTS = Path(__file__).resolve().parent / "results" / "runs"
 CONFIGS = ("sparse", "her", "prm", "prm_her")
 
@@ -163,19 +165,20 @@ def random_weights(critic, seed: int):
     return TorchStateCritic(net, {**critic.meta, "random_weights_seed": int(seed)})
 
 
-def select_demos(demos, demos_n, demos_of, demos_data, demo_buffer: bool, demo_starts: float, task: str):
+def select_demos(demos, demos_n, demos_of, demos_data, demo_buffer: bool, demo_starts: float, task: str,
+                 refresh: bool = False):
     """The run's demonstrations and their label name (``None, None`` without), from ``--demos FOLDER`` (first
     ``--demos-n``) or ``--demos-of CRITIC`` (that critic's own, hash-checked)."""
-    uses = demo_buffer or demo_starts
+    uses = demo_buffer or demo_starts or refresh
     if demos is None and demos_of is None:
-        if uses or demos_n is not None or demos_data is not None:
+        if demo_buffer or demo_starts or demos_n is not None or demos_data is not None:
             raise ValueError("--demo-buffer / --demo-starts / --demos-n / --demos-data: need --demos FOLDER or --demos-of "
                              "CRITIC.json")
         return None, None
     if demos is not None and demos_of is not None:
         raise ValueError(f"--demos {str(demos)!r} and --demos-of {str(demos_of)!r}: expected one of them")
     if not uses:
-        raise ValueError("--demos / --demos-of: expected --demo-buffer and / or --demo-starts P to use them")
+        raise ValueError("--demos / --demos-of: expected --demo-buffer, --demo-starts P and / or --refresh to use them")
     from prm_critic.robotics.demos import load_demos
 
     if demos_of is not None:
@@ -201,6 +204,7 @@ def select_demos(demos, demos_n, demos_of, demos_data, demo_buffer: bool, demo_s
     if d.spec.env_id != task:
         raise ValueError(f"--demos: demonstrations of {d.spec.env_id!r}, expected {task!r}'s")
     name += ("-buffer" if demo_buffer else "") + (f"-starts{demo_starts:g}" if demo_starts else "")
+    name += "-positives" if refresh else ""
     return d, name
 
 
@@ -313,7 +317,7 @@ def run_one(task: str, config: str, seed: int, steps: int | None = None, *, scal
         if load_spec(spec).env_id != task:
             raise ValueError(f"--spec: {str(spec)!r} is a spec for {load_spec(spec).env_id!r}, expected one for {task!r}")
     anneal = None if anneal_steps is None else (anneal_steps, float(anneal_end))
-    demo_set, demo_name = select_demos(demos, demos_n, demos_of, demos_data, demo_buffer, demo_starts, task)
+    demo_set, demo_name = select_demos(demos, demos_n, demos_of, demos_data, demo_buffer, demo_starts, task, refresh)
     label = config_label(config, scale, prune, spec, critic, head, refresh, random_weights_seed, backend, anneal,
                          demo_name)
     out = run_dir(task, label, seed, root)
@@ -368,8 +372,13 @@ def run_one(task: str, config: str, seed: int, steps: int | None = None, *, scal
             if refresh:
                 from prm_critic.sb3.refresh import CriticRefreshCallback
 
-                callbacks.append(CriticRefreshCallback(critic_arg, head=head, refresh_freq=cfg["eval_freq"], seed=seed,
-                                                       save_path=out / "critic_refreshed"))
+                # a success classifier (success_contrast) refreshes DrS-style: 50/50 batches, and the run's
+                # demonstrations (if any) seed the success side
+                contrast = getattr(critic_arg, "meta", {}).get("label_family") == "success_contrast"
+                callbacks.append(CriticRefreshCallback(
+                    critic_arg, head=head, refresh_freq=cfg["eval_freq"], seed=seed, save_path=out / "critic_refreshed",
+                    positives=None if demo_set is None else np.concatenate([demo_set.x, demo_set.next_x]),
+                    balanced=contrast))
         model = train_policy(
             task_spec, algo=algo, critic=critic_arg, shaping="potential" if shaped else None, head=head if critic else "progress",
             scale=scale, her=config.endswith("her"), prune=cfg["prune"] if prune else None, total_steps=steps,
@@ -380,7 +389,8 @@ def run_one(task: str, config: str, seed: int, steps: int | None = None, *, scal
                 threshold=early_stop, consecutive=2,
                 min_steps=TASKS[task]["steps"] if early_stop_min_steps is None else early_stop_min_steps),
             scale_schedule=None if anneal is None else dict(end=anneal[1], steps=anneal[0]),
-            demos=demo_set, demo_buffer=demo_buffer, demo_starts=demo_starts,
+            demos=demo_set if (demo_buffer or demo_starts) else None, demo_buffer=demo_buffer,
+            demo_starts=demo_starts,
         )
         wall = time.perf_counter() - t0
         rows = model.prm_eval.rows
@@ -399,7 +409,8 @@ def run_one(task: str, config: str, seed: int, steps: int | None = None, *, scal
             "resumed_from": model.prm_resumed_from,
             "early_stop": model.prm_config.get("early_stop"), "stopped_early_at": model.prm_config.get("stopped_early_at"),
             "final_success": rows[-1]["success_rate"] if rows else None,
-            "demos": model.prm_config.get("demos"),
+            "demos": None if demo_set is None else {**demo_set.record(), "buffer": demo_buffer, "starts": demo_starts,
+                                                     "refresh_positives": refresh},
             "episodes": stats.n_episodes, "pruned_episodes": stats.pruned_episodes,
             "pruned_env_steps": int(sum(h["l"] for h in stats.history if h["pruned"])),
             "train_success_last100": (sum(h["success"] for h in stats.history[-100:]) / max(1, len(stats.history[-100:]))),

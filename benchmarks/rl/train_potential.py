@@ -209,6 +209,25 @@ def finetune_delta(net, x, nx, y, ny, *, weight: float, epochs: int, lr: float =
     return history
 
 
+def balanced(table, seed: int):
+    """``table`` resampled (the minority side drawn with replacement) so that its labelled steps with a label
+    >= 0.5 and < 0.5 are equally many, unlabelled steps dropped; refused when one side is empty."""
+    rows = np.flatnonzero(table.mask)
+    pos, neg = rows[table.success[rows] >= 0.5], rows[table.success[rows] < 0.5]
+    if not len(pos) or not len(neg):
+        raise SystemExit(f"--balance: the labels have {len(pos)} steps >= 0.5 and {len(neg)} below; expected both "
+                         "(success_contrast needs successful and failed episodes)")
+    rng = np.random.default_rng(seed)
+    n = max(len(pos), len(neg))
+    pick = np.sort(np.concatenate([pos if len(pos) == n else rng.choice(pos, n),
+                                   neg if len(neg) == n else rng.choice(neg, n)]))
+    out = table.select(pick)
+    # a step drawn k times: its copies are episodes of their own (training checks one t per episode)
+    first = np.searchsorted(pick, pick)
+    out.episode = out.episode + (np.arange(len(pick)) - first) * (int(table.episode.max()) + 1)
+    return out
+
+
 def train_demo_progress(a, argv) -> int:
     """``--label demo_progress``: a spec-free potential from the successful episodes of one folder
     (:mod:`prm_critic.robotics.demos`): their time progress, ``--relabel K`` hindsight copies and
@@ -291,7 +310,8 @@ def train_demo_progress(a, argv) -> int:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--data", type=Path, nargs="+", required=True, help="collect folders (same task and layout)")
-    p.add_argument("--label", default="subgoal", choices=["subgoal", "mc", "outcome", "steps_to_success", "demo_progress"],
+    p.add_argument("--label", default="subgoal", choices=["subgoal", "mc", "outcome", "steps_to_success", "demo_progress",
+                                                   "success_contrast"],
                    help="label family")
     p.add_argument("--out", type=Path, required=True, help="checkpoint stem")
     p.add_argument("--epochs", type=int, default=30)
@@ -310,6 +330,9 @@ def main(argv=None) -> int:
                    help="then fine-tune with a loss on the per-step change Phi(s') - Phi(s) against the label's "
                         "(subgoal labels only; 0: none)")
     p.add_argument("--delta-epochs", type=int, default=10)
+    p.add_argument("--balance", action="store_true",
+                   help="resample the training steps so that labels >= 0.5 and < 0.5 are equally many (success_contrast: "
+                        "50/50 batches of successful and failed episodes' states)")
     p.add_argument("--demos", type=int, default=None, metavar="N",
                    help="demo_progress: the first N successful training episodes of the folder (default: all)")
     p.add_argument("--branches", type=int, default=0, metavar="B",
@@ -348,6 +371,8 @@ def main(argv=None) -> int:
     gamma = label_gamma(a.data, a.label)
     if a.relabel:
         train = relabelled_copies(train, a.relabel, a.seed, gamma)
+    if a.balance:
+        train = balanced(train, a.seed)
     net, history = train_state_critic(train.x, train.progress, train.success, episode=train.episode, t=train.t,
                                       ep_success=train.ep_success, mask=train.mask, config=config)
     if a.delta_weight:
@@ -369,10 +394,15 @@ def main(argv=None) -> int:
         if test.ep_success[sel].any() and not test.ep_success[sel].all():
             m = evaluate_state_critic(critic, test.x[sel], episode=test.episode[sel], t=test.t[sel],
                                       ep_success=test.ep_success[sel])
-            row["success_auroc"] = m.get("success_auroc")
+            row["success_auroc"] = m["auroc_success"]
+        if test.ep_success[sel].any():  # value order: Spearman of the success head with time along successful episodes
+            m = evaluate_state_critic(critic, test.x[sel], episode=test.episode[sel], t=test.t[sel],
+                                      ep_success=test.ep_success[sel])
+            row["spearman_value_time"] = m["spearman_success_time"]
         per_folder[f.name] = row
     metrics = {"per_folder": per_folder, "n_train_steps": int(len(train)), "n_test_steps": int(len(test)),
-               "relabel": a.relabel, "delta_weight": a.delta_weight, "delta_epochs": a.delta_epochs,
+               "relabel": a.relabel, "balance": bool(a.balance), "delta_weight": a.delta_weight,
+               "delta_epochs": a.delta_epochs,
                **({} if gamma is None else {"label_gamma": gamma})}
     meta = {"task": table.spec.name, "spec": table.spec.to_dict(), "layout": table.layout.to_dict(),
             "label_family": a.label, "maze": table.meta.get("maze"), "train_config": config.to_dict(),

@@ -8,7 +8,10 @@ and runs ``n_updates`` Adam steps on::
     target_t = success(episode) * label_gamma ** (T - t)        (outcome label, discounted)
     loss     = BCE_with_logits(logit_head(x_t), target_t)        (mean over a batch of steps)
 
-on the critic's ``head`` (``"success"`` by default). The critic object is the one the shaper and
+on the critic's ``head`` (``"success"`` by default). With ``positives`` (critic inputs of demonstration
+states, labelled 1 at every refresh) and ``balanced=True``, each batch draws half its steps from
+labels >= 0.5 and half from labels below, the DrS recipe for a success classifier (``success_contrast``)
+that the learner's own episodes keep up to date. The critic object is the one the shaper and
 the pruner hold (``train_policy`` shares one instance across vector envs), so the refreshed
 weights take effect at once. Caveat: a potential that changes during training is no longer a
 fixed potential, so Ng et al.'s policy-invariance guarantee only holds between refreshes.
@@ -49,11 +52,15 @@ class CriticRefreshCallback(BaseCallback):
         min_episodes: skip a refresh until this many episodes are collected (> 0).
         save_path: if set, the critic checkpoint is rewritten (atomically) after each refresh.
         seed: seeds batch sampling.
+        positives: ``None`` or ``(N, D)`` critic inputs labelled 1 at every refresh (demonstration states
+            seeding the success side).
+        balanced: draw half of each batch from labels >= 0.5 and half from labels below (when both exist).
     """
 
     def __init__(self, critic, *, head: str = "success", refresh_freq: int = 5_000, window: int = 200,
                  n_updates: int = 50, batch_size: int = 256, lr: float = 1e-4, label_gamma: float = 1.0,
-                 min_episodes: int = 10, save_path: str | os.PathLike | None = None, seed: int = 0, verbose: int = 0):
+                 min_episodes: int = 10, save_path: str | os.PathLike | None = None, seed: int = 0, verbose: int = 0,
+                 positives=None, balanced: bool = False):
         super().__init__(verbose)
         from prm_critic.models import TorchStateCritic
 
@@ -70,6 +77,17 @@ class CriticRefreshCallback(BaseCallback):
             raise ValueError(f"lr: expected a number > 0, got {lr!r}")
         if isinstance(label_gamma, bool) or not isinstance(label_gamma, (int, float)) or not 0 < label_gamma <= 1:
             raise ValueError(f"label_gamma: expected a number in (0, 1], got {label_gamma!r}")
+        if positives is not None:
+            positives = np.asarray(positives, dtype=np.float32)
+            if positives.ndim != 2 or positives.shape[1] != critic.obs_dim or not len(positives):
+                raise ValueError(f"positives: expected critic inputs of shape (N, {critic.obs_dim}) with N >= 1, got "
+                                 f"shape {positives.shape}")
+            if not np.all(np.isfinite(positives)):
+                raise ValueError("positives: expected finite critic inputs, got NaN or inf")
+        if not isinstance(balanced, bool):
+            raise ValueError(f"balanced: expected True or False, got {balanced!r}")
+        self.positives = positives
+        self.balanced = balanced
         self.critic = critic
         self.head_index = 0 if head == "progress" else 1
         self.refresh_freq = refresh_freq
@@ -122,6 +140,9 @@ class CriticRefreshCallback(BaseCallback):
             T = len(x) - 1
             xs.append(x)
             ys.append(float(ok) * self.label_gamma ** (T - np.arange(T + 1, dtype=np.float64)))
+        if self.positives is not None:
+            xs.append(self.positives)
+            ys.append(np.ones(len(self.positives)))
         return np.concatenate(xs), np.concatenate(ys).astype(np.float32)
 
     def refresh(self) -> dict:
@@ -143,8 +164,14 @@ class CriticRefreshCallback(BaseCallback):
         with torch.no_grad():
             before = float(loss_on(all_idx))
         net.train()
+        pos, neg = np.flatnonzero(y >= 0.5), np.flatnonzero(y < 0.5)
+        split = self.balanced and len(pos) and len(neg)
         for _ in range(self.n_updates):
-            idx = self._rng.integers(0, len(x), size=min(self.batch_size, len(x)))
+            if split:
+                half = max(1, min(self.batch_size, len(x)) // 2)
+                idx = np.concatenate([self._rng.choice(pos, half), self._rng.choice(neg, half)])
+            else:
+                idx = self._rng.integers(0, len(x), size=min(self.batch_size, len(x)))
             loss = loss_on(idx)
             self._opt.zero_grad()
             loss.backward()
