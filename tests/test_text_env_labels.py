@@ -7,11 +7,10 @@ Real TextWorldExpress; the corridor is a user's own environment (tests/text_env_
 from __future__ import annotations
 
 import json
-import shutil
 
 import numpy as np
 import pytest
-from text_env_helpers import Corridor
+from text_env_helpers import Corridor, need_twx
 
 from prm_critic._io import OutputExistsError
 from prm_critic.text.envs import register_text_env
@@ -75,9 +74,7 @@ def test_build_labels_by_name_resumes_and_refuses_other_settings(tmp_path):
 
 
 def test_build_labels_on_textworld_express_by_name(tmp_path):
-    pytest.importorskip("textworld_express", reason="textworld-express is not installed (the agents extra)")
-    if shutil.which("java") is None:
-        pytest.skip("no Java runtime on PATH: TextWorldExpress's engine needs one (.ci/run installs it)")
+    need_twx()
     eps = build_labels(tmp_path / "coin", "twx:coin", [1], k=1, max_steps=6, show_progress=False)
     assert len(eps) == 1 and 1 <= len(eps[0].commands) <= 6
     assert all(0.0 <= y <= 1.0 for y in eps[0].example.labels)

@@ -9,7 +9,6 @@ environments, not fakes of a real one.
 from __future__ import annotations
 
 import random
-import shutil
 
 import numpy as np
 import pytest
@@ -19,7 +18,7 @@ from prm_critic.text.envs import (
     parse_env_spec, register_text_env, text_env_kinds,
 )
 from prm_critic.validate import ArgumentError
-from text_env_helpers import Corridor
+from text_env_helpers import Corridor, need_twx
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning:jericho.*")
 
@@ -183,15 +182,9 @@ def test_textworld_spec_refuses_seeds_of_a_single_file(tw_games):
 
 
 # ---------------------------------------------------------------- TextWorldExpress
-def _need_twx():
-    pytest.importorskip("textworld_express", reason="textworld-express is not installed (the agents extra)")
-    if shutil.which("java") is None:
-        pytest.skip("no Java runtime on PATH: TextWorldExpress's engine needs one (.ci/run installs it)")
-
-
 @pytest.mark.parametrize("game", ["cookingworld", "twc", "coin"])
 def test_twx_plays_a_few_steps_and_wins_on_its_gold_path(game):
-    _need_twx()
+    need_twx()
     env = make_text_env(f"twx:{game}", seed=11, max_steps=80)
     try:
         r = env.reset()
@@ -208,7 +201,7 @@ def test_twx_plays_a_few_steps_and_wins_on_its_gold_path(game):
 
 @pytest.mark.parametrize("game", ["cookingworld", "twc", "coin"])
 def test_twx_forks_exactly(game):
-    _need_twx()
+    need_twx()
     env = make_text_env(f"twx:{game}", seed=20004, max_steps=60)
     try:
         env.reset()
@@ -229,3 +222,16 @@ def test_twx_refuses_unknown_games_and_seeds_outside_the_folds():
         make_text_env("twx:coins", seed=1)
     with pytest.raises(ArgumentError, match="train 0-999"):
         make_text_env("twx:coin", seed=5000)
+
+
+def test_the_docs_example_of_a_users_env_runs():
+    """docs/readme/agents.md's own-environment example, as written."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "readme" / "agents.md").read_text()
+    (block,) = [b for b in re.findall(r"```python\n(.*?)```", text, re.S) if "class Counter(TextEnv)" in b]
+    ns: dict = {}
+    exec(compile(block, "docs/readme/agents.md", "exec"), ns)
+    env = make_text_env("counter:any", seed=0, max_steps=6)
+    assert env.replay(["up", "up", "up"]).won

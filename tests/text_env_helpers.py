@@ -3,9 +3,24 @@ of a real environment: it is the kind of small game a user plugs in)."""
 
 from __future__ import annotations
 
+import os
+import shutil
+
 import numpy as np
+import pytest
 
 from prm_critic.text.envs import TextEnv, TextStepResult
+
+
+def need_twx() -> None:
+    """Skip without TextWorldExpress or a Java runtime, naming which; CI (``PRM_CRITIC_REQUIRE_JAVA=1``,
+    ``.ci/run``) fails instead."""
+    pytest.importorskip("textworld_express", reason="textworld-express is not installed (the agents extra)")
+    if shutil.which("java") is None:
+        why = "no Java runtime on PATH: TextWorldExpress's engine needs one (.ci/run installs it)"
+        if os.environ.get("PRM_CRITIC_REQUIRE_JAVA") == "1":
+            pytest.fail(why + "; PRM_CRITIC_REQUIRE_JAVA=1 asks for it")
+        pytest.skip(why)
 
 
 class Corridor(TextEnv):
