@@ -73,8 +73,10 @@ def main(argv: list[str] | None = None) -> int:
         kept = f"; {note(args)}" if note is not None else ""
         print(f"prm-critic {args.command}: interrupted{kept}", file=sys.stderr)
         return EXIT_INTERRUPTED
-    except (ValueError, FileNotFoundError, KeyError, ImportError, TaskError) as exc:
-        # bad input, or a task that failed on a worker (named in the message): one clear line, no traceback
+    except (ValueError, FileNotFoundError, KeyError, ImportError, TaskError, ConnectionError, FileExistsError,
+            NotADirectoryError, IsADirectoryError, PermissionError) as exc:
+        # bad input, a path of the wrong kind, a cluster that does not answer, or a task that failed on a worker
+        # (named in the message): one clear line, no traceback
         print(f"prm-critic {args.command}: error: {exc}", file=sys.stderr)
         return 2
     return int(rc or 0)

@@ -84,6 +84,25 @@ def save_state_critic(path: str | os.PathLike, net: StateCriticNet, meta: dict[s
     return w
 
 
+def _refuse_ensemble_file(j: Path) -> None:
+    """Refuse a critic-ensemble file where one state-critic checkpoint is needed, naming its members."""
+    from prm_critic.models.ensemble import ENSEMBLE_FORMAT
+
+    try:
+        doc = json.loads(j.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return  # not JSON: the checks below name the problem
+    if not (isinstance(doc, dict) and doc.get("format") == ENSEMBLE_FORMAT):
+        return
+    members = [m.get("path") for m in doc.get("members", []) if isinstance(m, dict)]
+    raise CheckpointError(
+        f"checkpoint: {str(j)!r} is a critic ensemble (written by prm-critic ensemble, {len(members)} members), not one "
+        f"state-critic checkpoint; where one critic is needed (distill --critic, export --checkpoint) give one of its "
+        f"members ({', '.join(map(repr, members[:4]))}{', ...' if len(members) > 4 else ''}, relative to the "
+        "ensemble file); load the ensemble itself with prm_critic.models.load_critic_ensemble (train-policy "
+        "--critic takes it)")
+
+
 def load_state_critic(path: str | os.PathLike, *, allow_unverified: bool = False) -> TorchStateCritic:
     """Load a checkpoint written by :func:`save_state_critic`.
 
@@ -100,6 +119,8 @@ def load_state_critic(path: str | os.PathLike, *, allow_unverified: bool = False
     """
     validate.check_flag("allow_unverified", allow_unverified)
     w, j = checkpoint_paths(path)
+    if j.is_file() and not w.is_file():
+        _refuse_ensemble_file(j)
     for f in (j, w):
         if not f.is_file():
             raise FileNotFoundError(f"checkpoint: {str(f)!r} does not exist (expected {w.name} + {j.name})")

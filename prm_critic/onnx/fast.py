@@ -187,7 +187,10 @@ class _Walk:
         nxt = self.peek()
         if node.op_type == "MatMul" and nxt is not None and nxt.op_type == "Add" and self.cur in nxt.input:
             add = self.take("Add", (2,), "Add(x, bias)") if nxt.input[0] == self.cur else self._add_bias_first()
-            bias = self.vector(add, [n for n in add.input if n != self.cur][0], out, "a bias")
+            others = [n for n in add.input if n != self.cur]
+            if len(others) != 1:  # Add(h, h): no bias operand
+                raise self.fail(add, "Add(x, bias) with a bias initializer, not the layer's output added to itself")
+            bias = self.vector(add, others[0], out, "a bias")
             self.cur = add.output[0]
         self.width = out
         return np.ascontiguousarray(w, np.float32), bias
