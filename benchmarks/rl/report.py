@@ -639,6 +639,105 @@ def buffer_diagnosis(raw: dict, data: dict | None = None) -> list[str]:
 
 #: per task, the configs the headline compares: HER, the spec potential, the uninformed control (a
 #: critic with random weights in the same shaper) and the chosen learned potential
+#: spec-free potentials learned from demonstrations: per task, the potential's run label, its uninformed
+#: control, HER, the spec potential, the demonstrations-only controls, the seeds the recipe was screened
+#: on and the seeds declared for the goal before any run of the potential on them
+DEMO_PLAN = {"FetchPush-v4": {
+    "potential": "prm_her_s10_critic-push_demo-progress", "random": "prm_her_s10_critic-push_demo-progress_randw0",
+    "her": "her", "spec": "prm_her_s10",
+    "controls": ("her_demos-push_demo-buffer", "her_demos-push_demo-starts0.5"),
+    "critic": "push_demo", "screen": (0, 1, 2), "declared": tuple(range(10, 20))}}
+#: the goal: mean success >= 0.60, >= the best demonstrations-only control + 0.15 (paired, interval excluding 0),
+#: and the potential's random-weights control within 0.05 of HER
+DEMO_GOAL_MIN, DEMO_GOAL_OVER_CONTROL, DEMO_GOAL_RANDOM_TOL = 0.60, 0.15, 0.05
+
+
+def paired_diff(a: dict[int, float], b: dict[int, float]) -> tuple[list[int], float, tuple[float, float] | None, int, int]:
+    """Seeds both finished, the mean of ``a - b`` over them, its 95 % bootstrap interval, wins and losses."""
+    common = sorted(set(a) & set(b))
+    d = [a[k] - b[k] for k in common]
+    return common, float(np.mean(d)) if d else float("nan"), bootstrap_mean(d), sum(x > 0 for x in d), sum(x < 0 for x in d)
+
+
+def demo_potentials(data) -> list[str]:
+    """The spec-free potential of :data:`DEMO_PLAN` beside its controls, per seed, with the goal's verdict on
+    the declared seeds (pending until every declared run of every config has finished)."""
+    out: list[str] = []
+    for task, plan in DEMO_PLAN.items():
+        if task not in data:
+            continue
+        budget = TASKS[task]["steps"]
+        cols = [("HER", plan["her"]), *[(c.split("_demos-")[1], c) for c in plan["controls"]],
+                ("random-weights control", plan["random"]), ("learned potential", plan["potential"]),
+                ("spec potential", plan["spec"])]
+        vals = {label: success_at(data[task].get(label, []), budget) for _, label in cols}
+        crit = HERE / "critics" / f"{plan['critic']}.json"
+        rec = json.loads(crit.read_text())["meta"] if crit.is_file() else {}
+        out += [f"## Spec-free potential from demonstrations: {task}", "",
+                f"`{plan['potential']}`: PRM+HER (scale 10) with the potential `{plan['critic']}`, trained by "
+                "`train_potential.py --label demo_progress` on the time progress along successful demonstrations "
+                "(hindsight goals, random-action branches as negatives); it reads nothing of the task spec. Its "
+                "controls use the same demonstrations without a reward model: in the replay buffer (`buffer`) and as "
+                "episode starts (`starts`). Success at "
+                f"{budget / 1000:g}k steps, 50 evaluation episodes, per seed.", ""]
+        if rec.get("demonstrations"):
+            d = rec["demonstrations"]
+            m = rec.get("metrics", {}).get("heldout", {})
+            out += [f"Demonstrations: {d['count']} successful episodes of `{d['folder']}` (policy {d['policy']}, "
+                    f"SHA-256 `{d['sha256'][:12]}`). Held-out value order (Spearman of the value with time along "
+                    f"successful episodes) {m.get('spearman_success_time', float('nan')):.2f}, AUROC of the value "
+                    f"against episode success {m.get('auroc_success', float('nan')):.2f}.", ""]
+        for name, seeds in (("screening seeds (the recipe was chosen on them)", plan["screen"]),
+                            ("declared seeds (fixed before the potential's runs)", plan["declared"])):
+            head = "| seed | " + " | ".join(c for c, _ in cols) + " |"
+            rows = [f"| {k} | " + " | ".join(f"{vals[label][k]:.2f}" if k in vals[label] else "-" for _, label in cols)
+                    + " |" for k in seeds]
+            means = "| mean | " + " | ".join(fmt_mean([vals[label][k] for k in seeds if k in vals[label]])
+                                             for _, label in cols) + " |"
+            out += [f"**{name.capitalize()}: {seed_list(seeds)}**", "", head, "|" + "---|" * (len(cols) + 1), *rows,
+                    means, ""]
+        out += demo_goal(vals, plan)
+    return out
+
+
+def demo_goal(vals: dict[str, dict[int, float]], plan: dict) -> list[str]:
+    """The goal's verdict on the declared seeds."""
+    seeds = plan["declared"]
+    on = {label: {k: v for k, v in d.items() if k in seeds} for label, d in vals.items()}
+    missing = {label: [k for k in seeds if k not in on[label]]
+               for label in (plan["potential"], plan["random"], plan["her"], *plan["controls"])}
+    mine = on[plan["potential"]]
+    lines = ["**Goal** (declared seeds): mean success at least "
+             f"{DEMO_GOAL_MIN:.2f}, at least the best demonstrations-only control + {DEMO_GOAL_OVER_CONTROL:g} "
+             f"(paired by seed, 95 % interval excluding 0), and the random-weights control within "
+             f"{DEMO_GOAL_RANDOM_TOL:g} of HER.", ""]
+    for ctrl in plan["controls"]:
+        common, mean, ci, w, lo = paired_diff(mine, on[ctrl])
+        if common:
+            lines.append(f"- learned potential minus `{ctrl}`: {mean:+.2f}"
+                         + (f" [{ci[0]:+.2f}, {ci[1]:+.2f}]" if ci else "")
+                         + f" on seeds {seed_list(common)}; higher on {w}, lower on {lo}, sign test p = "
+                         f"{sign_test_p(w, lo):.3g}")
+    common, mean, ci, w, lo = paired_diff(on[plan["random"]], on[plan["her"]])
+    if common:
+        lines.append(f"- random-weights control minus HER: {mean:+.2f}" + (f" [{ci[0]:+.2f}, {ci[1]:+.2f}]" if ci else "")
+                     + f" on seeds {seed_list(common)}")
+    if any(missing.values()):
+        todo = "; ".join(f"`{label}` seeds {seed_list(ks)}" for label, ks in missing.items() if ks)
+        return lines + ["", f"Verdict: **pending** (not finished: {todo}).", ""]
+    best = max(plan["controls"], key=lambda c: np.mean(list(on[c].values())))
+    _, over, ci, _, _ = paired_diff(mine, on[best])
+    _, rand_gap, _, _, _ = paired_diff(on[plan["random"]], on[plan["her"]])
+    m = float(np.mean(list(mine.values())))
+    checks = [(m >= DEMO_GOAL_MIN, f"mean {m:.2f} vs {DEMO_GOAL_MIN:.2f}"),
+              (over >= DEMO_GOAL_OVER_CONTROL and ci is not None and ci[0] > 0,
+               f"{over:+.2f} over the best control `{best}`, interval {ci}"),
+              (abs(rand_gap) <= DEMO_GOAL_RANDOM_TOL, f"random-weights control {rand_gap:+.2f} from HER")]
+    ok = all(c for c, _ in checks)
+    return lines + ["", f"Verdict: **{'met' if ok else 'not met'}** (" + "; ".join(
+        f"{'ok' if c else 'fails'}: {why}" for c, why in checks) + ").", ""]
+
+
 HEADLINE = {"FetchPush-v4": ("her", "prm_her_s10", "prm_her_s10_critic-push_cov-progress_randw0",
                              "prm_her_s10_critic-push_cov_ens-progress")}
 
@@ -805,6 +904,7 @@ def main(argv=None) -> int:
         "## Every run", "",
         f"![unshaped success vs env steps]({rel_png.as_posix()})", "",
         table(data), "",
+        *demo_potentials(data),
         "## Learned potentials", "",
         *learned_potentials(data, json.loads(NOISE.read_text()) if NOISE.is_file() else {}, critic_recipes(data)),
         *buffer_diagnosis(json.loads(BUFFER.read_text()) if BUFFER.is_file() else {}, data),
