@@ -1,10 +1,14 @@
-"""Write docs/results.md, the Results page: each benchmark's headline table and plot, copied from its
-own results doc (which its script writes from committed raw data), with a link to the whole doc.
+"""The Results page: each benchmark's headline table and plot, copied from its own results doc (which
+its script writes from committed raw data), with a link to the whole doc.
 
 Each entry of :data:`RESULTS` names the doc, the table to copy (the first one whose header row starts
 with ``header``; ``merge=True`` joins every table of that header, as one table) and the plot (the
-doc's image link). A doc that no longer has that table or plot is an error naming both, so a
-renamed column cannot leave a stale page; tests/test_results_overview.py checks the page is up to date.
+doc's image link). A doc that no longer has that table or plot is an error naming both.
+
+The site's page is :func:`build` ``(full=True)``, rendered when the site is built (docs/_mkdocs/hooks.py),
+so it always shows the numbers the results docs hold now. docs/results.md, the page as the repository
+shows it, is the index (``full=False``: each benchmark, what it measures, its doc), which changes only
+with :data:`RESULTS`; tests/test_results_overview.py checks it is up to date.
 
     python docs/build_results.py          # rewrite docs/results.md
     python docs/build_results.py --check  # exit 1 if docs/results.md is out of date
@@ -35,13 +39,14 @@ class Result:
     merge: bool = False     # join every table with that header (one per task, say) into one
     max_rows: int = 12      # longer tables are cut, saying how many rows the doc has
     image: str | None = None  # the plot, as the doc links it
+    caption: str = ""       # a line above the plot
 
 
 RESULTS = (
     Result("RL: sparse vs PRM vs HER vs PRM+HER", "rl_benchmark.md",
-           "SAC on four tasks: unshaped success at each task's step budget, by shaping config (mean over seeds); "
-           "the plot: FetchPush-v4, the chosen learned potential against the spec's, paired by seed.",
-           "| task, budget | HER |", image="../benchmarks/rl/results/learned_vs_spec.png"),
+           "SAC on four tasks: unshaped success at each task's step budget, by shaping config (mean over seeds).",
+           "| task, budget | HER |", image="../benchmarks/rl/results/learned_vs_spec.png",
+           caption="FetchPush-v4: the chosen learned potential against the spec's, paired by seed."),
     Result("RL: where failed episodes end", "rl_failure_diagnosis.md",
            "The RL benchmark's failed evaluation episodes: how far from the goal and which subgoals held.",
            "| run | successes |"),
@@ -151,20 +156,28 @@ def section(r: Result) -> str:
         if m is None:
             raise ValueError(f"docs/{r.doc}: no image {r.image!r} (Result {r.title!r} in docs/build_results.py)")
         target = posixpath.normpath(posixpath.join(posixpath.dirname(r.doc), r.image))
-        parts += [f"![{m['alt']}]({target})", ""]
+        parts += [*([r.caption, ""] if r.caption else []), f"![{m['alt']}]({target})", ""]
     return "\n".join(parts)
 
 
-def build() -> str:
-    head = ("---\nhide:\n  - toc\n---\n\n# Results\n\n"
+def build(full: bool = True) -> str:
+    """The Results page: with ``full``, each benchmark's headline table and plot (the site's page); without,
+    the index of the benchmarks and their docs (docs/results.md)."""
+    note = "<!-- written by python docs/build_results.py; edit that file, not this page -->\n\n"
+    if not full:
+        rows = "\n".join(f"| {r.title} | {r.what} | [{r.doc}]({r.doc}) |" for r in RESULTS)
+        return ("# Results\n\n"
+                "Measured, each page with the commands that reproduce it. The docs site's Results page shows each "
+                "benchmark's headline table and plot.\n\n" + note
+                + f"| benchmark | what was measured | page |\n|---|---|---|\n{rows}\n")
+    head = ("# Results\n\n"
             "Each benchmark's headline, copied from its results page (which its script writes from committed "
-            "raw data, with the command that reproduces it). A plot opens at full size when clicked.\n\n"
-            "<!-- written by python docs/build_results.py; edit that file, not this page -->\n\n")
+            "raw data, with the command that reproduces it). A plot opens at full size when clicked.\n\n" + note)
     return head + "\n".join(section(r) for r in RESULTS)
 
 
 def main(argv: list[str]) -> int:
-    text = build()
+    text = build(full=False)
     path = ROOT / OUT
     if "--check" in argv:
         if path.read_text(encoding="utf-8") != text:

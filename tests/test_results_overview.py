@@ -27,8 +27,8 @@ def builder():
     return _load("build_results", ROOT / "docs" / "build_results.py")
 
 
-def test_the_results_page_is_up_to_date(builder):
-    assert builder.build() == (ROOT / "docs" / "results.md").read_text(encoding="utf-8"), \
+def test_the_results_index_is_up_to_date(builder):
+    assert builder.build(full=False) == (ROOT / "docs" / "results.md").read_text(encoding="utf-8"), \
         "docs/results.md is out of date: run python docs/build_results.py"
 
 
@@ -40,7 +40,7 @@ def test_every_results_page_has_an_entry(builder):
 
 
 def test_each_entry_copies_its_docs_table_and_plot(builder):
-    page = (ROOT / "docs" / "results.md").read_text()
+    page = builder.build(full=True)
     for r in builder.RESULTS:
         doc = (ROOT / "docs" / r.doc).read_text()
         assert f"]({r.doc})" in page, r.doc
@@ -76,10 +76,25 @@ def test_every_image_links_to_itself_at_full_size():
 
     class Page:  # FAKE mkdocs page: only the source path is read
         class file:
-            src_uri = "results.md"
+            src_uri = "latency.md"
 
     md = "![a plot](latency.png)\n\n[![linked](x.png)](x.png)\n\n```\n![in code](y.png)\n```\n"
     out = hooks.on_page_markdown(md, Page, None, None)
     assert "[![a plot](latency.png)](latency.png)" in out
     assert out.count("[![linked](x.png)](x.png)") == 1 and "[[!" not in out
     assert "```\n![in code](y.png)\n```" in out
+
+
+def test_the_sites_results_page_is_rendered_from_the_docs_as_they_are(builder):
+    hooks = _load("mkdocs_hooks", ROOT / "docs" / "_mkdocs" / "hooks.py")
+
+    class Page:  # FAKE mkdocs page: the source path and the front matter are used
+        meta: dict = {}
+
+        class file:
+            src_uri = "results.md"
+
+    out = hooks.on_page_markdown((ROOT / "docs" / "results.md").read_text(), Page, None, None)
+    assert Page.meta["hide"] == ["toc"]
+    assert out.count("\n## ") == len(builder.RESULTS) and "| task, budget | HER |" in out
+    assert "[![learned vs spec potential, paired by seed](_repo/benchmarks/rl/results/learned_vs_spec.png)]" in out

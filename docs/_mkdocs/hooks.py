@@ -2,6 +2,7 @@
 benchmark figures) are published with the site under ``_repo/`` so that they resolve (and images
 show); a link to a folder outside docs/ becomes the folder's path in code, since a site cannot list it.
 Every image is also a link to itself: a plot shrunk to the page's width opens at full size when clicked.
+The Results page (results.md) is rendered from the results docs as they are now (docs/build_results.py).
 """
 
 from __future__ import annotations
@@ -46,7 +47,21 @@ def on_files(files, config):
     return files
 
 
+def _results_page() -> str:
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location("build_results", ROOT / "docs" / "build_results.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["build_results"] = module  # its dataclass looks the module up there
+    spec.loader.exec_module(module)
+    return module.build(full=True)
+
+
 def on_page_markdown(markdown, page, config, files):
+    if page.file.src_uri == "results.md":
+        markdown = _results_page()
+        page.meta["hide"] = ["toc"]  # the plots get the table of contents' width
     def repl(m: re.Match) -> str:
         repo_path = _outside(page.file.src_uri, m["target"])
         if repo_path is None:

@@ -13,15 +13,30 @@ from pathlib import Path
 #: The extra the README's quickstart install (``pip install -c constraints-cpu.txt ".[train]"``) provides.
 QUICKSTART_EXTRA = "train"
 
+#: the widest line the quickstart prints (a terminal, a log, the README's copy of its output)
+WIDTH = 100
+
+#: the critic's held-out metrics the quickstart ends with: (key, name, what it measures, a good value)
+METRICS = (
+    ("auroc_success", "success AUROC", "do steps of episodes that succeed score above those that fail?",
+     "0.5 is chance, 1 perfect; good: 0.85 or more (the goal in docs/critic_label_families.md)"),
+    ("auroc_success_early", "early AUROC", "the same on each episode's first 25%, before the outcome shows",
+     "0.5 is chance, 1 perfect; good: about 0.7 or more (a rule of thumb)"),
+    ("spearman_progress_time", "Spearman(progress, t)", "does progress rise through each successful episode?",
+     "1 always rises, 0 no trend, below 0 falls; good: about 0.5 or more (a rule of thumb)"),
+)
+
 
 def next_commands(task: str, checkpoint: "str | Path", out: "str | Path") -> list[tuple[str, str]]:
     """``(extra, command)`` for each "Next:" line the quickstart prints; a command whose extra is
     not the quickstart's own starts with the ``pip install`` that provides it."""
+    from shlex import quote
+
     ckpt = Path(checkpoint).with_suffix("")
     return [
-        ("train", f"prm-critic train-policy --task {task} --critic {ckpt}.json --her --steps 20000 "
-                     f"--out {Path(out) / 'policy'}"),
-        ("onnx", f"prm-critic export --checkpoint {ckpt} --out critic.onnx"),
+        ("train", f"prm-critic train-policy --task {quote(task)} --critic {quote(f'{ckpt}.json')} --her --steps 20000 "
+                     f"--out {quote(str(Path(out) / 'policy'))}"),
+        ("onnx", f"prm-critic export --checkpoint {quote(str(ckpt))} --out critic.onnx"),
     ]
 
 
@@ -31,6 +46,41 @@ def _next_lines(task: str, checkpoint: "str | Path", out: "str | Path") -> list[
     lines = []
     for extra, cmd in next_commands(task, checkpoint, out):
         lines.append(cmd if extra == QUICKSTART_EXTRA else f"{install_command(extra)} && {cmd}")
+    return lines
+
+
+def wrap(text: str, indent: str = "", width: int = WIDTH) -> list[str]:
+    """``text`` in lines of at most ``width`` characters, each starting with ``indent``."""
+    import textwrap
+
+    return textwrap.wrap(text, width, initial_indent=indent, subsequent_indent=indent + "  ",
+                         break_long_words=False, break_on_hyphens=False) or [indent]
+
+
+def wrap_command(command: str, indent: str = "  ", width: int = WIDTH) -> list[str]:
+    """A shell command in lines of at most ``width`` characters joined by `` \\`` continuations (the
+    words as the shell reads them: a quoted path stays whole), so it can still be pasted as printed."""
+    import shlex
+
+    words = [w if w in ("&&", "||", ";") else shlex.quote(w) for w in shlex.split(command)]
+    lines, line = [], indent
+    for word in words:
+        if line.strip() and len(line) + 1 + len(word) + 2 > width:
+            lines.append(line + " \\")
+            line = indent + "    "
+        line = f"{line} {word}" if line.strip() else line + word
+    return [*lines, line]
+
+
+def metric_lines(metrics: dict) -> list[str]:
+    """The quickstart's last lines: each held-out metric of the critic, what it means and a good value."""
+    n = metrics.get("n_episodes")
+    held = f" ({n} held-out episodes: a rough reading)" if isinstance(n, int) else ""
+    lines = [f"What the critic's held-out numbers mean{held}:"]
+    for key, name, meaning, good in METRICS:
+        v = metrics.get(key)
+        lines += wrap(f"{name} {'n/a' if v is None else f'{v:.3f}'}: {meaning}", "  ")
+        lines += wrap(good, "    ")
     return lines
 
 
@@ -170,20 +220,22 @@ def run(args) -> int:
         v = m.get(key)
         return "n/a" if v is None else f"{v:.3f}"
 
-    print(f"      held-out success AUROC {f('auroc_success')}, early AUROC {f('auroc_success_early')}, "
-          f"Spearman(progress, t) on successes {f('spearman_progress_time')}")
+    print("\n".join(wrap(f"held-out success AUROC {f('auroc_success')}, early AUROC {f('auroc_success_early')}, "
+                         f"Spearman(progress, t) {f('spearman_progress_time')} (read at the end)", "      ")))
 
     print("[4/4] shaped + pruned env: PRMRewardShaper(potential, gamma=0.99) + DeadEndPruner")
     _shaped_episodes(spec, ckpt, args)
 
     print("\nWhere everything went:")
-    print(f"  trajectories + labels: {data}/shards, {data}/labels/<family>")
-    print(f"  critic checkpoint:     {res['checkpoint']} (+ {Path(res['checkpoint']).with_suffix('.json').name})")
-    print(f"  held-out metrics:      {res['metrics_path']}")
-    print(f"  per-step score plot:   {res['plot_path']}")
+    for line in (f"trajectories + labels: {data}/shards, {data}/labels/<family>",
+                 f"critic checkpoint:     {res['checkpoint']} (+ {Path(res['checkpoint']).with_suffix('.json').name})",
+                 f"held-out metrics:      {res['metrics_path']}",
+                 f"per-step score plot:   {res['plot_path']}"):
+        print("\n".join(wrap(line, "  ")))
     print("Next:")
     for line in _next_lines(spec.name, res["checkpoint"], out):
-        print(f"  {line}")
+        print("\n".join(wrap_command(line)))
+    print("\n".join(metric_lines(m)))
     return 0
 
 
@@ -227,7 +279,7 @@ def _shaped_episodes(spec, ckpt: Path, args) -> None:
             b = shaping_breakdown(phis, info["prm_next_phi"], terminated, gamma)
             explain = (rank, (ep, steps, bool(terminated), ret, b))
     if explain is not None:
-        print("      " + _explain_line(*explain[1], gamma=gamma))
+        print("\n".join(wrap(_explain_line(*explain[1], gamma=gamma), "      ")))
     st = env.stats
     print(f"      pruner: {st['pruned_episodes']} of {st['episodes']} episodes pruned, {st['steps_saved']} steps saved")
     env.close()
