@@ -100,7 +100,7 @@ def render_steps(
         complete = all(j is not None for j in found)
         if complete:
             text = "\n".join(format_tool_step(c["name"], c.get("args"), message_text(messages[j]))
-                             for c, j in zip(calls, found))
+                             for c, j in zip(calls, found) if j is not None)
         else:
             text = "\n".join(format_tool_call(c["name"], c.get("args")) for c in calls)
         steps.append({"text": text, "tool_call_ids": ids, "ai_index": i, "ai_id": ai_id,

@@ -125,8 +125,9 @@ def critic_config_fingerprint(critic: Any) -> str | None:
     config = getattr(getattr(critic, "net", None), "config", None)
     if not callable(config):
         return None
-    layout = critic.critic_info().layout if callable(getattr(critic, "critic_info", None)) else None
-    layout = layout.to_dict() if hasattr(layout, "to_dict") else layout
+    layout: Any = critic.critic_info().layout if callable(getattr(critic, "critic_info", None)) else None
+    if layout is not None and hasattr(layout, "to_dict"):
+        layout = layout.to_dict()
     body = json.dumps({"net": config(), "layout": layout}, sort_keys=True, default=repr)
     return hashlib.sha256(body.encode()).hexdigest()
 
