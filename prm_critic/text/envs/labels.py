@@ -202,7 +202,8 @@ def sibling_examples(ep: LabelledEpisode, siblings: list[dict], env: TextEnv, *,
     for sb in siblings:
         t = sb["t"]
         prompt, texts = render_episode(env, list(ep.commands[:t]) + [sb["command"]], step_text=step_text)
-        prog = list(ep.example.progress[:t]) + [1.0 if sb["label"] == 1.0 else (ep.example.progress[t - 1] if t else 0.0)]
+        progress = list(ep.example.progress or [0.0] * len(ep.commands))
+        prog = progress[:t] + [1.0 if sb["label"] == 1.0 else (progress[t - 1] if t else 0.0)]
         out.append(StepwiseExample(prompt, texts, list(ep.example.labels[:t]) + [sb["label"]], prog))
     return out
 

@@ -65,7 +65,7 @@ def _second_game(engine: Any) -> Any:
     if cls is None:
         cls = _SECOND[type(engine)] = type("SecondGame", (type(engine),), {"__del__": lambda self: None,
                                                                           "close": lambda self: None})
-    eng = object.__new__(cls)
+    eng: Any = object.__new__(cls)
     eng.__dict__.update(engine.__dict__)
     eng.runHistory, eng.lastStepScore = [], 0
     eng.server = engine._gateway.jvm.textworldexpress.runtime.PythonInterface()
