@@ -230,80 +230,21 @@ def balanced(table, seed: int):
 
 def train_demo_progress(a, argv) -> int:
     """``--label demo_progress``: a spec-free potential from the successful episodes of one folder
-    (:mod:`prm_critic.robotics.demos`): their time progress, ``--relabel K`` hindsight copies and
-    ``--branches B`` random-action branches of ``--branch-steps S`` steps from their snapshots. The
-    folder's episodes are split first (``--holdout``, ``--split-seed``); the demonstrations are the first
-    ``--demos N`` successful episodes of the training part, and the held-out part (successes and
-    failures) gives the metrics: AUROC of the value against the episode's success and the Spearman
-    correlation of the value with time along held-out successful episodes."""
-    from prm_critic._io import atomic_write_bytes
-    from prm_critic.models.checkpoint import save_state_critic
-    from prm_critic.models.evaluate import evaluate_state_critic
-    from prm_critic.models.state_critic import TorchStateCritic
-    from prm_critic.models.train import TrainConfig, train_state_critic
-    from prm_critic.robotics.collect import load_shard
-    from prm_critic.robotics.demos import DemoRows, base_rows, branch_rows, goal_success_fn, hindsight_rows, load_demos
-    from prm_critic.robotics.make import make_env
+    (:func:`prm_critic.models.demo_critic.train_demo_critic`: their time progress, ``--relabel K`` hindsight
+    copies and ``--branches B`` random-action branches of ``--branch-steps S`` steps)."""
+    from prm_critic.models.demo_critic import train_demo_critic
+    from prm_critic.models.train import TrainConfig
 
     if len(a.data) != 1:
         raise SystemExit(f"--data: --label demo_progress learns from one demonstrations folder, got {len(a.data)}")
-    folder = a.data[0]
     config = TrainConfig(hidden=tuple(int(h) for h in a.hidden.split(",")), epochs=a.epochs,
                          activation=a.activation, lr=a.lr, batch_size=a.batch_size, weight_decay=a.weight_decay,
                          seed=a.seed)
-    every = load_demos(folder)
-    shards = [load_shard(f, ("ep_index", "ep_success")) for f in sorted((folder / "shards").glob("shard_*.npz"))]
-    all_eps = np.concatenate([d["ep_index"] for d in shards])
-    rng = np.random.default_rng(a.split_seed)
-    test_eps = set(rng.choice(all_eps, size=max(1, int(round(a.holdout * len(all_eps)))), replace=False).tolist())
-    train_demo_eps = [e for e in every.episodes if e not in test_eps]
-    if a.demos is not None:
-        if len(train_demo_eps) < a.demos:
-            raise SystemExit(f"--demos {a.demos}: {str(folder)!r} has {len(train_demo_eps)} successful episodes outside "
-                             f"the held-out split; expected at least {a.demos} (collect more episodes)")
-        train_demo_eps = train_demo_eps[:a.demos]
-    demos = every.subset(train_demo_eps)
-    env = make_env(demos.spec)
-    rng = np.random.default_rng(a.seed)
-    parts = [base_rows(demos)]
-    if a.relabel:
-        parts.append(hindsight_rows(demos, a.relabel, goal_success_fn(env), rng))
-    if a.branches:
-        parts.append(branch_rows(demos, a.branches, a.branch_steps, rng, env=env))
-    env.close()
-    rows = DemoRows.concat(parts)
-    net, history = train_state_critic(rows.x, rows.y, rows.y, episode=rows.episode, t=rows.t,
-                                      ep_success=np.ones(len(rows), bool), config=config)
-    critic = TorchStateCritic(net)
-    # held-out metrics on every held-out episode of the folder (successes and failures)
-    xs, ep, tt, ok = [], [], [], []
-    for f in sorted((folder / "shards").glob("shard_*.npz")):
-        d = load_shard(f)
-        ep_ok = dict(zip(d["ep_index"].tolist(), d["ep_success"].tolist()))
-        sel = np.isin(d["episode"], list(test_eps))
-        xs.append(d["x"][sel])
-        ep.append(d["episode"][sel])
-        tt.append(d["t"][sel])
-        ok.append(np.asarray([ep_ok[e] for e in d["episode"][sel].tolist()], bool))
-    held = evaluate_state_critic(critic, np.concatenate(xs), episode=np.concatenate(ep), t=np.concatenate(tt),
-                                 ep_success=np.concatenate(ok))
-    metrics = {"heldout": {k: held[k] for k in ("auroc_success", "auroc_success_early", "spearman_success_time",
-                                                 "n_episodes", "n_success_episodes")},
-               "n_rows": {"demonstrations": int((rows.source == 0).sum()), "hindsight": int((rows.source == 1).sum()),
-                          "branches": int((rows.source == 2).sum())},
-               "relabel": a.relabel, "branches": a.branches, "branch_steps": a.branch_steps,
-               "n_heldout_episodes": len(test_eps)}
-    meta = {"task": demos.spec.name, "spec": demos.spec.to_dict(), "layout": demos.layout.to_dict(),
-            "label_family": "demo_progress", "maze": demos.meta.get("maze"), "train_config": config.to_dict(),
-            "metrics": metrics, "demonstrations": demos.record(),
-            "data": {"folders": [folder.name], "policies": [demos.meta.get("policy")], "seeds": [demos.meta.get("seed")],
-                     "holdout": a.holdout, "split_seed": a.split_seed}}
-    save_state_critic(a.out, net, meta)
-    atomic_write_bytes(a.out.with_name(a.out.name + ".metrics.json"),
-                       json.dumps({"metrics": metrics, "history": history, "demonstrations": demos.record(),
-                                   "command": "python benchmarks/rl/train_potential.py " + " ".join(
-                                       sys.argv[1:] if argv is None else argv)}, indent=2, default=float).encode())
-    print(json.dumps(metrics, indent=2, default=float))
+    res = train_demo_critic(a.data[0], a.out, config=config, demos=a.demos, relabel=a.relabel, branches=a.branches,
+                            branch_steps=a.branch_steps, holdout=a.holdout, split_seed=a.split_seed, overwrite=True,
+                            command="python benchmarks/rl/train_potential.py " + " ".join(
+                                sys.argv[1:] if argv is None else argv))
+    print(json.dumps(res["metrics"], indent=2, default=float))
     return 0
 
 

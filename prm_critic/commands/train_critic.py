@@ -84,6 +84,14 @@ def register(sub) -> None:
     p.add_argument("--val-fraction", type=float, help="fraction of training episodes used for early stopping (0: none)")
     p.add_argument("--patience", type=int, help="early-stopping patience in epochs (needs --val-fraction; none: no early stopping)")
     p.add_argument("--device", help="torch device")
+    p.add_argument("--demos", type=int, metavar="N",
+                   help="--label demo_progress: learn from the first N successful training episodes (default: all)")
+    p.add_argument("--relabel", type=int, metavar="K",
+                   help="--label demo_progress: K hindsight copies of every demonstration state (default 4)")
+    p.add_argument("--branches", type=int, metavar="B",
+                   help="--label demo_progress: B random-action branches from demonstration states, labelled by how "
+                        "far they fall behind (default 0)")
+    p.add_argument("--branch-steps", type=int, metavar="S", help="--label demo_progress: steps per branch (default 10)")
     p.add_argument("--overwrite", action="store_true",
                    help="replace another run's files at OUT (OUT.safetensors, .json, .metrics.json, .scores.png, "
                         ".onnx, ...) instead of refusing them; the same run resumes without it")
@@ -108,6 +116,13 @@ def run(args) -> int:
     config = TrainConfig(**given)
     split_seed = config.seed if args.split_seed is None else args.split_seed
     extra = {} if holdout is None else {"holdout": holdout}
+    demo_opts = {k: getattr(args, k) for k in ("demos", "relabel", "branches", "branch_steps")
+                 if getattr(args, k) is not None}
+    if args.label == "demo_progress":
+        return _run_demo_progress(args, config, split_seed, demo_opts, extra)
+    if demo_opts:
+        raise SystemExit(f"prm-critic train-critic: --{next(iter(demo_opts)).replace('_', '-')} needs --label "
+                         f"demo_progress, got --label {args.label}")
     res = train_critic_from_data(args.data, args.label, args.out, config=config, split_seed=split_seed,
                                  progress_bar=not args.no_progress, overwrite=args.overwrite, **extra)
     m = res["metrics"]
@@ -121,6 +136,27 @@ def run(args) -> int:
           f"Spearman(progress, t) {f(m['spearman_progress_time'])}, Brier {f(m['brier_success'])}, "
           f"progress MAE {f(m['progress_mae'])}")
     print(f"wrote {res['checkpoint']} (+ .json), {res['metrics_path']}, {res['plot_path']}")
+    return 0
+
+
+def _run_demo_progress(args, config, split_seed: int, opts: dict, extra: dict) -> int:
+    import sys
+
+    from prm_critic.models.demo_critic import train_demo_critic
+
+    res = train_demo_critic(args.data, args.out, config=config, split_seed=split_seed, overwrite=args.overwrite,
+                            progress_bar=not args.no_progress, command="prm-critic " + " ".join(sys.argv[1:]),
+                            **opts, **extra)
+    m, n = res["metrics"]["heldout"], res["metrics"]["n_rows"]
+
+    def f(v):
+        return "n/a" if v is None or v != v else f"{v:.3f}"
+
+    print(f"trained on {n['demonstrations']} demonstration states, {n['hindsight']} hindsight copies and "
+          f"{n['branches']} branch states ({res['meta']['demonstrations']['count']} demonstrations)")
+    print(f"held-out ({m['n_episodes']} episodes, {m['n_success_episodes']} successful): value order along successful "
+          f"episodes (Spearman with t) {f(m['spearman_success_time'])}, AUROC against success {f(m['auroc_success'])}")
+    print(f"wrote {res['checkpoint']} (+ .json), {res['metrics_path']}")
     return 0
 
 

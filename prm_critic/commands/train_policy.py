@@ -104,6 +104,15 @@ def register(sub) -> None:
                    help="anneal the shaping scale linearly from --scale to --scale-end over N env steps "
                         "(potential shaping with --her) (default: constant)")
     p.add_argument("--scale-end", type=float, default=None, help="--scale-steps: the final scale (default: 0)")
+    p.add_argument("--demos", default=None, metavar="FOLDER",
+                   help="demonstrations: the successful episodes of a data folder (prm-critic collect), used by "
+                        "--demo-buffer and / or --demo-starts")
+    p.add_argument("--demos-n", type=int, default=None, metavar="N", help="--demos: the first N successful episodes")
+    p.add_argument("--demo-buffer", action="store_true",
+                   help="put the demonstrations into the replay buffer before training (replayed through the same "
+                        "shaper; off-policy, --n-envs 1)")
+    p.add_argument("--demo-starts", type=float, default=0.0, metavar="P",
+                   help="start training episodes from demonstration states with probability P (default: 0)")
     p.set_defaults(func=run, interrupted=interrupted)
 
 
@@ -186,6 +195,13 @@ def run(args) -> int:
         raise ValueError(f"--scale-end: needs --scale-steps, got --scale-end {args.scale_end} alone")
     scale_schedule = None if args.scale_steps is None else {
         "end": 0.0 if args.scale_end is None else args.scale_end, "steps": args.scale_steps}
+    demos = None
+    if args.demos is not None:
+        from prm_critic.robotics.demos import load_demos
+
+        demos = load_demos(args.demos, args.demos_n)
+    elif args.demos_n is not None:
+        raise ValueError(f"--demos-n: needs --demos FOLDER, got --demos-n {args.demos_n} alone")
     _claim_out(args)
     model = train_policy(
         args.task, algo=args.algo, critic=args.critic, shaping=shaping, scale=args.scale, head=args.head,
@@ -194,6 +210,7 @@ def run(args) -> int:
         normalize_obs=args.normalize_obs,
         progress=args.progress, checkpoint_freq=args.checkpoint_freq, resume=args.resume,
         torch_threads=args.torch_threads or None, early_stop=early_stop, scale_schedule=scale_schedule,
+        demos=demos, demo_buffer=args.demo_buffer, demo_starts=args.demo_starts,
         **({} if args.backend is None else {"backend": args.backend}),
     )
     rows = model.prm_eval.rows if model.prm_eval is not None else []
