@@ -392,6 +392,18 @@ def critic_recipes(data) -> dict[str, dict[str, tuple[str, int]]]:
     return out
 
 
+ORDER_RAW = ROOT / "benchmarks" / "results" / "rl_critic_order.json"
+
+
+def order_cells(label: str, order: dict) -> str:
+    """``value order | AUROC`` of the run's critic and head (``critic_order.py``), ``- | -`` unmeasured."""
+    m = re.search(r"_critic-(.+)-(progress|success)", label)
+    if "_randw" in label:  # another critic: the same architecture with its weights drawn anew (unmeasured)
+        return "- | - |"
+    row = order.get("critics", {}).get(m.group(1), {}).get(m.group(2)) if m else None
+    return f"{row['value_order']:.2f} | {row['auroc']:.2f} |" if row else "- | - |"
+
+
 def learned_potentials(data, noise: dict, recipes: dict | None = None) -> list[str]:
     """Per task: every learned-critic config (``_critic-`` in its label) beside the spec potential, HER
     and its random-weights control, with success at the budget (mean, 95 % bootstrap interval over
@@ -400,6 +412,7 @@ def learned_potentials(data, noise: dict, recipes: dict | None = None) -> list[s
     critics of one recipe trained with different seeds into one line and one verdict."""
     out = []
     recipes = recipes or {}
+    order = json.loads(ORDER_RAW.read_text()) if ORDER_RAW.is_file() else {}
     for task in sorted(data):
         labels = [lb for lb in sorted(data[task], key=_sort_key) if "_critic-" in lb]
         if not labels:
@@ -418,14 +431,18 @@ def learned_potentials(data, noise: dict, recipes: dict | None = None) -> list[s
         out += [f"### {task}: learned potentials", "",
                 f"Success at {budget / 1000:g}k (mean over finished seeds, 95 % bootstrap interval, n seeds) and "
                 "the potential's noise: mean |Phi(s') - Phi(s)| per step on random-action episodes (what an untrained "
-                "policy visits) and on scripted episodes (`benchmarks/rl/potential_noise.py`).", "",
-                "| config | success | mean \\|dPhi\\| random-action | mean \\|dPhi\\| scripted |", "|---|---|---|---|"]
+                "policy visits) and on scripted episodes (`benchmarks/rl/potential_noise.py`); the potential's value "
+                "order (Spearman of the value with time along successful held-out scripted episodes) and its AUROC "
+                "against episode success, on one evaluation set per task that no critic was trained on "
+                "(`benchmarks/rl/critic_order.py`).", "",
+                "| config | success | mean \\|dPhi\\| random-action | mean \\|dPhi\\| scripted | value order | AUROC |",
+                "|---|---|---|---|---|---|"]
         spec_noise = next((v["spec"] for v in tn.values()), None)
-        out.append(f"| her | {fmt_mean(her)} | - | - |")
+        out.append(f"| her | {fmt_mean(her)} | - | - | - | - |")
         for base in sorted({lb.split("_critic-")[0] for lb in labels}, key=_sort_key):
             out.append(f"| {base} (spec potential) | {fmt_mean(at_budget(base))} | "
                        + (f"{spec_noise['random_dphi']:.3f} | {spec_noise['scripted_dphi']:.3f} |" if spec_noise
-                          else "- | - |"))
+                          else "- | - |") + " - | - |")
         verdicts = []
         for label in labels:
             vals = at_budget(label)
@@ -433,7 +450,8 @@ def learned_potentials(data, noise: dict, recipes: dict | None = None) -> list[s
             key = re.sub(r"_anneal[0-9a-z.]+", "", label[label.index("critic-"):])  # annealing: the same potential
             nz = tn.get(key)
             out.append(f"| {label} | {fmt_mean(vals)} | " + (f"{nz['random_dphi']:.3f} | {nz['scripted_dphi']:.3f} |"
-                                                         if nz else "unmeasured | unmeasured |"))
+                                                         if nz else "unmeasured | unmeasured |")
+                       + " " + order_cells(label, order))
             if "_randw" in label or not vals:
                 continue
             mine, spec_seeds = by_seed(label), by_seed(label.split("_critic-")[0])
