@@ -396,7 +396,7 @@ def _train(config: TrainPolicyConfig):
         from prm_critic.sb3.demos import add_demos_to_buffer
         from prm_critic.sb3.envs import make_train_env
 
-        demo_env = {**env_kwargs, "demo_starts": {"demos": c.demos, "prob": 0.0}, "prune": None}
+        demo_env: dict[str, Any] = {**env_kwargs, "demo_starts": {"demos": c.demos, "prob": 0.0}, "prune": None}
         model.prm_demo_steps = add_demos_to_buffer(model, c.demos, lambda: make_train_env(spec, **demo_env))
     _learn(model, total_steps, cbs, bar)
     model.prm_config["trained_steps"] = int(model.num_timesteps)

@@ -15,7 +15,8 @@ import numpy as np
 from prm_critic import validate
 from prm_critic._optional import require
 
-gym = require("gymnasium")
+require("gymnasium")  # a missing extra fails here with the exact ``pip install`` to run
+import gymnasium as gym  # noqa: E402
 
 __all__ = ["DemoStarts", "observe_restored"]
 
@@ -78,7 +79,7 @@ class DemoStarts(gym.Wrapper):
             raise ValueError(f"demos: demonstrations of {want!r} cannot start episodes of env {env_id!r}")
         self.demos = demos
         self.snap = Snapshotter(env)
-        starts = []
+        starts: list[int] = []
         for (b, _), L in zip(demos.blocks(), demos.steps_to_success()):
             starts.extend(range(b, b + int(L)))
         self._rows = np.asarray(starts, dtype=np.int64)
