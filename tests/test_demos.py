@@ -180,6 +180,17 @@ def test_neither_family_reads_the_specs_subgoals(push_folder, tmp_path, monkeypa
         table = load_steps(data, family)
         np.testing.assert_array_equal(np.isfinite(table.progress), table.mask)
         np.testing.assert_array_equal(table.progress[table.mask], table.success[table.mask])
+    from prm_critic.models.pipeline import train_critic_from_data
+    from prm_critic.models.train import TrainConfig
+
+    res = train_critic_from_data(data, "success_contrast", tmp_path / "sc", config=TrainConfig(epochs=1, hidden=(8,)),
+                                 progress_bar=False)
+    assert res["meta"]["label_family"] == "success_contrast"
+    from prm_critic.models.demo_critic import train_demo_critic
+
+    res = train_demo_critic(data, tmp_path / "dp", config=TrainConfig(epochs=1, hidden=(8,)), relabel=1, branches=2,
+                            branch_steps=2, holdout=0.3, progress_bar=False)
+    assert res["meta"]["demonstrations"]["sha256"] and res["metrics"]["n_rows"]["branches"] == 4
     demos = load_demos(data)
     rows = base_rows(demos)
     from prm_critic.robotics.make import make_env
