@@ -64,6 +64,25 @@ def _random_walk(env: TextEnv, n: int, seed: int) -> list[str]:
     return out
 
 
+def _forks_exactly_on_and_off_the_winning_path(env: TextEnv) -> None:
+    """Forks along the game's own winning commands (which win), then after random prefixes with
+    random continuations (dead ends included); closes ``env``."""
+    try:
+        env.reset()
+        walk = list(env.walkthrough)
+        assert walk, f"{env!r}: the game records its winning commands"
+        for t in (0, len(walk) // 2, len(walk) - 1):
+            check_fork(env, walk[:t], walk[t:])
+        assert env.won
+        for seed in range(2):
+            env.reset()
+            prefix = _random_walk(env, 6, seed)
+            env.replay(prefix)
+            check_fork(env, prefix, _random_walk(env, 15, 70 + seed))
+    finally:
+        env.close()
+
+
 # ---------------------------------------------------------------- a user's own environment
 @pytest.mark.parametrize("copyable", [False, True], ids=["replay", "state-copy"])
 def test_user_env_forks_exactly(copyable):
@@ -157,20 +176,7 @@ def tw_games(tmp_path_factory):
 def test_textworld_forks_exactly(tw_games, which):
     from prm_critic.text.envs import TextWorldEnv
 
-    env = TextWorldEnv(tw_games[which], max_steps=40)
-    try:
-        walk = list(env.reset().admissible and env.walkthrough)
-        assert walk, "tw-make records the winning commands"
-        for t in (0, len(walk) // 2, len(walk) - 1):
-            check_fork(env, walk[:t], walk[t:])
-        assert env.won
-        env.reset()
-        for seed in range(2):  # off the winning path, dead ends included
-            prefix = _random_walk(env, 5, seed)
-            env.replay(prefix)
-            check_fork(env, prefix, _random_walk(env, 12, 50 + seed))
-    finally:
-        env.close()
+    _forks_exactly_on_and_off_the_winning_path(TextWorldEnv(tw_games[which], max_steps=40))
 
 
 def test_textworld_spec_refuses_seeds_of_a_single_file(tw_games):
@@ -202,19 +208,7 @@ def test_twx_plays_a_few_steps_and_wins_on_its_gold_path(game):
 @pytest.mark.parametrize("game", ["cookingworld", "twc", "coin"])
 def test_twx_forks_exactly(game):
     need_twx()
-    env = make_text_env(f"twx:{game}", seed=20004, max_steps=60)
-    try:
-        env.reset()
-        walk = list(env.walkthrough)
-        for t in (0, len(walk) // 2):
-            check_fork(env, walk[:t], walk[t:])
-        for seed in range(2):  # off the gold path
-            env.reset()
-            prefix = _random_walk(env, 6, seed)
-            env.replay(prefix)
-            check_fork(env, prefix, _random_walk(env, 15, 70 + seed))
-    finally:
-        env.close()
+    _forks_exactly_on_and_off_the_winning_path(make_text_env(f"twx:{game}", seed=20004, max_steps=60))
 
 
 def test_twx_refuses_unknown_games_and_seeds_outside_the_folds():
