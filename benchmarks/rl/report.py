@@ -42,6 +42,18 @@ OMP_NUM_THREADS=1 python benchmarks/rl/sweep.py --plan medium push lever seeds &
 # more seeds at the task budgets (two sweeps share the two cores, per-run lock)
 OMP_NUM_THREADS=1 python benchmarks/rl/sweep.py --plan seeds5 &
 OMP_NUM_THREADS=1 python benchmarks/rl/sweep.py --plan seeds5 &
+# the spec-free potential from demonstrations, its controls (DEMO_PLAN: screening seeds 0-2, declared seeds 10-19)
+prm-critic collect --task FetchPush-v4 --out critic_data/push_demo --episodes 300 --seed 50000
+python benchmarks/rl/train_potential.py --data critic_data/push_demo --label demo_progress --demos 100 --relabel 4 \
+    --branches 3000 --branch-steps 10 --epochs 30 --out benchmarks/rl/critics/push_demo
+for s in 0 1 2 10 11 12 13 14 15 16 17 18 19; do
+  R="OMP_NUM_THREADS=1 python benchmarks/rl/run.py --task FetchPush-v4 --seed $s"
+  eval $R --config her; eval $R --config her --demos-of benchmarks/rl/critics/push_demo.json --demo-buffer
+  eval $R --config her --demos-of benchmarks/rl/critics/push_demo.json --demo-starts 0.5
+  eval $R --config prm_her --scale 10 --critic benchmarks/rl/critics/push_demo.json --head progress
+  eval $R --config prm_her --scale 10 --critic benchmarks/rl/critics/push_demo.json --head progress --random-weights 0
+done
+python benchmarks/rl/critic_order.py                                             # value order and AUROC of every critic
 python benchmarks/rl/report.py --guide docs/readme/train_policy.md               # this file, the plot, the guide's summary
 # one run:
 OMP_NUM_THREADS=1 python benchmarks/rl/run.py --task FetchReach-v4 --config prm_her --scale 10 --seed 0"""
