@@ -27,5 +27,8 @@ def test_readme_section_runs_and_prints_the_documented_output():
         exec(compile(code, str(DOC), "exec"), {"__name__": "readme_langgraph"})
     out = buf.getvalue()
     assert out.startswith(expected)
-    assert out.strip().splitlines()[-1] == "[1, 0] [0.9]"
+    searches = re.findall(r"prints\n\n```text\n(.*?)```", text, re.S)[-1]  # the beam and MCTS example
+    lines = out.strip().splitlines()
+    assert lines[-3] == "[1, 0] [0.9]" and "\n".join(lines[-2:]) + "\n" == searches
+    assert searches.startswith("beam [") and "\nmcts [" in searches
     assert "prints `[1, 0] [0.9]`" in text

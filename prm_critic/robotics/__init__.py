@@ -30,6 +30,7 @@ _LAZY = {
     "MazeGeometry": "prm_critic.robotics.subgoals",
     "make_controller": "prm_critic.robotics.controllers",
     "Snapshotter": "prm_critic.robotics.snapshot",
+    "register_snapshot_hook": "prm_critic.robotics.snapshot",
     "collect": "prm_critic.robotics.collect",
     "label": "prm_critic.robotics.labels",
     "load_steps": "prm_critic.robotics.dataset",

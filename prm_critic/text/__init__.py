@@ -33,6 +33,7 @@ if TYPE_CHECKING:  # the lazy names below, for type checkers
     from prm_critic.text.implicit import outcome_examples as outcome_examples
     from prm_critic.text.implicit import prompt_value_examples as prompt_value_examples
     from prm_critic.text.judge import LLMJudgeCritic as LLMJudgeCritic
+    from prm_critic.text.judge import score_response_format as score_response_format
     from prm_critic.text.lm_prm import StepTagLMPRM as StepTagLMPRM
     from prm_critic.text.lm_prm import verify_lm_prm_folder as verify_lm_prm_folder
     from prm_critic.text.lm_prm import write_lm_prm_manifest as write_lm_prm_manifest
@@ -53,6 +54,7 @@ _LAZY = {
     "train_text_prm": "prm_critic.text.train",
     "TextTrainConfig": "prm_critic.text.train",
     "LLMJudgeCritic": "prm_critic.text.judge",
+    "score_response_format": "prm_critic.text.judge",
     "ImplicitPRM": "prm_critic.text.implicit",
     "outcome_examples": "prm_critic.text.implicit",
     "prompt_value_examples": "prm_critic.text.implicit",
