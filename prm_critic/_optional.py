@@ -66,6 +66,7 @@ _EXTRA_OF = {
     "rl_zoo3": "zoo",
     "xllamacpp": "llm",
     "langchain_openai": "llm",
+    "jsonschema": "llm",
 }
 
 

@@ -37,6 +37,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Sequence
 from urllib.parse import urlsplit
 
+from prm_critic._optional import require
 from prm_critic.llm.toolschema import ANSWER_CLAUSE, INSTRUCTIONS, check_call, describe_tools, parse_reply, tool_call_schema
 
 __all__ = ["APIError", "ChatPlan", "OpenAIFront", "plan_chat", "check_model", "check_tools", "check_tool_choice",
@@ -134,7 +135,27 @@ def _object_schema(where: str, params: Any) -> dict[str, Any]:
     missing = [r for r in required if r not in props]
     if missing:
         raise _bad(f"{where}.required", f"{missing} not among the properties {sorted(props)}")
-    return {**schema, "properties": props, "required": required}
+    out = {**schema, "properties": props, "required": required}
+    validator = require("jsonschema").validators.validator_for(out)
+    try:
+        validator.check_schema(out)
+    except require("jsonschema").SchemaError as exc:  # a keyword with a value no validator can apply
+        at = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in exc.path)
+        raise _bad(f"{where}{at}", f"not a valid JSON schema ({exc.message}); expected a schema every generated call "
+                                   "can be validated against") from None
+    return out
+
+
+def schema_violation(args: Any, schema: dict[str, Any]) -> str | None:
+    """Why ``args`` break the tool's JSON ``schema`` (every keyword: ``maximum``, ``multipleOf``,
+    ``uniqueItems``, ``pattern``, ...), naming the keyword and where; ``None`` when they conform.
+    The grammar that constrains generation enforces the structure, not every value keyword."""
+    js = require("jsonschema")
+    validator = js.validators.validator_for(schema)(schema)
+    err = js.exceptions.best_match(validator.iter_errors(args))
+    if err is None:
+        return None
+    return f"{err.json_path}: {err.message} (keyword {err.validator!r})"
 
 
 def check_tools(tools: Any) -> list[dict[str, Any]]:
@@ -336,6 +357,11 @@ class ChatPlan:
                 why = check_call(name, payload, self.specs, {})
                 if why is not None:  # parse_reply checked it already; kept so a change there cannot pass one through
                     raise APIError(500, f"server: the constrained reply is not a valid call ({why}): {text!r:.300}")
+                why = schema_violation(payload, self.specs[name]["parameters"])
+                if why is not None:  # a value the grammar could not enforce: never answered as a valid call
+                    raise APIError(500, f"server: the generated call of {name!r} breaks its tool's schema at {why}; the "
+                                        f"grammar does not enforce that keyword, so the call is not returned: "
+                                        f"{text!r:.300}", code="tool_call_schema_violation")
                 message.update(content=None, tool_calls=[{"id": _call_id(), "type": "function", "function": {
                     "name": name, "arguments": json.dumps(payload, ensure_ascii=False)}}])
                 finish = "tool_calls"
