@@ -293,7 +293,7 @@ def build_graph(model: Any = None, *, critic: Any = None, max_steps: int = 50,
             "episode": {"number": number, "seed": seed, "game": str(game), "max_steps": ms,
                         "critic": type(critic).__name__},
             "messages": old + [_msgs.SystemMessage(SYSTEM_PROMPT),
-                               _msgs.HumanMessage(sess.intro, additional_kwargs={"admissible": res.admissible})],
+                               _msgs.HumanMessage(sess.intro, additional_kwargs={"admissible": list(res.admissible)})],
             "commands": [], "won": res.won, "lost": res.lost, "done": res.done,
             "step_scores": RESET_STEP_SCORES, "critic_revisions": 0, "critic_verdict": "", "critic_stop_reason": "",
         }
@@ -335,12 +335,12 @@ def build_graph(model: Any = None, *, critic: Any = None, max_steps: int = 50,
                 cmd = command_of(c["name"], c.get("args"))
             except ValueError as exc:
                 out_msgs.append(_msgs.ToolMessage(str(exc), tool_call_id=c["id"], name=c["name"],
-                                                  artifact={"admissible": res.admissible, "done": False}, status="error"))
+                                                  artifact={"admissible": list(res.admissible), "done": False}, status="error"))
                 continue
             res = sess.step(cmd)
             commands.append(cmd)
             out_msgs.append(_msgs.ToolMessage(res.feedback, tool_call_id=c["id"], name=c["name"],
-                                              artifact={"command": cmd, "admissible": res.admissible,
+                                              artifact={"command": cmd, "admissible": list(res.admissible),
                                                         "done": res.done}))
         return {"messages": out_msgs, "commands": commands, "won": res.won, "lost": res.lost, "done": res.done}
 

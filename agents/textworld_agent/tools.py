@@ -65,7 +65,7 @@ def make_tools(game: TextWorldGame):
 
     def _run(cmd: str):
         r = game.step(cmd)
-        return r.feedback, {"admissible": r.admissible, "done": r.done}
+        return r.feedback, {"admissible": list(r.admissible), "done": r.done}
 
     @tools.tool(response_format="content_and_artifact")
     def act(command: str):
