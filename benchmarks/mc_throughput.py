@@ -19,7 +19,7 @@ shutdown, of the MC labelling of ``--sizes`` stored PointMaze states on the loca
 ``RayExecutor(--workers)`` starting its own Ray instance as ``prm-critic label --executor ray`` does,
 interleaved in ``--rounds`` rounds, with each run's wall seconds (start-up, work, shutdown), CPU
 seconds and 1-min load average, and the per-task cost (no-op tasks). Fitted to them: the executor
-cost model (:class:`prm_critic.executor.RayCostModel`, whose defaults are these fits) and the
+cost model (:class:`prm_critic.parallel.RayCostModel`, whose defaults are these fits) and the
 crossover, the job size where Ray's speed-up reaches 1, measured and by the model. Only the
 ``crossover`` section of the raw data is replaced; the others keep their own measurement.
 
@@ -84,7 +84,7 @@ def _counted(labeler, payload):
 def executor_rates(meta, d, n_states, rounds, ray_workers=(1, 2)):
     """{method: [steps/s per round]}, Ray start-up seconds and Ray tasks per worker call, for the same
     tasks on each executor."""
-    from prm_critic.executor import LocalExecutor, RayExecutor
+    from prm_critic.parallel import LocalExecutor, RayExecutor
     from prm_critic.robotics.collect import load_shard
     from prm_critic.robotics.labels import label_params, mc_setup, state_tasks
 
@@ -133,7 +133,7 @@ def crossover_runs(meta, d, sizes, rounds, workers=2, noop_tasks=200):
     on the local executor and on ``RayExecutor(workers)`` starting its own Ray instance (``ray.init`` as
     ``prm-critic label --executor ray`` does), interleaved: each round runs every size on both, the order
     of the two flipped every other round. One row per run."""
-    from prm_critic.executor import LocalExecutor, RayExecutor, Task
+    from prm_critic.parallel import LocalExecutor, RayExecutor, Task
     from prm_critic.robotics.collect import load_shard
     from prm_critic.robotics.labels import label_params, mc_setup, state_tasks
 
@@ -175,14 +175,14 @@ def crossover_runs(meta, d, sizes, rounds, workers=2, noop_tasks=200):
 
 
 def fit_crossover(cx: dict) -> dict:
-    """The executor cost model (:class:`prm_critic.executor.RayCostModel`) fitted to the ``--crossover``
+    """The executor cost model (:class:`prm_critic.parallel.RayCostModel`) fitted to the ``--crossover``
     runs, and the crossover: where Ray's speed-up over local reaches 1, measured and by the model.
 
     local seconds = set-up + ``c * steps`` (``c``: the local work seconds per rollout step); Ray start-up
     ``startup_s``: the median of start-up + shutdown; ``task_overhead_s``: the median no-op task time;
     ``parallel``: the effective workers of Ray's work phase, ``c * steps / (map - states * overhead)``.
     """
-    from prm_critic.executor import RayCostModel
+    from prm_critic.parallel import RayCostModel
 
     runs = cx["runs"]
     loc = [r for r in runs if r["executor"] == "local"]
@@ -228,7 +228,7 @@ def fit_crossover(cx: dict) -> dict:
 
 def _auto_threshold_s(model, workers: int, task_s: float) -> float:
     """Seconds of local work from which ``--executor auto`` picks Ray (expected speed-up >= AUTO_MIN_SPEEDUP)."""
-    from prm_critic.executor import AUTO_MIN_SPEEDUP
+    from prm_critic.parallel import AUTO_MIN_SPEEDUP
 
     # speed-up x: W s = x (S + W s / w + W o / task_s)  =>  W = x S / (1 - x / w - x o / task_s)
     gain = 1 - AUTO_MIN_SPEEDUP / workers - AUTO_MIN_SPEEDUP * model.task_overhead_s / task_s
@@ -237,7 +237,7 @@ def _auto_threshold_s(model, workers: int, task_s: float) -> float:
 
 def render_crossover(cx: dict, workers_startup: list[float]) -> list[str]:
     """The "where Ray pays" section of the doc from the ``crossover`` runs."""
-    from prm_critic.executor import AUTO_MIN_SPEEDUP
+    from prm_critic.parallel import AUTO_MIN_SPEEDUP
 
     fit = fit_crossover(cx)
     w = cx["workers"]
@@ -278,7 +278,7 @@ def render_crossover(cx: dict, workers_startup: list[float]) -> list[str]:
         f"**Crossover** ({w} Ray workers reach the local executor's speed): measured {meas}; the cost model "
         f"puts it at ~{fit['model_s']:.0f} s of local work (~{fit['model_states']:,.0f} states here).{agree}",
         "",
-        f"Cost model fitted to these runs (`prm_critic.executor.RayCostModel`): local = units x unit_s "
+        f"Cost model fitted to these runs (`prm_critic.parallel.RayCostModel`): local = units x unit_s "
         f"(here {fit['step_s'] * 1e6:.0f} us per rollout step, plus {fit['local_intercept_s']:.2f} s of set-up); "
         f"Ray = start-up + units x unit_s / workers + tasks x task overhead, with start-up + shutdown "
         f"**{fit['startup_s']:.1f} s** (median) and **{fit['task_overhead_s'] * 1e3:.1f} ms** per task "

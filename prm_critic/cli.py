@@ -57,7 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from prm_critic.executor import TaskError
+    from prm_critic.parallel import TaskError
 
     parser = build_parser()
     args = parser.parse_args(argv)

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-import prm_critic.executor as executor_mod
+import prm_critic.parallel as executor_mod
 from prm_critic._optional import install_hint
-from prm_critic.executor import (
+from prm_critic.parallel import (
     AUTO_MIN_SPEEDUP,
     DEFAULT_RAY_STARTUP_S,
     DEFAULT_RAY_TASK_OVERHEAD_S,

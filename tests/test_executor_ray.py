@@ -16,7 +16,7 @@ ray = pytest.importorskip("ray")
 pytest.importorskip("gymnasium_robotics")
 
 from prm_critic.cli import main  # noqa: E402
-from prm_critic.executor import Task, TaskError, make_executor  # noqa: E402
+from prm_critic.parallel import Task, TaskError, make_executor  # noqa: E402
 from prm_critic.robotics.collect import collect, load_shard  # noqa: E402
 from prm_critic.robotics.labels import label  # noqa: E402
 
@@ -177,7 +177,7 @@ def _square_or_raise(bad, ctx, x):
 def test_short_tasks_are_grouped_per_worker_call_with_the_same_results(cluster):
     import functools
 
-    from prm_critic.executor import RayExecutor
+    from prm_critic.parallel import RayExecutor
 
     tasks = [Task(key=i, desc=f"task {i}", payload=i) for i in range(400)]
     fn = functools.partial(_square_or_raise, -1)
@@ -199,7 +199,7 @@ def test_short_tasks_are_grouped_per_worker_call_with_the_same_results(cluster):
                                     (dict(call_s=float("nan")), r"call_s: expected a finite"),
                                     (dict(max_group=0), r"max_group: expected an integer >= 1, got 0")])
 def test_grouping_arguments_checked(kw, msg):
-    from prm_critic.executor import RayExecutor
+    from prm_critic.parallel import RayExecutor
 
     with pytest.raises(ValueError, match=msg):
         RayExecutor(2, **kw)

@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from faults import correct, loud
-from prm_critic.executor import RayExecutor, joined_cluster_message
+from prm_critic.parallel import RayExecutor, joined_cluster_message
 
 pytest.importorskip("ray")
 pytestmark = pytest.mark.fault
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.fault
 ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([os.getcwd(), *sys.path])}
 CHILD = """
 import sys
-from prm_critic.executor import RayExecutor
+from prm_critic.parallel import RayExecutor
 try:
     RayExecutor(1, address=sys.argv[1])._init()
 except Exception as exc:

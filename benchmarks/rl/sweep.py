@@ -202,7 +202,7 @@ def main(argv=None) -> int:
             cmd += ["--steps", str(steps[0])] if steps else (["--steps", str(a.steps)] if a.steps else [])
             cmds.append(cmd + common)
             names.append(f"{task} {config_label(config, scale, prune, spec[0] if spec else None)} {seed}")
-    from prm_critic.executor import Task, make_executor
+    from prm_critic.parallel import Task, make_executor
 
     ex = make_executor(a.executor, workers=a.workers, address=a.address)
     tasks = [Task(key=name, desc=f"run {name} ({' '.join(cmd[1:])})", payload=cmd) for name, cmd in zip(names, cmds)]

@@ -43,7 +43,7 @@ def register(sub) -> None:
 
 
 def add_executor_args(p) -> None:
-    """``--executor`` / ``--workers`` / ``--address`` (prm_critic.executor)."""
+    """``--executor`` / ``--workers`` / ``--address`` (prm_critic.parallel)."""
     from prm_critic.commands._help import install
 
     p.add_argument("--executor", choices=["local", "ray", "auto"], default="local",

@@ -16,7 +16,7 @@ episode ``(E,)``: ``ep_index``, ``ep_seed``, ``ep_len``, ``ep_success``.
 Episode ``e`` is reset with seed ``seed + e`` and its controller draws from
 ``default_rng([seed + e, 1])``, so a re-run reproduces it bit for bit: complete shards are skipped,
 a killed run loses at most the shards being written (temp file + ``os.replace``). Each episode is
-one task of the chosen executor (``executor="local" | "ray" | "auto"``, :mod:`prm_critic.executor`): workers
+one task of the chosen executor (``executor="local" | "ray" | "auto"``, :mod:`prm_critic.parallel`): workers
 return episodes, the driver writes a shard once all its episodes are back, so the shards are the
 same whatever the executor, worker count or order.
 """
@@ -35,7 +35,7 @@ import numpy as np
 from prm_critic import validate
 from prm_critic._io import _MISSING, claim_output, setting_diffs
 from prm_critic._optional import require
-from prm_critic.executor import Executor, JobEstimate, Task, check_executor, choose_executor
+from prm_critic.parallel import Executor, JobEstimate, Task, check_executor, choose_executor
 from prm_critic.robotics.make import make_env, step_cost
 from prm_critic.robotics.layout import CriticInputLayout, success_from_info
 from prm_critic.robotics.snapshot import Snapshotter
@@ -244,7 +244,7 @@ def collect(
         policy_loader: ``path -> SB3 model`` for a prm-critic policy checkpoint ``policy``:
             :func:`prm_critic.sb3.load_policy` (needed only for such a ``policy``).
         executor: ``"local"`` (this process), ``"ray"`` or ``"auto"`` (Ray where the cost model expects it
-            to be faster, :func:`prm_critic.executor.choose_executor`; ``"ray"`` and ``"auto"`` print
+            to be faster, :func:`prm_critic.parallel.choose_executor`; ``"ray"`` and ``"auto"`` print
             their choice and expected speed-up to stderr); each episode is one task, so the shards are
             bit-identical whatever the executor, worker count or order.
         workers: Ray worker processes (``None``: one per CPU of the Ray cluster).

@@ -22,7 +22,7 @@ import numpy as np
 from prm_critic import validate
 
 if TYPE_CHECKING:
-    from prm_critic.executor import Executor
+    from prm_critic.parallel import Executor
 
 __all__ = ["LabelFamily", "LabelJob", "OPTION_DEFAULTS", "register_label_family", "unregister_label_family",
            "get_label_family", "label_families", "families_taking"]
@@ -43,8 +43,8 @@ class LabelJob:
         progress: show a progress bar.
         trust_pickle: allow a stable-baselines3 ``.zip`` rollout policy.
         policy_loader: ``path -> SB3 model`` for a policy-checkpoint rollout policy.
-        executor, workers, address: where state-level tasks run (:mod:`prm_critic.executor`); ``"auto"``:
-            resolve it with :func:`prm_critic.executor.choose_executor` once the job's size is known.
+        executor, workers, address: where state-level tasks run (:mod:`prm_critic.parallel`); ``"auto"``:
+            resolve it with :func:`prm_critic.parallel.choose_executor` once the job's size is known.
     """
 
     out_dir: Path

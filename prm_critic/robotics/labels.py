@@ -29,7 +29,7 @@ and never rounded.
   ``s_t`` under the behaviour policy for a reward of 1 on reaching success (discounted Monte-Carlo:
   a value, not a success probability; :func:`steps_to_success_labels`).
 
-``mc`` runs on the chosen executor (``executor="local" | "ray" | "auto"``, :mod:`prm_critic.executor`): one
+``mc`` runs on the chosen executor (``executor="local" | "ray" | "auto"``, :mod:`prm_critic.parallel`): one
 task per labelled state (:func:`state_tasks`, run by :func:`label_state_task` on a worker's
 :class:`MCLabeler` built by :func:`mc_setup`); :func:`run_shard_tasks` writes a shard's labels once
 all its states are back. Other state-level label modes can reuse these pieces.
@@ -61,7 +61,7 @@ from prm_critic.robotics.collect import (
     step_success,
     unship_policy,
 )
-from prm_critic.executor import Executor, JobEstimate, Pool, Task, check_executor, choose_executor
+from prm_critic.parallel import Executor, JobEstimate, Pool, Task, check_executor, choose_executor
 from prm_critic.robotics.families import (
     OPTION_DEFAULTS,
     LabelJob,
@@ -232,7 +232,7 @@ ROW_KEYS = ("action", "next_x", "reward", "terminated", "truncated")
 
 
 def state_tasks(shard: Path, d: dict[str, np.ndarray], rows: np.ndarray) -> list[Task]:
-    """One :class:`~prm_critic.executor.Task` per labelled row ``i`` of the shard ``d`` (as loaded from
+    """One :class:`~prm_critic.parallel.Task` per labelled row ``i`` of the shard ``d`` (as loaded from
     ``shard``): key ``(shard.name, i)``, payload the state's snapshot, critic input, ids and stored step.
     Run them with :func:`label_state_task` (or any ``fn(MCLabeler, payload)``)."""
     return [Task(key=(shard.name, int(i)),
@@ -381,7 +381,7 @@ def label(out_dir: "str | Path", family: str, *, k: int | None = None, stride: i
     (:func:`prm_critic.sb3.load_policy`).
 
     ``executor`` (``"local"``, ``"ray"`` or ``"auto"``: Ray where the cost model expects it to be
-    faster, :func:`prm_critic.executor.choose_executor`, which prints its choice to stderr),
+    faster, :func:`prm_critic.parallel.choose_executor`, which prints its choice to stderr),
     ``workers`` and ``address``: where ``mc`` rollouts run. Each labelled state is one task (its continuations are seeded from
     ``(seed, episode, t, j)``), so labels are bit-identical whatever the executor, worker count or
     order; the driver writes a shard's labels once all its states are back. ``subgoal`` and

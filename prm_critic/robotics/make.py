@@ -130,7 +130,7 @@ def step_cost(spec: "str | TaskSpec", *, seconds: float = 0.2, min_steps: int = 
     """Seconds per ``env.step`` of ``spec`` here and now (uniformly random actions for about ``seconds``,
     at least ``min_steps`` steps, after one untimed step) and the env's time limit (``None``: none).
 
-    What :func:`prm_critic.executor.choose_executor` weighs a job by: it runs on this machine under its
+    What :func:`prm_critic.parallel.choose_executor` weighs a job by: it runs on this machine under its
     present load, so it moves with that load as the job's steps will.
     """
     import time

@@ -23,7 +23,7 @@ Resumable: each ``(seed, episode)`` unit is written atomically to ``<out>/units/
 present; the JSONL files are assembled from the units at the end; a folder holding labels of other
 settings (environment, ``k``, ``max_steps``, policy, step text, ...) is refused, naming the
 difference. Each unit draws only from ``default_rng([seed, episode])``, so the labels are the same
-whatever the executor (:mod:`prm_critic.executor`), worker count or order; a worker imports
+whatever the executor (:mod:`prm_critic.parallel`), worker count or order; a worker imports
 ``env_module`` (where your environment kind is registered) before making the environment.
 """
 
@@ -243,9 +243,9 @@ def build_labels(out: str | Path, env: str | TextEnvSpec, seeds: Sequence[int], 
     ``labels_siblings.jsonl`` with ``siblings=m`` (branch examples ending in a terminal sibling), and
     ``summary.json`` (the counts), ``run.json`` (the settings: a folder holding another run's labels
     is refused, naming what differs, unless ``overwrite`` replaces it whole). ``executor`` / ``workers`` / ``address``: where the
-    units are labelled (:func:`prm_critic.executor.make_executor`); the siblings pass runs here.
+    units are labelled (:func:`prm_critic.parallel.make_executor`); the siblings pass runs here.
     """
-    from prm_critic.executor import Task, make_executor
+    from prm_critic.parallel import Task, make_executor
 
     spec = parse_env_spec(env)
     if env_module:
