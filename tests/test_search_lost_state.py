@@ -162,3 +162,25 @@ def test_mcts_takes_the_same_path_under_one_seed():
     a, _ = _mcts(critic, budget=20, env_seed=2, seed=5)
     b, _ = _mcts(critic, budget=20, env_seed=2, seed=5)
     assert (a.steps, a.events) == (b.steps, b.events)
+
+
+def test_the_benchmark_searches_take_any_env_and_report_their_stop():
+    """agents/textworld_agent/search.py on a user's environment (``make(max_steps=...)``): the lost
+    rule holds there too, and each search's result says why it stopped."""
+    import numpy as np
+
+    from agents.textworld_agent.search import run_beam, run_mcts
+
+    seed = _corridor_with_pit_first()
+
+    def game(max_steps):
+        return Corridor(seed, n=4, max_steps=max_steps)
+
+    critic = KeywordCritic(LOVES_THE_PIT, default=(0.01, 0.01))
+    beam = run_beam(game, np.random.default_rng(0), critic, max_steps=6, dead_end_threshold=0.5)
+    mcts = run_mcts(game, np.random.default_rng(0), critic, max_steps=6, budget=12)
+    for res in (beam, mcts):
+        assert not res.lost and res.stop_reason and res.policy_calls > 0
+    assert beam.dead_ends_avoided >= 1
+    with pytest.raises(TypeError, match="expected a TextEnv with that max_steps"):
+        run_beam(lambda max_steps: Corridor(seed, max_steps=3), np.random.default_rng(0), critic, max_steps=6)
