@@ -21,7 +21,7 @@ import argparse
 import difflib
 import sys
 import textwrap
-from typing import Any, Sequence
+from typing import Any, NoReturn, Sequence
 
 __all__ = ["HelpFormatter", "Parser", "install", "is_flag", "int_list", "list_items"]
 
@@ -116,7 +116,7 @@ class Parser(argparse.ArgumentParser):
             unknown.append(tok)
         return unknown
 
-    def error(self, message: str):  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         """A missing required option is reported after the unknown options typed instead (a
         misspelt ``--epsiodes`` is the reason ``--episodes`` is missing)."""
         if message.startswith("the following arguments are required"):

@@ -188,7 +188,7 @@ def evaluate_policy(policy: Any, *, task: Any = None, episodes: int = 50, seed: 
 
     try:
         evaluator = layout = None
-        if spec.success.source == "subgoals":
+        if spec.success.reads_state:
             critic = SubgoalCritic(spec, env)
             evaluator, layout = critic.evaluator, critic.layout
         successes, returns, lengths = run_episodes(
@@ -233,7 +233,7 @@ def save_evaluation(evaluation: PolicyEvaluation, out: "str | os.PathLike", *, o
     claim_output(out, owned, record_diffs(out / "run.json", settings), overwrite=overwrite, what="out",
                  held="a policy evaluation")
     write_record(out / "run.json", settings)
-    image = require("PIL.Image", "torch") if gifs else None
+    image: Any = require("PIL.Image", "torch") if gifs else None
     for path, clip in zip(gifs, evaluation.frames):
         buf = io.BytesIO()
         first, *rest = [image.fromarray(f) for f in clip]
