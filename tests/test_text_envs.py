@@ -229,3 +229,13 @@ def test_the_docs_example_of_a_users_env_runs():
     exec(compile(block, "docs/readme/agents.md", "exec"), ns)
     env = make_text_env("counter:any", seed=0, max_steps=6)
     assert env.replay(["up", "up", "up"]).won
+
+
+def test_twx_without_java_says_what_to_install(monkeypatch):
+    """No Java on PATH (simulated by hiding it from the lookup): one error naming the runtime and
+    the package to install, before any engine starts."""
+    import prm_critic.text.envs.twx as twx
+
+    monkeypatch.setattr(twx.shutil, "which", lambda name: None)
+    with pytest.raises(twx.JavaMissingError, match="needs a Java runtime .* default-jre-headless"):
+        make_text_env("twx:coin", seed=1)
