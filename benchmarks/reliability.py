@@ -80,6 +80,9 @@ ITEMS = {
     62: "PRMStatsCallback under plain stable-baselines3: the env's own return, with or without PRMMonitor",
     63: "A policy checkpoint on another task's env",
     64: "Clear errors instead of tracebacks: files where folders go, ensemble files, graphs, Ray, Ctrl-C, --resume",
+    65: "distill --data: extra folders holding the teacher's held-out episodes, compared by content",
+    66: "serve-llm tool calls validated against the tool's whole JSON schema (maximum, multipleOf, uniqueItems)",
+    67: "Judge injection detector: zero-width and soft-hyphen characters, look-alike letters, markdown, base64",
 }
 
 

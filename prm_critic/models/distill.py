@@ -346,8 +346,30 @@ def load_teacher_split(folders: list[str], teacher_meta: dict[str, Any], teacher
             f"data: {folders[0]!r} is not the data {teacher!r} was trained on: its held-out split (holdout {holdout}, "
             f"split seed {split_seed}) is {len(got)} episodes {got[:8]}..., the teacher records {len(test_eps)} "
             f"episodes {sorted(test_eps)[:8]}...; pass the teacher's data folder first")
-    xs = [train.x] + [load_steps(f, None).x for f in folders[1:]]
+    held_out = _episode_digests(test)
+    xs = [train.x]
+    for f in folders[1:]:
+        extra = load_steps(f, None)
+        overlap = sorted((e, held_out[d]) for d, e in _episode_digests(extra).items() if d in held_out)
+        if overlap:
+            shown = ", ".join(f"{e} = held-out {h}" for e, h in overlap[:6]) + (", ..." if len(overlap) > 6 else "")
+            raise validate.ArgumentError(
+                f"data: {f!r} holds {len(overlap)} of the {len(held_out)} episodes {teacher!r} holds out (step for step "
+                f"the same observations as those of {folders[0]!r}: its episode {shown}); the student would train on "
+                "the episodes it is evaluated on. Pass extra folders of other episodes (another collection seed)")
+        xs.append(extra.x)
     return np.concatenate(xs), test
+
+
+def _episode_digests(table) -> dict[str, int]:
+    """``{SHA-256 of an episode's observation rows: episode}``: episodes compared by content, not by name."""
+    import hashlib
+
+    out: dict[str, int] = {}
+    for e in np.unique(table.episode):
+        rows = np.ascontiguousarray(table.x[table.episode == e], np.float64)
+        out[hashlib.sha256(str(rows.shape).encode() + rows.tobytes()).hexdigest()] = int(e)
+    return out
 
 
 def heldout_metrics(critic, test, teacher=None) -> dict[str, Any]:
@@ -378,7 +400,9 @@ def distill_critic_from_data(critic, data, out, *, config: DistillConfig | None 
         data: the teacher's data folder, or a list of folders whose first is the teacher's: the
             student trains on that folder's training episodes (the teacher's split, checked against the
             held-out episodes the teacher records) and on every episode of the other folders. Labels are
-            not needed. Each folder's task and input layout must be the teacher's.
+            not needed. Each folder's task and input layout must be the teacher's, and no episode of
+            the other folders may be one of the teacher's held-out episodes (compared by content: the
+            teacher's folder again or a recollection with the same seeds is refused).
         out: the student's checkpoint path (stem, or ``.safetensors`` / ``.json``).
         config: a :class:`DistillConfig`.
         progress_bar: show a tqdm bar over epochs.
