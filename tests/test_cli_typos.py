@@ -87,6 +87,13 @@ SAME_HELP = ("--task", "--episodes", "--max-episode-steps", "--no-progress", "--
              "--activation", "--weight-decay", "--workers", "--address", "--executor", "--trust-pickle")
 
 
+#: commands where one of those options means something else
+OWN_MEANING = {
+    "--task": ("export", "evaluate"),  # the name stored in the ONNX metadata; the task a policy is checked against
+    "--episodes": ("evaluate",),       # episodes run, not collected
+}
+
+
 def _help(parser: argparse.ArgumentParser, action: argparse.Action) -> str:
     return " ".join(parser._get_formatter()._expand_help(action).split())
 
@@ -102,8 +109,9 @@ def test_options_shared_by_commands_are_explained_alike():
                     # the meaning, without the command's own default, the old spelling and the policy option named
                     text = re.sub(r" \(default: [^)]*\)$|; --\S+ is the same option$", "", action.help or "")
                     helps.setdefault(opt, {})[name] = re.sub(r"--(rollout-)?policy", "--POLICY", text)
-    if "--task" in helps:
-        helps["--task"].pop("export", None)  # export's --task: the name stored in the file's metadata
+    for opt, commands in OWN_MEANING.items():
+        for command in commands:
+            helps.get(opt, {}).pop(command, None)
     differ = {opt: by for opt, by in helps.items() if len(set(by.values())) > 1}
     assert not differ, differ
 

@@ -87,11 +87,11 @@ def register(sub) -> None:
     p.add_argument("--demos", type=int, metavar="N",
                    help="--label demo_progress: learn from the first N successful training episodes (default: all)")
     p.add_argument("--relabel", type=int, metavar="K",
-                   help="--label demo_progress: K hindsight copies of every demonstration state (default 4)")
+                   help="--label demo_progress: K hindsight copies of every demonstration state (default: 4)")
     p.add_argument("--branches", type=int, metavar="B",
                    help="--label demo_progress: B random-action branches from demonstration states, labelled by how "
-                        "far they fall behind (default 0)")
-    p.add_argument("--branch-steps", type=int, metavar="S", help="--label demo_progress: steps per branch (default 10)")
+                        "far they fall behind (default: 0)")
+    p.add_argument("--branch-steps", type=int, metavar="S", help="--label demo_progress: steps per branch (default: 10)")
     p.add_argument("--overwrite", action="store_true",
                    help="replace another run's files at OUT (OUT.safetensors, .json, .metrics.json, .scores.png, "
                         ".onnx, ...) instead of refusing them; the same run resumes without it")
