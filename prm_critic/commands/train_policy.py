@@ -106,8 +106,9 @@ def register(sub) -> None:
     p.add_argument("--scale-end", type=float, default=None, help="--scale-steps: the final scale (default: 0)")
     p.add_argument("--demos", default=None, metavar="FOLDER",
                    help="demonstrations: the successful episodes of a data folder (prm-critic collect), used by "
-                        "--demo-buffer and / or --demo-starts")
-    p.add_argument("--demos-n", type=int, default=None, metavar="N", help="--demos: the first N successful episodes")
+                        "--demo-buffer and / or --demo-starts (default: none)")
+    p.add_argument("--demos-n", type=int, default=None, metavar="N",
+                   help="--demos: the first N successful episodes (default: all)")
     p.add_argument("--demo-buffer", action="store_true",
                    help="put the demonstrations into the replay buffer before training (replayed through the same "
                         "shaper; off-policy, --n-envs 1)")
