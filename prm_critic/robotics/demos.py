@@ -48,7 +48,7 @@ from prm_critic.robotics.collect import ShardError, load_shard, read_meta
 from prm_critic.robotics.layout import CriticInputLayout
 from prm_critic.robotics.spec import TaskSpec, load_spec
 
-__all__ = ["Demonstrations", "DemoError", "load_demos", "demo_progress_labels", "hindsight_rows", "branch_rows",
+__all__ = ["Demonstrations", "DemoError", "check_whole_episodes", "load_demos", "demo_progress_labels", "hindsight_rows", "branch_rows",
            "goal_success_fn", "DemoRows", "success_contrast_labels", "import_arrays", "ARRAY_KEYS"]
 
 #: the per-step arrays a demonstrations hash covers (and :func:`load_demos` keeps)
@@ -127,9 +127,10 @@ class Demonstrations:
                 "episodes": [int(e) for e in self.episodes], "sha256": self.sha256}
 
 
-def _check_blocks(episode: np.ndarray, t: np.ndarray, where: str) -> None:
-    starts = np.flatnonzero(np.r_[True, episode[1:] != episode[:-1]])
-    ends = np.r_[starts[1:], len(episode)]
+def check_whole_episodes(episode: np.ndarray, t: np.ndarray, where: str) -> tuple[np.ndarray, np.ndarray]:
+    """``(starts, ends)`` of the episodes' row blocks; refuses rows that are not whole episodes, each one
+    block with ``t = 0, 1, ...`` in order (a :class:`ShardError` naming ``where``)."""
+    starts, ends = _block_bounds(np.asarray(episode))
     if len(np.unique(episode[starts])) != len(starts):
         raise ShardError(f"{where}: the steps of an episode are not in one block; expected each episode's steps "
                          "together, in order")
@@ -137,6 +138,7 @@ def _check_blocks(episode: np.ndarray, t: np.ndarray, where: str) -> None:
         if not np.array_equal(t[b:e], np.arange(e - b)):
             raise ShardError(f"{where}: episode {int(episode[b])} has steps t = {t[b:e][:8].tolist()}...; expected "
                              "0, 1, 2, ... in order (whole episodes)")
+    return starts, ends
 
 
 def load_demos(folder: "str | Path", n: int | None = None) -> Demonstrations:
@@ -162,7 +164,7 @@ def load_demos(folder: "str | Path", n: int | None = None) -> Demonstrations:
     for f in files:
         d = load_shard(f)
         _check_width(d, f, out / "meta.json", layout.obs_dim)
-        _check_blocks(d["episode"], d["t"], f"shard file {str(f)!r}")
+        check_whole_episodes(d["episode"], d["t"], f"shard file {str(f)!r}")
         ok_eps = [int(e) for e, ok in zip(d["ep_index"].tolist(), d["ep_success"].tolist()) if ok]
         available += len(ok_eps)
         keep = np.isin(d["episode"], ok_eps)
@@ -224,7 +226,7 @@ def demo_progress_labels(episode: np.ndarray, t: np.ndarray, step_success: np.nd
     step_success, ep_success = np.asarray(step_success, dtype=bool), np.asarray(ep_success, dtype=bool)
     if not (len(episode) == len(t) == len(step_success) == len(ep_success)):
         raise ValueError(f"{where}: episode, t, step_success and ep_success differ in length; expected one row per step")
-    _check_blocks(episode, t, where)
+    check_whole_episodes(episode, t, where)
     label = np.full(len(t), np.nan, dtype=np.float32)
     mask = np.zeros(len(t), dtype=bool)
     for b, e in zip(*_block_bounds(episode)):

@@ -70,7 +70,7 @@ from prm_critic.robotics.families import (
     label_families,
 )
 from prm_critic.robotics.make import make_env, step_cost
-from prm_critic.robotics.demos import demo_progress_labels, success_contrast_labels
+from prm_critic.robotics.demos import check_whole_episodes, demo_progress_labels, success_contrast_labels
 from prm_critic.robotics.layout import CriticInputLayout
 from prm_critic.robotics.snapshot import Snapshot, Snapshotter, SnapshotUnsupportedError
 from prm_critic.robotics.spec import load_spec
@@ -172,7 +172,7 @@ class MCLabeler:
         except BaseException:
             self.close()
             raise
-        self.evaluator = subgoal_evaluator(meta) if self.spec.success.source == "subgoals" else None
+        self.evaluator = subgoal_evaluator(meta) if self.spec.success.reads_state else None
         self.steps = 0  # env steps taken in rollouts (for throughput measurements)
 
     def rollout(self, snapshot: Snapshot, obs, rng: np.random.Generator) -> bool:
@@ -186,7 +186,7 @@ class MCLabeler:
             obs, _, terminated, truncated, info = self.env.step(action)
             self.steps += 1
             nx = self.layout.flatten(obs) if self.evaluator is not None else None
-            ok = step_success(self.spec, info, nx, self.evaluator)
+            ok = step_success(self.spec, info, nx, self.evaluator, terminated=terminated, truncated=truncated)
             if ok and not final:
                 return True
             if terminated or truncated:
@@ -495,16 +495,9 @@ def steps_to_success_labels(episode: np.ndarray, t: np.ndarray, success: np.ndar
     out = np.zeros(len(t), dtype=np.float64)
     if not len(t):
         return out.astype(np.float32)
-    starts = np.flatnonzero(np.r_[True, episode[1:] != episode[:-1]])
-    ends = np.r_[starts[1:], len(episode)]
-    if len(np.unique(episode[starts])) != len(starts):
-        raise ValueError(f"{where}: the steps of an episode are not in one block; expected each episode's "
-                         "steps together, in order")
+    starts, ends = check_whole_episodes(episode, t, where)
     for b, e in zip(starts, ends):
         steps = np.arange(e - b)
-        if not np.array_equal(t[b:e], steps):
-            raise ValueError(f"{where}: episode {int(episode[b])} has steps t = {t[b:e][:8].tolist()}...; "
-                             "expected 0, 1, 2, ... in order (a whole episode)")
         hits = np.flatnonzero(success[b:e])
         if not len(hits):
             continue
