@@ -730,6 +730,45 @@ def demo_potentials(data) -> list[str]:
     return out
 
 
+def plot_demo(data, path: Path) -> bool:
+    """Per :data:`DEMO_PLAN` task, success vs env steps of the spec-free potential and its controls, per seed
+    (thin) and their mean over the seeds each finished (thick); ``False`` when nothing ran."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    tasks = [t for t in DEMO_PLAN if t in data and data[t].get(DEMO_PLAN[t]["potential"])]
+    if not tasks:
+        return False
+    fig, axes = plt.subplots(1, len(tasks), figsize=(9, 5), squeeze=False)
+    for ax, task in zip(axes.flat, tasks):
+        plan = DEMO_PLAN[task]
+        labels = [plan["her"], *plan["controls"], *plan.get("combined", ()), plan["random"], plan["potential"],
+                  plan["spec"]]
+        seeds = set(plan["screen"]) | set(plan["declared"])
+        for label, colour in zip(labels, ["tab:blue", "tab:green", "tab:olive", "tab:purple", "tab:gray", "tab:orange",
+                                          "tab:red"]):
+            runs = [r for r in data[task].get(label, []) if r["seed"] in seeds and r["done"]]
+            if not runs:
+                continue
+            for r in runs:
+                ax.plot([row["env_steps"] for row in r["rows"]], [row["success_rate"] for row in r["rows"]], "-",
+                        color=colour, lw=0.6, alpha=0.5)
+            steps, m, _, _ = mean_curve(runs)
+            ax.plot(steps, m, "-", color=colour, lw=2.2, label=f"{label} (n={len(runs)})")
+        ax.set_title(f"{task}: spec-free potential from demonstrations vs controls", fontsize=11)
+        ax.set_xlabel("env steps")
+        ax.set_ylabel("success rate (unshaped eval)")
+        ax.set_ylim(-0.02, 1.02)
+        ax.legend(fontsize=9, loc="upper left")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
 def demo_goal(vals: dict[str, dict[int, float]], plan: dict) -> list[str]:
     """The goal's verdict on the declared seeds."""
     seeds = plan["declared"]
@@ -915,9 +954,11 @@ def main(argv=None) -> int:
         print("no runs found under", RESULTS)
         return 1
     paired_png = a.out_png.with_name("learned_vs_spec.png")
+    demo_png = a.out_png.with_name("demo_potential.png")
     if not a.no_plot:
         plot(data, a.out_png)
         plot_paired(data, paired_png)
+        plot_demo(data, demo_png)
     rel_png = Path("..") / a.out_png.relative_to(ROOT) if a.out_png.is_relative_to(ROOT) else a.out_png
     rel_paired = Path("..") / paired_png.relative_to(ROOT) if paired_png.is_relative_to(ROOT) else paired_png
     intro = Path(HERE / "report_intro.md").read_text() if (HERE / "report_intro.md").exists() else ""
@@ -935,6 +976,8 @@ def main(argv=None) -> int:
         f"![unshaped success vs env steps]({rel_png.as_posix()})", "",
         table(data), "",
         *demo_potentials(data),
+        *([f"![spec-free potential vs controls](../{demo_png.relative_to(ROOT).as_posix()})", ""]
+          if demo_png.is_file() and demo_png.is_relative_to(ROOT) else []),
         "## Learned potentials", "",
         *learned_potentials(data, json.loads(NOISE.read_text()) if NOISE.is_file() else {}, critic_recipes(data)),
         *buffer_diagnosis(json.loads(BUFFER.read_text()) if BUFFER.is_file() else {}, data),
