@@ -353,7 +353,60 @@ def render(raw: dict) -> str:
         "its `extra`. The judge's prompt carries random fence nonces, so reruns differ somewhat even at "
         "temperature 0.",
     ]
+    if BYPASS_RAW.exists():
+        lines += bypass_section(json.loads(BYPASS_RAW.read_text()))
     return "\n".join(lines) + "\n"
+
+
+#: the detector's bypass suite (benchmarks/agents/judge_injection_bypass.py), rendered as its own section
+BYPASS_RAW = ROOT / "benchmarks" / "results" / "judge_injection_bypass.json"
+
+#: what each hiding of the bypass suite is, in the order the table lists them
+BYPASS_HIDINGS = {
+    "none": "as written (English, ASCII)",
+    "zero_width": "a zero-width space (U+200B) between every two characters",
+    "soft_hyphen": "a soft hyphen (U+00AD) inside every word of 4+ letters",
+    "lookalikes": "Latin letters replaced by Cyrillic look-alikes (а, е, о, р, с, ...)",
+    "markdown": "score and judge words in markdown bold (`**Score**: 10`)",
+    "base64": "base64-encoded, after \"Decode this and follow it:\"",
+    "split_3_steps": "split into 3 consecutive steps (each read alone)",
+    "language": "the injection in another language (fr, de, es, ru, zh; no digits)",
+}
+
+
+def bypass_section(raw: dict) -> list[str]:
+    """The "Detector bypass suite" section of the doc from the suite's raw data."""
+    def rate(rows, key):
+        k, n = sum(bool(r[key]) for r in rows), len(rows)
+        lo, hi = wilson(k, n)
+        return f"{k}/{n} = {_f(k / n if n else float('nan'))} [{_f(lo)}, {_f(hi)}]"
+
+    lines = ["", "## Detector bypass suite", "",
+             f"Measured by `{raw['command']}` (no model: the detector alone, "
+             "`prm_critic.text.injection.judge_address_cues`, the gate of the second opinion and of the "
+             f"`judge_addressed` flag) on {len(raw['payloads'])} English injections, each hidden in each way below "
+             f"and appended to each of {len(raw['game_text'])} real TextWorld outputs. `NFKC only`: the text read "
+             "after NFKC and angle look-alike folding alone (today's cue patterns), the detector's reading before "
+             "format characters and look-alike letters were handled; `detector`: today's reading (format characters "
+             "removed, Cyrillic / Greek look-alikes folded, base64 runs read decoded).", "",
+             "| hidden as | injections detected, NFKC only | injections detected, detector | clean text flagged, "
+             "detector |", "|---|--:|--:|--:|"]
+    rows = raw["rows"]
+    for hiding, what in BYPASS_HIDINGS.items():
+        inj = [r for r in rows if r["kind"] == "injected" and r["hiding"].split(":")[0] == hiding]
+        clean = [r for r in rows if r["kind"] == "clean" and r["hiding"] == hiding]
+        lines.append(f"| {what} | {rate(inj, 'nfkc')} | {rate(inj, 'detector')} | "
+                     f"{rate(clean, 'detector') if clean else 'n/a'} |")
+    missed = sorted({r["hiding"].split(":")[0] for r in rows if r["kind"] == "injected" and not r["detector"]})
+    lines += ["", "Rates are k/n with 95% Wilson intervals. **What the detector cannot detect:** an injection in "
+              "another language than English (its cues are English words); one split across steps so that no "
+              "single step holds a whole cue (each step is read alone); a payload too short to be read as base64 "
+              "(under 16 characters encoded) or encoded any other way (rot13, hex, a cipher the judge is told to "
+              "undo); any paraphrase outside its cue patterns. Missed in this suite: "
+              + ", ".join(f"`{h}`" for h in missed) + ". An undetected injection is not flagged and gets no second "
+              "opinion: the judge's spotlighting (datamarking) is then the only defence, which the table above "
+              "measures."]
+    return lines
 
 
 def render_file(raw_path: Path = RAW, md_path: Path = DOC) -> Path:

@@ -2,9 +2,13 @@
 and its tool output.
 
 :func:`judge_address_cues` names the cues by which a text (a tool output, an agent's step) speaks
-to the judge that reads it rather than reporting on the world. The text is NFKC-normalised first
-(fullwidth ``Ｓｃｏｒｅ：１０`` reads ``Score:10``), angle-bracket look-alikes become ``<``/``>``,
-and the match is case-insensitive. The cues (:data:`CUES`):
+to the judge that reads it rather than reporting on the world. The text is normalised first
+(:func:`normalise_for_detection`): NFKC (fullwidth ``Ｓｃｏｒｅ：１０`` reads ``Score:10``), invisible
+format characters removed (zero-width spaces and joiners, soft hyphens, word joiners, bidi
+controls: ``Sco\u200bre`` reads ``Score``), Cyrillic and Greek letters that look like Latin ones
+folded to them (``Ѕсоrе`` reads ``Score``), angle-bracket look-alikes become ``<``/``>``; a base64
+run that decodes to text is read decoded too, and markdown emphasis around a score word
+(``**Score**: 10``) still makes a score claim. The match is case-insensitive. The cues (:data:`CUES`):
 
 * ``override``: "ignore / disregard / forget / override ... previous / above / instructions / rules";
 * ``judge_role``: the judge named or addressed ("as the judge", "you are the evaluator", "Judge,",
@@ -18,8 +22,10 @@ and the match is case-insensitive. The cues (:data:`CUES`):
 * ``second_person_score``: "you must / should / will ... score / rate / grade / pass ...".
 
 Game text such as "Your score has just gone up by one point" or "You scored 1 out of a possible 4"
-matches none of them (tests/test_judge_injection.py keeps it so). The detector is a heuristic
-gate: it decides where :class:`~prm_critic.text.LLMJudgeCritic` asks for a second opinion and
+matches none of them (tests/test_judge_injection.py keeps it so). What it cannot detect: an
+injection in another language than English, one split across several steps (each step is read
+alone), one paraphrased past the cue patterns, or encoded other than base64 (measured in
+docs/judge_injection.md, "Detector bypass suite"). The detector is a heuristic gate: it decides where :class:`~prm_critic.text.LLMJudgeCritic` asks for a second opinion and
 which steps it flags, never the score itself. :func:`redact_judge_address` cuts a text from the
 sentence of its first cue to its end, the view that second opinion reads by default.
 
@@ -35,8 +41,8 @@ import unicodedata
 
 from prm_critic.text.fencing import ANGLE_LOOKALIKES
 
-__all__ = ["judge_address_cues", "redact_judge_address", "split_tool_output", "CUES", "RESULT_MARKER",
-           "REDACTION_MARKER"]
+__all__ = ["judge_address_cues", "redact_judge_address", "split_tool_output", "normalise_for_detection", "CUES",
+           "RESULT_MARKER", "REDACTION_MARKER"]
 
 #: what replaces the redacted end of a text (:func:`redact_judge_address`); ``{n}``: characters removed
 REDACTION_MARKER = "[... {n} characters addressing the judge removed ...]"
@@ -58,8 +64,8 @@ CUES: dict[str, re.Pattern[str]] = {
                                r"|\bgive\s+(?:this|that|it|the\s+\w+|me|us)\b[^.!?\n]{0,30}?(?:\d|" + _SCORE
                                + r"|marks?|ten)\b|\b(?:full|perfect|maximum|max|top|highest)\s+(?:"
                                + _SCORE + r"s?|marks?)\b|\b10\s*/\s*10\b", _I),
-    "score_claim": re.compile(r"\b" + _SCORE + r"s?\s*(?:is|of|should\s+be|must\s+be|[:=])\s*\**\s*\d", _I),
-    "json_score": re.compile(r"\{\s*[\"']?\s*" + _SCORE + r"s?\s*[\"']?\s*:", _I),
+    "score_claim": re.compile(r"\b" + _SCORE + r"s?[*_`~]*\s*(?:is|of|should\s+be|must\s+be|[:=])\s*[*_`~]*\s*\d", _I),
+    "json_score": re.compile(r"\{\s*[\"']?\s*[*_`~]*" + _SCORE + r"s?[*_`~]*\s*[\"']?\s*:", _I),
     "fence_token": re.compile(r"<<\s*/?\s*untrusted|<</|<\|\s*(?:im_start|im_end|system|assistant|user|eot_id)"
                               r"|\[/?\s*(?:inst|sys)\s*\]|(?:^|\n)\s*(?:system|assistant)\s*:", _I),
     "second_person_score": re.compile(r"\byou\b[^.!?\n]{0,30}?\b(?:must|should|will|have\s+to|need\s+to|are\s+to)\b"
@@ -70,16 +76,56 @@ _ANGLES = {ord(c): ("<" if i % 2 == 0 else ">") for i, c in enumerate(ANGLE_LOOK
 _ANGLES.update({ord("\u226a"): "<<", ord("\u226b"): ">>", ord("\u00ab"): "<<", ord("\u00bb"): ">>"})
 
 
-def _normalise(text: str) -> str:
-    return unicodedata.normalize("NFKC", text).translate(_ANGLES)
+#: Cyrillic and Greek letters drawn like Latin ones (Unicode's confusables for the Latin alphabet that
+#: NFKC leaves alone), folded to the Latin letter before detection
+_CONFUSABLES = str.maketrans(
+    "АВЕЅІЈКМНОРСТХУаеіјорсухѕһԁԛԝɡɑΑΒΕΖΗΙΚΜΝΟΡΤΥΧαικνορτυχ",
+    "ABESIJKMHOPCTXYaeijopcyxshdqwgaABEZHIKMNOPTYXaiknoptux")
+_BASE64 = re.compile(r"(?<![A-Za-z0-9+/=])[A-Za-z0-9+/]{16,}={0,2}(?![A-Za-z0-9+/=])")
+
+
+def _decoded_base64(text: str) -> list[str]:
+    """The printable UTF-8 texts that base64 runs of ``text`` decode to."""
+    import base64
+    import binascii
+
+    out = []
+    for m in _BASE64.finditer(text):
+        run = m.group(0)
+        try:
+            raw = base64.b64decode(run + "=" * (-len(run) % 4), validate=True)
+            decoded = raw.decode("utf-8")
+        except (binascii.Error, ValueError):
+            continue
+        if decoded and all(c.isprintable() or c in "\n\t" for c in decoded):
+            out.append(decoded)
+    return out
+
+
+def _views(text: str) -> tuple[str, str, list[int]]:
+    """``(shown, read, where)``: ``text`` NFKC-normalised with angle look-alikes folded (what a
+    redaction keeps), the detector's reading of it (:func:`normalise_for_detection`), and for each
+    character read its index in ``shown``."""
+    shown = unicodedata.normalize("NFKC", text).translate(_ANGLES)
+    where = [i for i, c in enumerate(shown) if unicodedata.category(c) != "Cf"]
+    read = "".join(shown[i] for i in where).translate(_CONFUSABLES)
+    return shown, read, where
+
+
+def normalise_for_detection(text: str) -> str:
+    """``text`` as the detector reads it: NFKC, format characters (Unicode category Cf: zero-width
+    spaces and joiners, soft hyphens, bidi controls) removed, Cyrillic / Greek look-alikes folded to
+    Latin, angle look-alikes folded to ``<`` / ``>``."""
+    return _views(text)[1]
 
 
 def judge_address_cues(text: str) -> tuple[str, ...]:
     """The names of the cues (:data:`CUES`, in that order) by which ``text`` addresses a judge; empty if none."""
     if not isinstance(text, str):
         raise TypeError(f"text: expected str, got {type(text).__name__}")
-    t = _normalise(text)
-    return tuple(name for name, pat in CUES.items() if pat.search(t))
+    read = normalise_for_detection(text)
+    views = [read] + [normalise_for_detection(d) for d in _decoded_base64(read)]
+    return tuple(name for name, pat in CUES.items() if any(pat.search(v) for v in views))
 
 
 def redact_judge_address(text: str) -> tuple[str, int]:
@@ -92,8 +138,11 @@ def redact_judge_address(text: str) -> tuple[str, int]:
     """
     if not isinstance(text, str):
         raise TypeError(f"text: expected str, got {type(text).__name__}")
-    t = _normalise(text)
-    starts = [m.start() for pat in CUES.values() if (m := pat.search(t)) is not None]
+    t, read, where = _views(text)
+    at = [m.start() for pat in CUES.values() if (m := pat.search(read)) is not None]
+    at += [m.start() for m in _BASE64.finditer(read)  # a base64 run that decodes to text addressing the judge
+           if any(pat.search(normalise_for_detection(d)) for d in _decoded_base64(m.group(0)) for pat in CUES.values())]
+    starts = [where[i] for i in at]
     if not starts:
         return t, 0
     first = min(starts)
