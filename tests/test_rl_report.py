@@ -423,3 +423,28 @@ def test_the_goal_compares_with_the_spec_on_the_same_seeds_only():
         {"env_steps": budget, "success_rate": 0.0}]}]  # four common seeds only
     assert any(x.startswith(f"- {label}: undetermined (4 of 5 seeds finished by it and the spec; it 5, spec 6") for x in rep.learned_potentials(data, {}))
     assert rep.seed_list([4, 0, 1, 2, 7, 9, 8]) == "0-2, 4, 7-9" and rep.seed_list([3]) == "3"
+
+
+def test_the_demonstration_goal_waits_for_every_declared_run_then_judges_all_three_conditions():
+    r = _report()
+    plan = {"potential": "pot", "random": "rand", "her": "her", "spec": "spec", "controls": ("buf", "starts"),
+            "screen": (0,), "declared": (10, 11, 12)}
+
+    def vals(pot, rand, her, buf, starts):
+        return {"pot": dict(zip((10, 11, 12), pot)), "rand": dict(zip((10, 11, 12), rand)),
+                "her": dict(zip((10, 11, 12), her)), "buf": dict(zip((10, 11, 12), buf)),
+                "starts": dict(zip((10, 11, 12), starts)), "spec": {}}
+
+    good = vals([0.9, 0.8, 0.85], [0.05, 0.04, 0.06], [0.04, 0.06, 0.05], [0.5, 0.5, 0.55], [0.3, 0.2, 0.3])
+    text = "\n".join(r.demo_goal(good, plan))
+    assert "Verdict: **met**" in text and "over the best control `buf`" in text
+    pending = {k: dict(v) for k, v in good.items()}
+    del pending["starts"][12]
+    assert "**pending** (not finished: `starts` seeds 12)" in "\n".join(r.demo_goal(pending, plan))
+    # below 0.60; not 0.15 over the best control; the random control off HER by more than 0.05: each fails alone
+    low = vals([0.55, 0.5, 0.55], [0.05] * 3, [0.05] * 3, [0.2] * 3, [0.1] * 3)
+    assert "**not met**" in "\n".join(r.demo_goal(low, plan)) and "fails: mean 0.53" in "\n".join(r.demo_goal(low, plan))
+    close = vals([0.9, 0.8, 0.85], [0.05] * 3, [0.05] * 3, [0.8, 0.7, 0.75], [0.1] * 3)
+    assert "fails: +0.10 over the best control `buf`" in "\n".join(r.demo_goal(close, plan))
+    lucky = vals([0.9, 0.8, 0.85], [0.3, 0.2, 0.25], [0.05] * 3, [0.2] * 3, [0.1] * 3)
+    assert "fails: random-weights control +0.20 from HER" in "\n".join(r.demo_goal(lucky, plan))
