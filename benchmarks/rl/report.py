@@ -744,14 +744,16 @@ def plot_demo(data, path: Path) -> bool:
     fig, axes = plt.subplots(1, len(tasks), figsize=(9, 5), squeeze=False)
     for ax, task in zip(axes.flat, tasks):
         plan = DEMO_PLAN[task]
-        labels = [plan["her"], *plan["controls"], *plan.get("combined", ()), plan["random"], plan["potential"],
-                  plan["spec"]]
+        budget = TASKS[task]["steps"]
+        spare = iter(["tab:green", "tab:olive", "tab:cyan", "tab:brown"])
+        colours = {plan["her"]: "tab:blue", **{c: next(spare) for c in (*plan["controls"], *plan.get("combined", ()))},
+                   plan["random"]: "tab:gray", plan["potential"]: "tab:orange", plan["spec"]: "tab:red"}
         seeds = set(plan["screen"]) | set(plan["declared"])
-        for label, colour in zip(labels, ["tab:blue", "tab:green", "tab:olive", "tab:purple", "tab:gray", "tab:orange",
-                                          "tab:red"]):
+        for label, colour in colours.items():
             runs = [r for r in data[task].get(label, []) if r["seed"] in seeds and r["done"]]
             if not runs:
                 continue
+            runs = [{**r, "rows": [row for row in r["rows"] if row["env_steps"] <= budget]} for r in runs]
             for r in runs:
                 ax.plot([row["env_steps"] for row in r["rows"]], [row["success_rate"] for row in r["rows"]], "-",
                         color=colour, lw=0.6, alpha=0.5)
@@ -948,8 +950,22 @@ def main(argv=None) -> int:
     p.add_argument("--guide", type=Path, default=None, metavar="MD",
                    help=f"also rewrite the summary table of this user guide (between its markers), e.g. "
                         f"{GUIDE.relative_to(ROOT).as_posix()}")
+    p.add_argument("--committed", action="store_true",
+                   help="read only the run files committed to git (HEAD), not runs in progress in the working tree")
     a = p.parse_args(argv)
-    data = load_runs()
+    if a.committed:
+        import subprocess
+        import tarfile
+        import tempfile
+
+        tmp = Path(tempfile.mkdtemp(prefix="rl-runs-"))
+        rel = RESULTS.relative_to(ROOT).as_posix()
+        blob = subprocess.run(["git", "-C", str(ROOT), "archive", "HEAD", rel], check=True, capture_output=True).stdout
+        with tarfile.open(fileobj=__import__("io").BytesIO(blob)) as tar:
+            tar.extractall(tmp, filter="data")
+        data = load_runs(tmp / rel)
+    else:
+        data = load_runs()
     if not data:
         print("no runs found under", RESULTS)
         return 1
