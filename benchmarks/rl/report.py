@@ -150,14 +150,18 @@ def plot(data, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     tasks = sorted(data)
-    ncols = min(2, len(tasks))
-    nrows = -(-len(tasks) // ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(6.5 * ncols, 4.4 * nrows), squeeze=False)
+    # one task per row at full page width, the legend beside its panel: legible where the page is shown
+    ncols, nrows = 1, len(tasks)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(13, 4.6 * nrows), squeeze=False)
     # one colour per config label on every panel
     labels = sorted({label for task in tasks for label in data[task]}, key=_sort_key)
     fixed = {"sparse": "black", "her": "tab:blue", "prm_s10": "tab:green", "prm_her_s10": "tab:red"}
-    spare = itertools.cycle(["tab:orange", "tab:purple", "tab:brown", "tab:pink", "tab:olive", "tab:cyan", "tab:gray", "gold"])
-    colour = {label: fixed.get(label) or next(spare) for label in labels}
+    # a colour and marker pair of its own for every other label (20 colours x 4 markers before one repeats)
+    taken = {matplotlib.colors.to_rgb(c) for c in fixed.values()}
+    spare = itertools.cycle([(c, m) for m in ("o", "s", "^", "D") for c in plt.get_cmap("tab20").colors
+                             if tuple(c) not in taken])
+    style = {label: (fixed[label], "o") if label in fixed else next(spare) for label in labels}
+    colour = {label: st[0] for label, st in style.items()}
     for ax in axes.flat[len(tasks):]:
         ax.set_visible(False)
     for ax, task in zip(axes.flat, tasks):
@@ -166,7 +170,7 @@ def plot(data, path: Path) -> None:
             steps, m, lo, hi = mean_curve(runs)
             partial = any(r["done"] is None for r in runs)
             ls = "--" if partial else "-"
-            line, = ax.plot(steps, m, ls, marker="o", ms=3, color=colour[label],
+            line, = ax.plot(steps, m, ls, marker=style[label][1], ms=3.5, color=colour[label],
                             label=f"{label} (n={len(runs)}{', partial' if partial else ''})")
             if len(runs) > 1:
                 ax.fill_between(steps, lo, hi, alpha=0.15, color=line.get_color())
@@ -176,11 +180,12 @@ def plot(data, path: Path) -> None:
                             "--", color=line.get_color(), lw=0.8, label=f"{label} seed {r['seed']} (partial)")
         ax.axhline(0.8, color="grey", lw=0.6, ls=":")
         ax.axhline(0.5, color="grey", lw=0.6, ls=":")
-        ax.set_title(f"{task} (SAC; unshaped eval, {TASKS[task]['eval_episodes']} episodes)", fontsize=10)
-        ax.set_xlabel("env steps")
-        ax.set_ylabel("success rate")
+        ax.set_title(f"{task} (SAC; unshaped eval, {TASKS[task]['eval_episodes']} episodes)", fontsize=13)
+        ax.set_xlabel("env steps", fontsize=11)
+        ax.set_ylabel("success rate", fontsize=11)
+        ax.tick_params(labelsize=10)
         ax.set_ylim(-0.02, 1.02)
-        ax.legend(fontsize=7, loc="best")
+        ax.legend(fontsize=9, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
