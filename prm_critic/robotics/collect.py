@@ -452,7 +452,7 @@ class CollectWorker:
             self.env.reset(seed=seed)
             self.layout = CriticInputLayout.from_space(self.spec, self.env.observation_space)
             self.evaluator = None
-            if self.spec.success.source == "subgoals":
+            if self.spec.success.reads_state:
                 from prm_critic.robotics.subgoals import MazeGeometry, SubgoalEvaluator
 
                 self.evaluator = SubgoalEvaluator(self.spec, self.layout, MazeGeometry.from_dict(maze) if maze else None)
@@ -483,12 +483,13 @@ def run_episode_task(ctx: CollectWorker, e: int) -> dict[str, Any]:
     return arrays
 
 
-def step_success(spec: TaskSpec, info, next_x: np.ndarray | None, evaluator) -> bool:
-    """Success flag of ``s_{t+1}`` per the spec (info key, kitchen tasks or all subgoals hold).
-    ``next_x`` and ``evaluator`` may be ``None`` unless success comes from the subgoals."""
-    s = success_from_info(spec, info)
+def step_success(spec: TaskSpec, info, next_x: np.ndarray | None, evaluator, *, terminated: bool = False,
+                 truncated: bool = False) -> bool:
+    """Success flag of ``s_{t+1}`` per the spec's success source (:mod:`prm_critic.robotics.success`).
+    ``next_x`` and ``evaluator`` may be ``None`` unless the flag comes from the state (all subgoals hold)."""
+    s = success_from_info(spec, info, terminated, truncated)
     if s is None:
-        assert next_x is not None, "success source 'subgoals': callers pass next_x with the evaluator"
+        assert next_x is not None, "a state success source: callers pass next_x with the evaluator"
         s = bool(evaluator.all_hold(next_x[None])[0])
     return bool(s)
 
@@ -511,7 +512,7 @@ def _run_episode(env, spec, layout, ctrl, snap, evaluator, ep_seed: int) -> dict
         out["reward"].append(float(reward))
         out["terminated"].append(bool(terminated))
         out["truncated"].append(bool(truncated))
-        out["success"].append(step_success(spec, info, nx, evaluator))
+        out["success"].append(step_success(spec, info, nx, evaluator, terminated=terminated, truncated=truncated))
         out["t"].append(t)
         out["sim"].append(sim)
         out["py"].append(py)

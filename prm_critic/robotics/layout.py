@@ -124,19 +124,14 @@ def layout_from(layout: Any) -> CriticInputLayout | None:
                     f"{type(layout).__name__} {layout!r:.80}")
 
 
-def success_from_info(spec: TaskSpec, info: Mapping[str, Any], terminated: bool = False) -> bool | None:
-    """Success flag of one step from ``info`` per the spec (``None`` when it comes from subgoals)."""
-    src = spec.success.source
-    if src == "info":
-        key = spec.success.key
-        if key is None:
-            raise KeyError(f"spec {spec.name}: success.key is None; source 'info' needs the info key as a string")
-        if key not in info:
-            raise KeyError(f"info: missing success key {key!r} (spec {spec.name})")
-        return bool(info[key])
-    if src == "kitchen_tasks":
-        return len(info.get("tasks_to_complete", [1])) == 0
-    return None
+def success_from_info(spec: TaskSpec, info: Mapping[str, Any], terminated: bool = False,
+                      truncated: bool = False) -> bool | None:
+    """Success flag of one step from what the env returned, per the spec's success source
+    (:mod:`prm_critic.robotics.success`); ``None`` when it comes from the state (all subgoals hold)."""
+    try:
+        return spec.success.step_flag(info, terminated=terminated, truncated=truncated)
+    except KeyError as exc:
+        raise KeyError(f"{exc.args[0]} (spec {spec.name})") from None
 
 
 def _locate(layout: CriticInputLayout, col: int) -> str:

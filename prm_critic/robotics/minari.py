@@ -93,7 +93,7 @@ def _datasets_path(path: "str | os.PathLike | None") -> Iterator[None]:
 
 
 def _success_key(spec: TaskSpec) -> str:
-    return spec.success.key if spec.success.source == "info" and spec.success.key else "success"
+    return spec.success.info_key or "success"
 
 
 def _space_sizes(space, where: str) -> dict[str, int]:
@@ -423,11 +423,11 @@ def import_minari(
         raise ValueError(f"out_dir: {str(out)!r} already holds data; expected a new folder")
     layout, maze, ds_id, ds_env = _check_dataset(ds, spec)
     evaluator = None
-    if spec.success.source == "subgoals":
+    if spec.success.reads_state:
         from prm_critic.robotics.subgoals import MazeGeometry, SubgoalEvaluator
 
         evaluator = SubgoalEvaluator(spec, layout, MazeGeometry.from_dict(maze) if maze else None)
-    key = spec.success.key if spec.success.source == "info" else None
+    key = spec.success.info_key
 
     meta = {"format": 1, "task": spec.name, "spec": spec.to_dict(), "layout": layout.to_dict(), "maze": maze,
             "policy": f"minari:{ds_id}", "seed": 0, "shard_size": shard_size, "episodes": int(ds.total_episodes),
@@ -535,7 +535,9 @@ def _import_episodes(ds: Any, ds_id: Any, out: Path, spec: TaskSpec, layout: Cri
                                         f"{spec.name!r}; infos hold {sorted(infos)}")
             succ = np.asarray(infos[key]).reshape(-1)[-T:].astype(bool)
         else:
-            succ = np.asarray([step_success(spec, {}, nx, evaluator) for nx in states[1:]], dtype=bool)
+            terms, truncs = np.asarray(ep.terminations, dtype=bool), np.asarray(ep.truncations, dtype=bool)
+            succ = np.asarray([step_success(spec, {}, nx, evaluator, terminated=bool(te), truncated=bool(tr))
+                               for nx, te, tr in zip(states[1:], terms, truncs)], dtype=bool)
         x, nx = states[:-1], states[1:]
         ep_ok = bool(succ[-1]) if spec.success.rule == "final" else bool(succ.any())
         for name, v in (("x", x), ("next_x", nx),

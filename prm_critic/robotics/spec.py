@@ -62,6 +62,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Callable, Mapping, NoReturn
 
+from prm_critic.robotics.success import get_success_source
+
 try:
     import tomllib  # Python >= 3.11
 except ImportError:  # pragma: no cover - Python 3.10: the `tomli` backport, a declared dependency there
@@ -533,7 +535,6 @@ class SubgoalSpec:
         return d
 
 
-SUCCESS_SOURCES = ("info", "subgoals", "kitchen_tasks")
 SUCCESS_RULES = ("final", "any")
 
 
@@ -541,9 +542,11 @@ SUCCESS_RULES = ("final", "any")
 class SuccessSpec:
     """Where an episode's success comes from.
 
-    ``source="info"``: ``info[key]`` (Fetch ``is_success``, PointMaze ``success``);
-    ``source="subgoals"``: all subgoals hold (for envs without a success flag, e.g. Pusher);
-    ``source="kitchen_tasks"``: FrankaKitchen's ``tasks_to_complete`` is empty.
+    ``source``: a registered success source (:mod:`prm_critic.robotics.success`): ``"info"``
+    (``info[key]``: Fetch ``is_success``, PointMaze ``success``), ``"subgoals"`` (all subgoals hold,
+    for envs without a success flag, e.g. Pusher), ``"kitchen_tasks"`` (FrankaKitchen's
+    ``tasks_to_complete`` is empty), ``"survived"`` (the episode reached the time limit without
+    terminating, e.g. InvertedPendulum), or one you registered.
     ``rule="final"``: the episode succeeded if the last step succeeded; ``"any"``: if any step did.
     """
 
@@ -557,15 +560,32 @@ class SuccessSpec:
     def from_dict(cls, data: Mapping[str, Any], where: str) -> "SuccessSpec":
         _check_fields(data, set(cls._FIELDS), {"source"}, where)
         src = data["source"]
-        if src not in SUCCESS_SOURCES:
-            raise SpecError(f"{where}.source: expected one of {list(SUCCESS_SOURCES)}, got {src!r}")
+        try:
+            source = get_success_source(src)
+        except KeyError as exc:
+            raise SpecError(f"{where}.source: {exc.args[0]}") from None
         rule = data.get("rule", "final")
         if rule not in SUCCESS_RULES:
             raise SpecError(f"{where}.rule: expected one of {list(SUCCESS_RULES)}, got {rule!r}")
         key = data.get("key")
-        if src == "info" and not isinstance(key, str):
-            raise SpecError(f"{where}.key: source 'info' needs the info key as a string, got {key!r}")
+        if source.needs_key and not isinstance(key, str):
+            raise SpecError(f"{where}.key: source {src!r} needs the info key as a string, got {key!r}")
         return cls(source=src, key=key, rule=rule)
+
+    @property
+    def reads_state(self) -> bool:
+        """The step's flag is "every subgoal holds" on its next critic input (a ``SubgoalEvaluator``'s)."""
+        return get_success_source(self.source).reads_state
+
+    @property
+    def info_key(self) -> str | None:
+        """The info key the source reads (``key`` for a source that needs one), else ``None``."""
+        return self.key if get_success_source(self.source).needs_key else None
+
+    def step_flag(self, info: Mapping[str, Any], *, terminated: bool = False, truncated: bool = False) -> bool | None:
+        """The step's success flag from what the env returned, ``None`` when it comes from the state
+        (:attr:`reads_state`)."""
+        return get_success_source(self.source).flag(self, info, terminated, truncated)
 
     def to_dict(self) -> dict[str, Any]:
         return {"source": self.source, "key": self.key, "rule": self.rule}
@@ -663,8 +683,8 @@ class TaskSpec:
         if progress not in PROGRESS_MODES:
             raise SpecError(f"{w}.progress: expected one of {list(PROGRESS_MODES)}, got {progress!r}")
         success = SuccessSpec.from_dict(t["success"], f"{w}.success")
-        if success.source == "subgoals" and not subgoals:
-            raise SpecError(f"{w}.success: source 'subgoals' needs at least one [[subgoals]] entry")
+        if success.reads_state and not subgoals:
+            raise SpecError(f"{w}.success: source {success.source!r} needs at least one [[subgoals]] entry")
         return cls(
             name=t["name"], env_id=t["env_id"], critic_input=tuple(crit), success=success,
             subgoals=subgoals, make_kwargs=dict(mk), max_episode_steps=mes, goal_keys=goal_keys,

@@ -217,7 +217,7 @@ def run_episodes(model, env, spec: TaskSpec, *, n_episodes: int, seed: int, dete
                 after_step(i)
             ret += float(r)
             n += 1
-            ok_last = step_success(spec, info, obs, term, evaluator, layout)
+            ok_last = step_success(spec, info, obs, term, evaluator, layout, truncated=trunc)
             ok_any |= ok_last
             done = term or trunc
         successes.append(ok_any if spec.success.rule == "any" else ok_last)
@@ -274,7 +274,7 @@ class UnshapedSuccessEval(BaseCallback):
         self._last_eval_step = -1
         self._updates_at_eval = None   # the model's gradient-update count when the last row was taken
         self._evaluator = self._layout = None
-        if self.spec.success.source == "subgoals":
+        if self.spec.success.reads_state:
             from prm_critic.robotics.subgoals import SubgoalCritic
 
             crit = SubgoalCritic(self.spec, eval_env)

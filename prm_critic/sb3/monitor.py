@@ -34,13 +34,14 @@ __all__ = ["PRMMonitor", "step_success"]
 
 
 def step_success(spec: TaskSpec, info: Mapping[str, Any], obs: Any, terminated: bool,
-                 evaluator=None, layout: CriticInputLayout | None = None) -> bool:
-    """Success flag of one step per the spec's success source (info key, kitchen tasks, subgoals)."""
-    flag = success_from_info(spec, info, terminated)
+                 evaluator=None, layout: CriticInputLayout | None = None, *, truncated: bool = False) -> bool:
+    """Success flag of one step per the spec's success source (:mod:`prm_critic.robotics.success`)."""
+    flag = success_from_info(spec, info, terminated, truncated)
     if flag is not None:
         return bool(flag)
     if evaluator is None or layout is None:
-        raise ValueError(f"spec {spec.name!r}: success source 'subgoals' needs a SubgoalEvaluator and layout")
+        raise ValueError(f"spec {spec.name!r}: success source {spec.success.source!r} needs a SubgoalEvaluator "
+                         "and layout")
     x = layout.flatten(obs)[None, :]
     return bool(evaluator.all_hold(x)[0])
 
@@ -68,7 +69,7 @@ class PRMMonitor(Monitor):
         self.task_spec = load_spec(spec)
         self._evaluator = None
         self._layout = None
-        if self.task_spec.success.source == "subgoals":
+        if self.task_spec.success.reads_state:
             from prm_critic.robotics.subgoals import SubgoalCritic
 
             crit = SubgoalCritic(self.task_spec, env.unwrapped if hasattr(env, "unwrapped") else env)
@@ -100,7 +101,7 @@ class PRMMonitor(Monitor):
         if flags:
             for k, v in flags.items():
                 self._subgoals[k] = self._subgoals.get(k, False) or v
-        ok = step_success(self.task_spec, info, obs, terminated, self._evaluator, self._layout)
+        ok = step_success(self.task_spec, info, obs, terminated, self._evaluator, self._layout, truncated=truncated)
         self._success_any |= ok
         self._success_last = ok
         if "episode" in info:

@@ -346,7 +346,7 @@ class PRMWrapper(gym.Wrapper, gym.utils.RecordConstructorArgs):
         if self.monitor is not None:
             self._check_monitor(self.monitor)
         self._success_eval = None
-        if self.task_spec is not None and self.task_spec.success.source == "subgoals":
+        if self.task_spec is not None and self.task_spec.success.reads_state:
             from prm_critic.robotics.subgoals import SubgoalCritic
 
             sc = SubgoalCritic(self.task_spec, env)
@@ -442,14 +442,14 @@ class PRMWrapper(gym.Wrapper, gym.utils.RecordConstructorArgs):
         self._len += 1
         rule_any = self.task_spec is not None and self.task_spec.success.rule == "any"
         if rule_any:
-            self._success_any |= self._step_success(info, obs, terminated)
+            self._success_any |= self._step_success(info, obs, terminated, truncated)
         if not (terminated or truncated):
             return obs, reward, terminated, truncated, info
         pruned = bool(info.get("prm_pruned", False))
         info = dict(info)
         if pruned and self.monitor is not None and not self.monitor.needs_reset:
             self._end_monitor_episode(info)
-        success = self._success_any if rule_any else self._step_success(info, obs, terminated)
+        success = self._success_any if rule_any else self._step_success(info, obs, terminated, truncated)
         record = {"r": round(self._ret, 6), "r_original": round(self._ret_orig, 6),
                   "shaping": round(self._shaping_sum, 6), "l": self._len, "pruned": pruned}
         if success is not None:
@@ -460,12 +460,12 @@ class PRMWrapper(gym.Wrapper, gym.utils.RecordConstructorArgs):
             ep.update(r_shaped=record["r"], shaping=record["shaping"], pruned=pruned)
         return obs, reward, terminated, truncated, info
 
-    def _step_success(self, info: Mapping[str, Any], obs: Any, terminated: bool) -> bool | None:
+    def _step_success(self, info: Mapping[str, Any], obs: Any, terminated: bool, truncated: bool) -> bool | None:
         if self.task_spec is None:
             flag = info.get("is_success")
             return None if flag is None else bool(flag)
         ev, layout = self._success_eval if self._success_eval is not None else (None, None)
-        return step_success(self.task_spec, info, obs, terminated, ev, layout)
+        return step_success(self.task_spec, info, obs, terminated, ev, layout, truncated=truncated)
 
     def _end_monitor_episode(self, info: dict[str, Any]) -> None:
         """End the episode of the SB3 ``Monitor`` below as ``Monitor.step`` ends one (its row in
