@@ -150,9 +150,10 @@ def plot(data, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     tasks = sorted(data)
-    # one task per row at full page width, the legend beside its panel: legible where the page is shown
-    ncols, nrows = 1, len(tasks)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(13, 4.6 * nrows), squeeze=False)
+    # one task per row, its legend under it in large type: legible at the docs page's width (about 570 px)
+    heights = [4.2 + 0.3 * len(data[t]) for t in tasks]
+    fig, axes = plt.subplots(len(tasks), 1, figsize=(8, sum(heights)), squeeze=False,
+                             gridspec_kw={"height_ratios": heights})
     # one colour per config label on every panel
     labels = sorted({label for task in tasks for label in data[task]}, key=_sort_key)
     fixed = {"sparse": "black", "her": "tab:blue", "prm_s10": "tab:green", "prm_her_s10": "tab:red"}
@@ -180,15 +181,15 @@ def plot(data, path: Path) -> None:
                             "--", color=line.get_color(), lw=0.8, label=f"{label} seed {r['seed']} (partial)")
         ax.axhline(0.8, color="grey", lw=0.6, ls=":")
         ax.axhline(0.5, color="grey", lw=0.6, ls=":")
-        ax.set_title(f"{task} (SAC; unshaped eval, {TASKS[task]['eval_episodes']} episodes)", fontsize=13)
-        ax.set_xlabel("env steps", fontsize=11)
-        ax.set_ylabel("success rate", fontsize=11)
-        ax.tick_params(labelsize=10)
+        ax.set_title(f"{task} (SAC; unshaped eval, {TASKS[task]['eval_episodes']} episodes)", fontsize=15)
+        ax.set_xlabel("env steps", fontsize=13)
+        ax.set_ylabel("success rate", fontsize=13)
+        ax.tick_params(labelsize=12)
         ax.set_ylim(-0.02, 1.02)
-        ax.legend(fontsize=9, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+        ax.legend(fontsize=11, loc="upper left", bbox_to_anchor=(0.0, -0.16), ncol=1, frameon=False)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
 
 
@@ -746,7 +747,7 @@ def plot_demo(data, path: Path) -> bool:
     tasks = [t for t in DEMO_PLAN if t in data and data[t].get(DEMO_PLAN[t]["potential"])]
     if not tasks:
         return False
-    fig, axes = plt.subplots(1, len(tasks), figsize=(9, 5), squeeze=False)
+    fig, axes = plt.subplots(len(tasks), 1, figsize=(8, 6.5 * len(tasks)), squeeze=False)
     for ax, task in zip(axes.flat, tasks):
         plan = DEMO_PLAN[task]
         budget = TASKS[task]["steps"]
@@ -764,14 +765,15 @@ def plot_demo(data, path: Path) -> bool:
                         color=colour, lw=0.6, alpha=0.5)
             steps, m, _, _ = mean_curve(runs)
             ax.plot(steps, m, "-", color=colour, lw=2.2, label=f"{label} (n={len(runs)})")
-        ax.set_title(f"{task}: spec-free potential from demonstrations vs controls", fontsize=11)
-        ax.set_xlabel("env steps")
-        ax.set_ylabel("success rate (unshaped eval)")
+        ax.set_title(f"{task}: spec-free potential vs controls", fontsize=15)
+        ax.set_xlabel("env steps", fontsize=13)
+        ax.set_ylabel("success rate (unshaped eval)", fontsize=13)
+        ax.tick_params(labelsize=12)
         ax.set_ylim(-0.02, 1.02)
-        ax.legend(fontsize=9, loc="upper left")
+        ax.legend(fontsize=11, loc="upper left", bbox_to_anchor=(0.0, -0.14), frameon=False)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
     return True
 
