@@ -641,16 +641,16 @@ def _check_obs(model, obs) -> None:
     """Refuse an observation that does not fit ``model.observation_space`` (single or batched)."""
     import numpy as np
 
-    space = getattr(model, "observation_space", None)
+    space: Any = getattr(model, "observation_space", None)
     shapes = getattr(space, "spaces", None)
     task = (getattr(model, "prm_checkpoint", None) or {}).get("task") or getattr(model, "prm_config", {}).get("task")
     whose = f"the policy (task {task!r})" if task else "the policy"
     if isinstance(shapes, Mapping):
         if not isinstance(obs, Mapping) or set(obs) != set(shapes):
-            got = sorted(obs) if isinstance(obs, Mapping) else type(obs).__name__
-            raise ValueError(f"obs: {whose} takes a dict with keys {sorted(shapes)}, got {got}; is it an observation "
+            keys = sorted(obs) if isinstance(obs, Mapping) else type(obs).__name__
+            raise ValueError(f"obs: {whose} takes a dict with keys {sorted(shapes)}, got {keys}; is it an observation "
                              "of another task?")
-        items = [(f"obs[{k!r}]", np.shape(obs[k]), sub.shape) for k, sub in shapes.items()]
+        items: list[tuple[str, tuple, tuple]] = [(f"obs[{k!r}]", np.shape(obs[k]), sub.shape) for k, sub in shapes.items()]
     elif getattr(space, "shape", None):
         items = [("obs", np.shape(obs), space.shape)]
     else:

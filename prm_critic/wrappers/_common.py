@@ -390,8 +390,9 @@ def check_make_kwargs(spec: TaskSpec | None, env: Any, *, stacklevel: int = 3) -
     made = getattr(env_spec, "kwargs", None)
     if not isinstance(made, Mapping):
         return
+    params: Mapping[str, inspect.Parameter]
     try:
-        params = inspect.signature(type(base).__init__).parameters
+        params = inspect.signature(type(base)).parameters
     except (TypeError, ValueError):
         params = {}
     diffs = []
