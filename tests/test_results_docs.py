@@ -26,6 +26,8 @@ RENDERED = {
                                ["--render", "--md", "{out}"]),
     "docs/wrappers_overhead.md": ("benchmarks/wrappers_overhead.py", "benchmarks/results/wrappers_overhead.json",
                                   ["--render", "--md", "{out}"]),
+    "docs/subgoal_one_row.md": ("benchmarks/subgoal_one_row.py", "benchmarks/results/subgoal_one_row.json",
+                                ["--render", "--md", "{out}"]),
     "docs/mc_bisect.md": ("benchmarks/mc_bisect.py", "benchmarks/results/mc_bisect.json", ["--render", "--md", "{out}"]),
     "docs/mc_throughput.md": ("benchmarks/mc_throughput.py", "benchmarks/results/mc_throughput.json",
                               ["--render", "--out", "{out}"]),

@@ -49,6 +49,7 @@ from prm_critic._optional import require
 from prm_critic._io import atomic_write_bytes
 from prm_critic.models.checkpoint import load_state_critic
 from prm_critic.models.state_critic import HEADS, StateCriticNet, TorchStateCritic
+from prm_critic.robotics.subgoals import _ArrayOps, eval_expr
 from prm_critic.onnx._meta import (
     ATOL,
     DEFAULT_OPSET,
@@ -538,7 +539,9 @@ def _write(out: Path, data: bytes) -> Path:
 
 
 def _subgoal_module(critic):
-    """Torch twin of ``SubgoalCritic.score`` for ``distance`` subgoals, computed in float64 like numpy::
+    """Torch twin of ``SubgoalCritic.score`` for ``distance`` subgoals: the subgoal rule of
+    :mod:`prm_critic.robotics.subgoals` (the one the numpy and one-row paths run) on torch
+    operations (:class:`_TorchOps`), in float64 like numpy::
 
         t_k      = b_k(obs)  (or its approach point b_k + offset_k * unit(b_k - behind_k(obs)))
         d_k      = ||a_k(obs) - t_k||,  holds_k = d_k < threshold_k
@@ -562,48 +565,72 @@ def _subgoal_module(critic):
         )
     if not subgoals:
         raise OnnxExportError(f"critic: spec {critic.spec.name!r} has no subgoals; nothing to export")
-    from prm_critic.robotics.subgoals import eval_expr, map_consts
+    from prm_critic.robotics.subgoals import _rule_distances, _rule_holds, _rule_progress, _rule_success, map_consts
 
     as_tensor = lambda v: torch.tensor(v, dtype=torch.float64)  # noqa: E731
-    exprs = [tuple(None if n is None else map_consts(n, as_tensor) for n in trio) for trio in ev.exprs]
-    offsets = [s.offset for s in subgoals]
-    mean_mode = critic.spec.progress == "mean"
-
-    def target(x, k):
-        _, b_node, c_node = exprs[k]
-        b = eval_expr(b_node, x)
-        if c_node is None:
-            return b
-        away = b - eval_expr(c_node, x)
-        norm = torch.sqrt((away ** 2).sum(dim=1, keepdim=True))
-        unit = torch.where(norm > 0, away / torch.where(norm > 0, norm, torch.ones_like(norm)), torch.zeros_like(away))
-        return b + offsets[k] * unit
+    nodes = {id(n): map_consts(n, as_tensor) for trio in ev.exprs for n in trio if n is not None}
 
     class SubgoalProgress(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.register_buffer("thr", torch.tensor([s.threshold for s in subgoals], dtype=torch.float64))
-            self.register_buffer("scale", torch.tensor([s.scale for s in subgoals], dtype=torch.float64))
-            self.register_buffer("rank", torch.arange(1, len(subgoals) + 1, dtype=torch.float64))
-
         def forward(self, obs):
-            x = obs.to(torch.float64)
-            d = torch.stack([torch.sqrt(((eval_expr(exprs[k][0], x) - target(x, k)) ** 2).sum(dim=1))
-                             for k in range(len(exprs))], dim=1)
-            holds = (d < self.thr).to(torch.float64)
-            m = (holds * self.rank).amax(dim=1)
-            inside_k = torch.clamp(1.0 - d / self.scale, 0.0, 1.0)
-            current = (m[:, None] == (self.rank - 1.0)[None, :]).to(torch.float64)
-            inside = (current * inside_k).sum(dim=1)
-            if mean_mode:
-                progress = (holds + (1.0 - holds) * inside_k).mean(dim=1)
-            else:
-                progress = torch.clamp((m + inside) / float(len(subgoals)), 0.0, 1.0)
-            all_hold = holds.amin(dim=1)
-            success = all_hold + (1.0 - all_hold) * progress
-            return torch.stack([progress, success], dim=1).to(torch.float32)
+            ops = _TorchOps(obs.to(torch.float64), nodes)
+            d = _rule_distances(ev, ops)
+            h = _rule_holds(ev, ops, d)
+            progress = _rule_progress(ev, ops, h, d)
+            return torch.stack([progress, _rule_success(ops, h, progress)], dim=1).to(torch.float32)
 
     return SubgoalProgress().eval()
+
+
+class _TorchOps(_ArrayOps):
+    """The subgoal rule's operations (``prm_critic.robotics.subgoals._rule_progress`` ...) in torch, for
+    export: a point is ``(B, width)``, a number ``(B,)``, float64; a subgoal state is 0/1 in float64 and
+    a choice is arithmetic on it (``cond + (1 - cond) * other``), so the graph has no data-dependent
+    branches. ``nodes``: the evaluator's resolved expression nodes by ``id``, constants as tensors."""
+
+    def __init__(self, x, nodes: dict[int, tuple]):
+        import torch
+
+        self.torch, self.x, self.nodes = torch, x, nodes
+
+    def expr(self, node: tuple, width: int):
+        return eval_expr(self.nodes[id(node)], self.x)
+
+    def norm(self, v):
+        return self.torch.sqrt((v ** 2).sum(dim=1))
+
+    def unit(self, v, n):
+        torch = self.torch
+        n = n[:, None]
+        return torch.where(n > 0, v / torch.where(n > 0, n, torch.ones_like(n)), torch.zeros_like(v))
+
+    def less(self, d, threshold: float):
+        return (d < threshold).to(self.torch.float64)
+
+    def closeness(self, dist, scale: float):
+        return self.torch.clamp(1.0 - dist / scale, 0.0, 1.0)
+
+    def geodesic(self, a, b):  # pragma: no cover - _subgoal_module refuses maze_path subgoals first
+        raise OnnxExportError("critic: maze_path subgoals cannot be exported")
+
+    def where(self, cond, then: float, other):
+        return cond * then + (1.0 - cond) * other()
+
+    def all(self, h: list):
+        return self.torch.stack(h, dim=1).amin(dim=1)
+
+    def stage(self, h: list):
+        rank = self.torch.arange(1, len(h) + 1, dtype=self.torch.float64)
+        return (self.torch.stack(h, dim=1) * rank).amax(dim=1)
+
+    def select(self, m, values: list):
+        return sum(((m == float(k)).to(self.torch.float64) * value() for k, value in enumerate(values)),
+                   self.torch.zeros_like(m))
+
+    def ladder(self, m, inside, n: int):
+        return self.torch.clamp((m + inside) / float(n), 0.0, 1.0)
+
+    def mean(self, values: list):
+        return self.torch.stack(values, dim=1).mean(dim=1)
 
 
 def _subgoal_parity_inputs(critic, realistic: np.ndarray | None, seed: int = 0) -> dict[str, np.ndarray]:

@@ -25,10 +25,13 @@ A ``distance`` subgoal with an approach point (``behind``, ``offset``) compares 
 (BFS over cells from the goal's cell): ``geo = ||p - centre(next cell)|| + S * (cells_left - 1) + ||centre(goal cell) - g||`` inside
 the path, ``||p - g||`` in the goal's cell; ``inside = clip(1 - geo / geo_max, 0, 1)``.
 
-One row at a time (the env wrappers' control loop), :meth:`SubgoalCritic.score_one` and
-:meth:`SubgoalEvaluator.holds_one` run straight-line code compiled once from the spec on the row's
-Python floats, with the numpy path's operations in the same order (the same floats), and maze
-distances from tables built once (:meth:`MazeGeometry.geodesic_fn`).
+The rule above is written once (``_rule_target``, ``_rule_distances``, ``_rule_holds``,
+``_rule_progress``, ``_rule_success``) over a set of operations; each path supplies its own: numpy on
+a batch (:class:`SubgoalEvaluator`), torch for ONNX export (``prm_critic.onnx.export``), and, one row at
+a time (the env wrappers' control loop, :meth:`SubgoalCritic.score_one` and
+:meth:`SubgoalEvaluator.holds_one`), straight-line Python traced from the rule once per spec and
+compiled, run on the row's Python floats with the numpy path's operations in the same order (the same
+floats), maze distances from tables built once (:meth:`MazeGeometry.geodesic_fn`).
 """
 
 from __future__ import annotations
@@ -262,124 +265,265 @@ def map_consts(node: tuple, fn) -> tuple:
     return (node[0], *(map_consts(c, fn) for c in node[1:]))
 
 
-class _RowCode:
-    """Straight-line Python for one critic-input row ``v`` (a list of floats): each expression node
-    becomes one float expression per component, with the operations of :func:`eval_expr` in the same
-    order, so every component is the same float64 numpy computes on a batch."""
+# --- the subgoal rule, written once; the batch (numpy), one-row (generated Python) and export (torch,
+# prm_critic.onnx.export) paths each run it with their own operations ---------------------------------
 
-    def __init__(self) -> None:
+
+def _rule_target(ev: "SubgoalEvaluator", ops, k: int):
+    """The point subgoal ``k`` compares ``a`` with: ``b``, or its approach point
+    ``b* = b + offset * (b - behind) / ||b - behind||`` (``b`` where ``b == behind``)."""
+    _, nb, nbehind = ev.exprs[k]
+    w = ev.widths[k]
+    b = ops.expr(nb, w)
+    if nbehind is None:
+        return b
+    away = ops.sub(b, ops.expr(nbehind, w))
+    return ops.add(b, ops.scale(ev.spec.subgoals[k].offset, ops.unit(away, ops.norm(away))))
+
+
+def _rule_distances(ev: "SubgoalEvaluator", ops) -> list:
+    """Per subgoal ``d_k = ||a_k - t_k||`` (``t_k`` from :func:`_rule_target`)."""
+    return [ops.norm(ops.sub(ops.expr(ev.exprs[k][0], ev.widths[k]), _rule_target(ev, ops, k)))
+            for k in range(len(ev.exprs))]
+
+
+def _rule_holds(ev: "SubgoalEvaluator", ops, d: list) -> list:
+    """Per subgoal ``holds_k = d_k < threshold_k``."""
+    return [ops.less(dk, s.threshold) for dk, s in zip(d, ev.spec.subgoals)]
+
+
+def _rule_progress(ev: "SubgoalEvaluator", ops, h: list, d: list):
+    """Spec progress from the subgoals' states ``h`` and distances ``d`` (module docstring)."""
+    subgoals = ev.spec.subgoals
+    n = len(subgoals)
+
+    def close(k: int):  # closeness to subgoal k: clip(1 - dist / scale, 0, 1)
+        if subgoals[k].kind == "maze_path":
+            assert ev.maze is not None, "SubgoalEvaluator refuses a maze_path subgoal without the maze"
+            geo = ops.geodesic(ops.expr(ev.exprs[k][0], 2), ops.expr(ev.exprs[k][1], 2))
+            return ops.closeness(geo, ev.maze.geo_max)
+        return ops.closeness(d[k], subgoals[k].scale)
+
+    if ev.spec.progress == "mean":
+        return ops.mean([ops.where(h[k], 1.0, lambda k=k: close(k)) for k in range(n)])
+    m = ops.stage(h)  # 1 + the highest subgoal that holds (0 if none); the next one's closeness counts inside it
+    return ops.ladder(m, ops.select(m, [lambda k=k: close(k) for k in range(n)]), n)
+
+
+def _rule_success(ops, h: list, p):
+    """``success = 1`` where every subgoal holds, else the progress ``p``."""
+    return ops.where(ops.all(h), 1.0, lambda: p)
+
+
+class _ArrayOps:
+    """The rule's arithmetic on arrays (numpy, torch): their own operators."""
+
+    def sub(self, a, b):
+        return a - b
+
+    def add(self, a, b):
+        return a + b
+
+    def scale(self, c: float, v):
+        return c * v
+
+
+class _NumpyOps(_ArrayOps):
+    """The rule's operations on a batch ``x`` ``(B, D)``: a point is ``(B, width)``, a number ``(B,)``,
+    both float64 (what ``SubgoalEvaluator`` computes)."""
+
+    def __init__(self, x: np.ndarray, maze: MazeGeometry | None):
+        self.x, self.maze = x, maze
+
+    def expr(self, node: tuple, width: int) -> np.ndarray:
+        return np.broadcast_to(eval_expr(node, self.x), (self.x.shape[0], width))
+
+    def norm(self, v):
+        return np.linalg.norm(v, axis=1)
+
+    def unit(self, v, n):
+        n = n[:, None]
+        return np.divide(v, n, out=np.zeros_like(v), where=n > 0)
+
+    def less(self, d, threshold: float):
+        return d < threshold
+
+    def closeness(self, dist, scale: float):
+        return np.clip(1.0 - dist / scale, 0.0, 1.0)
+
+    def geodesic(self, a, b):
+        assert self.maze is not None, "SubgoalEvaluator refuses a maze_path subgoal without the maze"
+        return self.maze.geodesic(a, b)[0]
+
+    def where(self, cond, then: float, other: Callable[[], Any]):
+        return np.where(cond, then, other())
+
+    def all(self, h: list):
+        return np.logical_and.reduce(h)
+
+    def stage(self, h: list):
+        stacked = np.stack(h, axis=1)
+        return np.where(stacked.any(axis=1), len(h) - np.argmax(stacked[:, ::-1], axis=1), 0)
+
+    def select(self, m, values: list):
+        out = np.zeros(self.x.shape[0])
+        for k, value in enumerate(values):
+            sel = m == k
+            if sel.any():
+                out[sel] = value()[sel]
+        return out
+
+    def ladder(self, m, inside, n: int):
+        return np.clip((m + inside) / n, 0.0, 1.0)
+
+    def mean(self, values: list):
+        return np.stack(values, axis=1).mean(axis=1)
+
+
+class _SourceOps:
+    """The rule's operations as straight-line Python for one critic-input row ``v`` (a list of floats):
+    a point is a list of per-component names, a number one name; every operation is written in
+    the order numpy applies it (squares added left to right, up to ``_SEQUENTIAL_SUM`` of them), so
+    the generated code computes the batch's float64 numbers."""
+
+    def __init__(self, maze: MazeGeometry | None):
         self.lines: list[str] = []
-        self.names: dict[str, Any] = {}
+        self.names: dict[str, Any] = {"sqrt": math.sqrt}
+        self.maze = maze
+        self._indent = ""
+        self._count = 0
+        self._bound: dict[tuple[int, int], list[str]] = {}  # top-level points already computed
 
-    def const(self, value: float) -> str:
+    def _let(self, value: str) -> str:
+        self._count += 1
+        name = f"t{self._count}"
+        self.lines.append(f"{self._indent}{name} = {value}")
+        return name
+
+    def _const(self, value: float) -> str:
         name = f"c{len(self.names)}"
         self.names[name] = float(value)
         return name
 
-    def expr(self, node: tuple, width: int) -> list[str]:
+    def _parts(self, node: tuple, width: int) -> list[str]:
         kind = node[0]
         if kind == "const":
             v = node[1]
             if isinstance(v, float):
-                return [self.const(v)] * width
-            vals = [self.const(c) for c in np.asarray(v, dtype=np.float64).reshape(-1).tolist()]
+                return [self._const(v)] * width
+            vals = [self._const(c) for c in np.asarray(v, dtype=np.float64).reshape(-1).tolist()]
             return vals * width if len(vals) == 1 else vals  # numpy broadcasts a width-1 constant
         if kind == "slice":
             return [f"v[{i}]" for i in range(node[1], node[2])]
         if kind == "neg":
-            return [f"(-{e})" for e in self.expr(node[1], width)]
+            return [f"(-{e})" for e in self._parts(node[1], width)]
         op = {"add": "+", "sub": "-", "mul": "*", "div": "/"}[kind]
-        return [f"({a} {op} {b})" for a, b in zip(self.expr(node[1], width), self.expr(node[2], width))]
+        return [f"({a} {op} {b})" for a, b in zip(self._parts(node[1], width), self._parts(node[2], width))]
 
-    def let(self, name: str, exprs: list[str]) -> list[str]:
-        out = []
-        for i, e in enumerate(exprs):
-            self.lines.append(f"{name}{i} = {e}")
-            out.append(f"{name}{i}")
+    def expr(self, node: tuple, width: int) -> list[str]:
+        key = (id(node), width)
+        if key in self._bound:
+            return self._bound[key]
+        names = [self._let(e) for e in self._parts(node, width)]
+        if not self._indent:
+            self._bound[key] = names
+        return names
+
+    def sub(self, a, b):
+        return [self._let(f"{x} - {y}") for x, y in zip(a, b)]
+
+    def add(self, a, b):
+        return [self._let(f"{x} + {y}") for x, y in zip(a, b)]
+
+    def scale(self, c: float, v):
+        name = self._const(c)
+        return [f"({name} * {e})" for e in v]
+
+    def norm(self, v):
+        return self._let("sqrt(" + " + ".join(f"{c} * {c}" for c in v) + ")")
+
+    def unit(self, v, n):
+        out = [f"u{self._count + 1 + i}" for i in range(len(v))]
+        self._count += len(v)
+        self.lines.append(f"{self._indent}if {n} > 0:")
+        self.lines.extend(f"{self._indent}    {u} = {e} / {n}" for u, e in zip(out, v))
+        self.lines.append(f"{self._indent}else:")
+        self.lines.extend(f"{self._indent}    {u} = 0.0" for u in out)
         return out
 
-    @staticmethod
-    def norm(comps: list[str]) -> str:
-        """``np.linalg.norm`` along a row: the squares added left to right, then the square root."""
-        return "sqrt(" + " + ".join(f"{c} * {c}" for c in comps) + ")"
+    def less(self, d, threshold: float):
+        return self._let(f"{d} < {self._const(threshold)}")
 
+    def _clip01(self, name: str) -> str:
+        self.lines.append(f"{self._indent}{name} = 0.0 if {name} < 0.0 else (1.0 if {name} > 1.0 else {name})")
+        return name
 
-def _clip01(name: str) -> str:
-    return f"{name} = 0.0 if {name} < 0.0 else (1.0 if {name} > 1.0 else {name})"
+    def closeness(self, dist, scale: float):
+        return self._clip01(self._let(f"1.0 - {dist} / {self._const(scale)}"))
+
+    def geodesic(self, a, b):
+        assert self.maze is not None, "SubgoalEvaluator refuses a maze_path subgoal without the maze"
+        self.names["geo"] = self.maze.geodesic_fn()
+        return self._let(f"geo({', '.join([*a, *b])})")
+
+    def _branches(self, out: str, cases: list[tuple[str, Callable[[], str]]]) -> str:
+        """``if c0: out = f0() elif c1: ... else: out = f_last()`` (the last case's condition is ignored)."""
+        outer = self._indent
+        for i, (cond, value) in enumerate(cases):
+            last = i == len(cases) - 1
+            self.lines.append(f"{outer}{'else' if last else ('if ' if i == 0 else 'elif ') + cond}:")
+            self._indent = outer + "    "
+            self.lines.append(f"{self._indent}{out} = {value()}")
+            self._indent = outer
+        return out
+
+    def where(self, cond, then: float, other: Callable[[], str]):
+        self._count += 1
+        return self._branches(f"w{self._count}", [(cond, lambda: repr(float(then))), ("", other)])
+
+    def all(self, h: list):
+        return " and ".join(h)
+
+    def stage(self, h: list):
+        expr = "0"
+        for k, hk in enumerate(h):
+            expr = f"{k + 1} if {hk} else ({expr})"
+        return self._let(expr)
+
+    def select(self, m, values: list):
+        self._count += 1
+        cases = [(f"{m} == {k}", value) for k, value in enumerate(values)]
+        return self._branches(f"s{self._count}", [*cases, ("", lambda: "0.0")])
+
+    def ladder(self, m, inside, n: int):
+        return self._clip01(self._let(f"({m} + {inside}) / {n}"))
+
+    def mean(self, values: list):
+        return self._let("(" + " + ".join(values) + f") / {len(values)}")
 
 
 def _compile_rows(ev: "SubgoalEvaluator"):
     """``(score, holds)`` for one row ``v`` (list of floats) of ``ev``'s critic input:
     ``score(v) -> (progress, success)`` and ``holds(v) -> tuple[bool, ...]``, the same values as
-    :class:`SubgoalCritic.score` / :meth:`SubgoalEvaluator.holds` on the batch ``[v]``; ``None``
-    when a subgoal compares points wider than numpy adds left to right (or ``mean`` progress has
-    more subgoals than that), where the one-row path could round differently."""
-    subgoals = ev.spec.subgoals
-    n = len(subgoals)
+    :class:`SubgoalCritic.score` / :meth:`SubgoalEvaluator.holds` on the batch ``[v]``: the rule
+    (:func:`_rule_progress` ...) traced once with :class:`_SourceOps` and compiled. ``None`` when a
+    subgoal compares points wider than numpy adds left to right (or ``mean`` progress has more
+    subgoals than that), where the one-row path could round differently.
+
+    Generated rather than run on the row's floats through the rule directly: that costs several
+    microseconds more per row (``python benchmarks/subgoal_one_row.py``)."""
+    n = len(ev.spec.subgoals)
     if n == 0 or max(ev.widths) > _SEQUENTIAL_SUM or (ev.spec.progress == "mean" and n > _SEQUENTIAL_SUM):
         return None
-    code = _RowCode()
-    names: dict[str, Any] = {"sqrt": math.sqrt}
-    L = code.lines
-    geo_args: list[str] = []
-    for k, (s, (na, nb, nbehind), w) in enumerate(zip(subgoals, ev.exprs, ev.widths)):
-        a = code.let(f"a{k}_", code.expr(na, w))
-        b = code.let(f"b{k}_", code.expr(nb, w))
-        geo_args.append(", ".join([*a, *b]))
-        t = b
-        if nbehind is not None:
-            r = code.let(f"r{k}_", code.expr(nbehind, w))
-            away = code.let(f"w{k}_", [f"{bi} - {ri}" for bi, ri in zip(b, r)])
-            L.append(f"n{k} = {code.norm(away)}")
-            off = code.const(s.offset)
-            L.append(f"if n{k} > 0:")
-            L.extend(f"    u{k}_{i} = {wi} / n{k}" for i, wi in enumerate(away))
-            L.append("else:")
-            L.extend(f"    u{k}_{i} = 0.0" for i in range(w))
-            t = code.let(f"t{k}_", [f"{bi} + {off} * u{k}_{i}" for i, bi in enumerate(b)])
-        e = code.let(f"e{k}_", [f"{ai} - {ti}" for ai, ti in zip(a, t)])
-        L.append(f"d{k} = {code.norm(e)}")
-        L.append(f"h{k} = d{k} < {code.const(s.threshold)}")
-    dist_lines = list(L)
-
-    def inside(k: int, out: str, indent: str) -> list[str]:
-        s = subgoals[k]
-        if s.kind == "maze_path":
-            maze = ev.maze
-            assert maze is not None  # SubgoalEvaluator refuses a maze_path subgoal without the maze
-            names["geo"] = maze.geodesic_fn()
-            rhs = f"1.0 - geo({geo_args[k]}) / {code.const(maze.geo_max)}"
-        else:
-            rhs = f"1.0 - d{k} / {code.const(s.scale)}"
-        return [f"{indent}{out} = {rhs}", indent + _clip01(out)]
-
-    if ev.spec.progress == "mean":
-        for k in range(n):
-            L.append(f"if h{k}:")
-            L.append(f"    k{k} = 1.0")
-            L.append("else:")
-            L.extend(inside(k, f"k{k}", "    "))
-        L.append("p = (" + " + ".join(f"k{k}" for k in range(n)) + f") / {n}")
-    else:
-        # m = 1 + the highest subgoal that holds; the next one's closeness counts inside its stage
-        for k in range(n - 1, -1, -1):
-            L.append(f"{'if' if k == n - 1 else 'elif'} h{k}:")
-            if k == n - 1:
-                L.append("    p = 1.0")
-            else:
-                L.extend(inside(k + 1, "i", "    "))
-                L.append(f"    p = ({k + 1} + i) / {n}")
-        L.append("else:")
-        L.extend(inside(0, "i", "    "))
-        L.append(f"    p = (0 + i) / {n}")
-        L.append(_clip01("p"))
-    all_hold = " and ".join(f"h{k}" for k in range(n))
-    L.append(f"return p, (1.0 if {all_hold} else p)")
-    names.update(code.names)
-    src = "def score(v):\n" + "".join(f"    {line}\n" for line in L)
-    src += "def holds(v):\n" + "".join(f"    {line}\n" for line in dist_lines)
-    src += "    return (" + "".join(f"h{k}, " for k in range(n)) + ")\n"
-    ns = dict(names)
+    ops = _SourceOps(ev.maze)
+    h = _rule_holds(ev, ops, d := _rule_distances(ev, ops))
+    holds_lines = list(ops.lines)
+    success = _rule_success(ops, h, p := _rule_progress(ev, ops, h, d))
+    src = "def score(v):\n" + "".join(f"    {line}\n" for line in ops.lines)
+    src += f"    return {p}, {success}\n"
+    src += "def holds(v):\n" + "".join(f"    {line}\n" for line in holds_lines)
+    src += "    return (" + "".join(f"{hk}, " for hk in h) + ")\n"
+    ns = dict(ops.names)
     exec(compile(src, f"<subgoals {ev.spec.name}>", "exec"), ns)  # noqa: S102 - code built above from the parsed spec
     return ns["score"], ns["holds"]
 
@@ -449,13 +593,7 @@ class SubgoalEvaluator:
 
     def target(self, x: np.ndarray, k: int) -> np.ndarray:
         """The point subgoal ``k`` compares ``a`` with: ``b``, or its approach point ``b*``, ``(B, size)``."""
-        b = self.point(x, k, "b")
-        if self.exprs[k][2] is None:
-            return b
-        away = b - self.point(x, k, "behind")
-        norm = np.linalg.norm(away, axis=1, keepdims=True)
-        unit = np.divide(away, norm, out=np.zeros_like(away), where=norm > 0)
-        return b + self.spec.subgoals[k].offset * unit
+        return _rule_target(self, _NumpyOps(np.asarray(x, dtype=np.float64), self.maze), k)
 
     def place(self, x: np.ndarray, k: int, point: np.ndarray) -> np.ndarray:
         """Copy of ``x`` ``(B, D)`` with the observation part read by subgoal ``k``'s ``a`` moved so that
@@ -495,16 +633,16 @@ class SubgoalEvaluator:
         """Per-subgoal straight-line distances ``||a - b||`` (``b*`` for approach points), ``(B, n)``."""
         x = np.asarray(x, dtype=np.float64)
         out = np.empty((x.shape[0], len(self.exprs)))
-        for k in range(len(self.exprs)):
-            out[:, k] = np.linalg.norm(self.point(x, k, "a") - self.target(x, k), axis=1)
+        for k, dk in enumerate(_rule_distances(self, _NumpyOps(x, self.maze))):
+            out[:, k] = dk
         return out
 
     def holds(self, x: np.ndarray, distances: np.ndarray | None = None) -> np.ndarray:
         """Which subgoals hold, ``(B, n)`` bool. ``distances`` (``(B, n)`` from :meth:`distances`)
         skips recomputing them when the caller already has them."""
         d = self.distances(x) if distances is None else distances
-        thr = np.asarray([s.threshold for s in self.spec.subgoals])
-        return d < thr
+        h = _rule_holds(self, _NumpyOps(np.asarray(x, dtype=np.float64), self.maze), list(d.T))
+        return np.stack(h, axis=1) if h else np.zeros(d.shape, dtype=bool)
 
     def progress(self, x: np.ndarray, holds: np.ndarray | None = None,
                  distances: np.ndarray | None = None) -> np.ndarray:
@@ -515,43 +653,11 @@ class SubgoalEvaluator:
         n = len(self.spec.subgoals)
         if n == 0:
             raise SpecError(f"spec {self.spec.name!r} has no subgoals: subgoal progress is undefined")
-        if holds is not None:
-            h = holds
-        else:
-            if distances is None:
-                distances = self.distances(x)
-            h = self.holds(x, distances=distances)
-        if self.spec.progress == "mean":
-            close = np.empty((x.shape[0], n))
-            for k, s in enumerate(self.spec.subgoals):
-                if s.kind == "maze_path":
-                    assert self.maze is not None, "__init__ refuses a maze_path subgoal without a maze"
-                    geo, _ = self.maze.geodesic(self.point(x, k, "a"), self.point(x, k, "b"))
-                    close[:, k] = 1.0 - geo / self.maze.geo_max
-                else:
-                    d = (distances[:, k] if distances is not None
-                         else np.linalg.norm(self.point(x, k, "a") - self.target(x, k), axis=1))
-                    close[:, k] = 1.0 - d / s.scale
-            close = np.where(h, 1.0, np.clip(close, 0.0, 1.0))
-            return close.mean(axis=1)
-        # m = 1 + highest index that holds
-        m = np.where(h.any(axis=1), n - np.argmax(h[:, ::-1], axis=1), 0)
-        inside = np.zeros(x.shape[0])
-        for k, s in enumerate(self.spec.subgoals):
-            sel = m == k
-            if not sel.any():
-                continue
-            if s.kind == "maze_path":
-                assert self.maze is not None, "__init__ refuses a maze_path subgoal without a maze"
-                geo, _ = self.maze.geodesic(self.point(x[sel], k, "a"), self.point(x[sel], k, "b"))
-                inside[sel] = np.clip(1.0 - geo / self.maze.geo_max, 0.0, 1.0)
-            else:
-                if distances is not None:
-                    d = distances[sel, k]
-                else:
-                    d = np.linalg.norm(self.point(x[sel], k, "a") - self.target(x[sel], k), axis=1)
-                inside[sel] = np.clip(1.0 - d / s.scale, 0.0, 1.0)
-        return np.clip((m + inside) / n, 0.0, 1.0)
+        if distances is None:
+            distances = self.distances(x)
+        if holds is None:
+            holds = self.holds(x, distances=distances)
+        return _rule_progress(self, _NumpyOps(x, self.maze), list(holds.T), list(distances.T))
 
     def holds_one(self, x: np.ndarray) -> tuple[bool, ...]:
         """:meth:`holds` of one critic input ``x`` ``(D,)`` (float32, already validated, e.g. by the
