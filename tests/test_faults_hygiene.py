@@ -165,7 +165,7 @@ def test_train_critic_cli_uses_the_library_defaults(monkeypatch, tmp_path):
     seen = {}
 
     def capture(data, label, out, *, config, holdout=inspect.signature(cmd.train_critic_from_data).parameters["holdout"].default,
-                split_seed=None, progress_bar=True):
+                split_seed=None, progress_bar=True, overwrite=False):
         seen.update(config=config, holdout=holdout, split_seed=split_seed)
         raise KeyError("stop after the configuration")  # the CLI turns it into exit code 2
 

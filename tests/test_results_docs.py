@@ -18,7 +18,8 @@ REPO = Path(__file__).resolve().parents[1]
 RENDERED = {
     "docs/critic_label_families.md": ("benchmarks/critic_label_families.py", "benchmarks/results/critic_label_families.json",
                                       ["--render", "--md", "{out}"]),
-    "docs/rl_benchmark.md": ("benchmarks/rl/report.py", "benchmarks/rl/results/runs", ["--no-plot", "--out-md", "{out}"]),
+    "docs/rl_benchmark.md": ("benchmarks/rl/report.py", "benchmarks/rl/results/runs",
+                             ["--no-plot", "--committed", "--out-md", "{out}"]),
     "docs/critic_refresh.md": ("benchmarks/critic_refresh.py", "benchmarks/results/critic_refresh.json",
                                ["--render", "--md", "{out}"]),
     "docs/latency.md": ("benchmarks/latency.py", "benchmarks/results/latency.json", ["--render", "--md", "{out}"]),
