@@ -682,6 +682,7 @@ DEMO_PLAN = {"FetchPush-v4": {
     "potential": "prm_her_s10_critic-push_demo-progress", "random": "prm_her_s10_critic-push_demo-progress_randw0",
     "her": "her", "spec": "prm_her_s10",
     "controls": ("her_demos-push_demo-buffer", "her_demos-push_demo-starts0.5"),
+    "combined": ("prm_her_s10_critic-push_demo-progress_demos-push_demo-buffer",),
     "critic": "push_demo", "screen": (0, 1, 2), "declared": tuple(range(10, 20))}}
 #: the goal: mean success >= 0.60, >= the best demonstrations-only control + 0.15 (paired, interval excluding 0),
 #: and the potential's random-weights control within 0.05 of HER
@@ -705,6 +706,7 @@ def demo_potentials(data) -> list[str]:
         budget = TASKS[task]["steps"]
         cols = [("HER", plan["her"]), *[(c.split("_demos-")[1], c) for c in plan["controls"]],
                 ("random-weights control", plan["random"]), ("learned potential", plan["potential"]),
+                *[("learned potential + " + c.split("_demos-")[1], c) for c in plan.get("combined", ())],
                 ("spec potential", plan["spec"])]
         vals = {label: success_at(data[task].get(label, []), budget) for _, label in cols}
         crit = HERE / "critics" / f"{plan['critic']}.json"
@@ -714,7 +716,7 @@ def demo_potentials(data) -> list[str]:
                 "`train_potential.py --label demo_progress` on the time progress along successful demonstrations "
                 "(hindsight goals, random-action branches as negatives); it reads nothing of the task spec. Its "
                 "controls use the same demonstrations without a reward model: in the replay buffer (`buffer`) and as "
-                "episode starts (`starts`). Success at "
+                "episode starts (`starts`); `learned potential + buffer` uses both. Success at "
                 f"{budget / 1000:g}k steps, 50 evaluation episodes, per seed.", ""]
         if rec.get("demonstrations"):
             d = rec["demonstrations"]
