@@ -4,12 +4,23 @@ a callback that stops training as a kill would."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 from stable_baselines3.common.callbacks import BaseCallback
 
 from prm_critic.models import StateCriticNet
 from prm_critic.robotics.make import CriticInputLayout, make_env
 from prm_critic.robotics.spec import load_spec
+
+
+@pytest.fixture
+def one_torch_thread():
+    """torch on one thread while the test runs (SAC's small nets train fastest so on busy cores); a test module
+    makes it autouse with ``pytestmark = pytest.mark.usefixtures("one_torch_thread")``."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
 
 
 def tiny_state_critic(task: str = "FetchReach-v4"):

@@ -12,6 +12,9 @@ pytest.importorskip("gymnasium_robotics")
 torch = pytest.importorskip("torch")
 
 from prm_critic.robotics.demos import load_demos  # noqa: E402
+from sb3_helpers import one_torch_thread  # noqa: E402, F401  (the fixture, used by every test here)
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 PUSH_CRITIC = Path(__file__).resolve().parents[1] / "benchmarks" / "rl" / "critics" / "push_demo.json"
 KW = dict(learning_starts=60, batch_size=32, gamma=0.95, policy_kwargs=dict(net_arch=[16, 16]), device="cpu")
@@ -24,14 +27,6 @@ def demos(tmp_path_factory):
     out = tmp_path_factory.mktemp("sb3demos") / "push"
     collect("FetchPush-v4", out, episodes=6, seed=50000, progress=False)
     return load_demos(out, n=2)
-
-
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
 
 def test_buffer_keeps_the_demonstrations_and_relabels_them_through_the_shaper(demos):

@@ -15,18 +15,13 @@ from stable_baselines3 import HerReplayBuffer  # noqa: E402
 from prm_critic.sb3.envs import make_vec_train_env, resolve_critic  # noqa: E402
 from prm_critic.sb3.her import PRMHerReplayBuffer  # noqa: E402
 from prm_critic.sb3.train import build_model  # noqa: E402
+from sb3_helpers import one_torch_thread  # noqa: E402, F401  (the fixture, used by every test here)
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 PUSH_CRITIC = Path(__file__).resolve().parents[1] / "benchmarks" / "rl" / "critics" / "push_mc.json"
 KW = dict(learning_starts=120, batch_size=64, gamma=0.95, buffer_size=2000, policy_kwargs=dict(net_arch=[16, 16]),
           device="cpu")
-
-
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
 
 def _model(critic, *, shaped: bool, n_envs: int = 1, seed: int = 0):
