@@ -963,6 +963,7 @@ def main(argv=None) -> int:
                    help="read only the run files committed to git (HEAD), not runs in progress in the working tree")
     a = p.parse_args(argv)
     if a.committed:
+        import io
         import subprocess
         import tarfile
         import tempfile
@@ -970,7 +971,7 @@ def main(argv=None) -> int:
         tmp = Path(tempfile.mkdtemp(prefix="rl-runs-"))
         rel = RESULTS.relative_to(ROOT).as_posix()
         blob = subprocess.run(["git", "-C", str(ROOT), "archive", "HEAD", rel], check=True, capture_output=True).stdout
-        with tarfile.open(fileobj=__import__("io").BytesIO(blob)) as tar:
+        with tarfile.open(fileobj=io.BytesIO(blob)) as tar:
             tar.extractall(tmp, filter="data")
         data = load_runs(tmp / rel)
     else:

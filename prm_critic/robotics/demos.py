@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -88,7 +88,6 @@ class Demonstrations:
     py: np.ndarray
     sha256: str
     n_available: int = 0
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.episodes)
@@ -96,7 +95,7 @@ class Demonstrations:
     @property
     def has_snapshots(self) -> bool:
         """Every kept state can be restored (the folder was collected with a snapshot hook)."""
-        return bool(len(self.py)) and all(json.loads(str(p)).get("kind") is not None for p in self.py[:1])
+        return bool(len(self.py)) and json.loads(str(self.py[0])).get("kind") is not None
 
     def blocks(self) -> list[tuple[int, int]]:
         """``(begin, end)`` row ranges of the kept episodes, in order."""

@@ -84,7 +84,6 @@ class DemoStarts(gym.Wrapper):
             starts.extend(range(b, b + int(L)))
         self._rows = np.asarray(starts, dtype=np.int64)
         self._rng = np.random.default_rng()
-        self.n_demo_starts = 0
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         options = dict(options or {})
@@ -118,5 +117,4 @@ class DemoStarts(gym.Wrapper):
                 f"demo_state {row} (episode {int(d.episode[row])}, step {int(d.t[row])} of {str(d.folder)!r}): the "
                 f"restored observation differs from the recorded one (max |diff| "
                 f"{float(np.max(np.abs(got - d.x[row]))):.3g}); the demonstrations were not recorded from this env")
-        self.n_demo_starts += 1
         return obs
