@@ -69,6 +69,8 @@ RESULTS = (
            image="latency.png"),
     Result("Wrapper overhead", "wrappers_overhead.md",
            "CPU time per env step of the shaper and the pruner on FetchPush-v4.", "| variant |"),
+    Result("Subgoal rule, one row", "subgoal_one_row.md",
+           "CPU time per row of the generated subgoal code against the rule run directly.", "| task | subgoals |"),
     Result("Distilled deploy critic", "critic_distill.md",
            "A 32-32 student against its 256-256 teacher on the teacher's held-out episodes.", "| metric | teacher"),
     Result("Subgoal potential monotonicity", "potential_monotonicity.md",

@@ -41,13 +41,12 @@ def train_demo_critic(data: "str | Path", out: "str | Path", *, config, demos: i
         command: the command line recorded in the metrics file.
     """
     from prm_critic.models.checkpoint import checkpoint_paths, save_state_critic
-    from prm_critic.models.evaluate import evaluate_state_critic
     from prm_critic.models.pipeline import _claim_checkpoint
     from prm_critic.models.state_critic import TorchStateCritic
     from prm_critic.models.train import TrainConfig, train_state_critic
     from prm_critic._io import atomic_write_bytes
     from prm_critic.robotics.collect import load_shard
-    from prm_critic.robotics.demos import DemoError, DemoRows, base_rows, branch_rows, goal_success_fn, hindsight_rows, load_demos
+    from prm_critic.robotics.demos import DemoRows, base_rows, branch_rows, goal_success_fn, hindsight_rows, load_demos
     from prm_critic.robotics.make import make_env
 
     if not isinstance(config, TrainConfig):
@@ -62,22 +61,8 @@ def train_demo_critic(data: "str | Path", out: "str | Path", *, config, demos: i
     folder = Path(data)
     every = load_demos(folder)
     shards = [load_shard(f) for f in sorted((folder / "shards").glob("shard_*.npz"))]
-    all_eps = np.concatenate([d["ep_index"] for d in shards])
-    rng = np.random.default_rng(split_seed)
-    n_test = min(len(all_eps) - 1, max(1, int(round(holdout * len(all_eps)))))
-    if n_test < 1:
-        raise DemoError(f"data: {str(folder)!r} holds {len(all_eps)} episode(s); expected at least 2 to hold some out")
-    test_eps = set(rng.choice(all_eps, size=n_test, replace=False).tolist())
-    train_eps = [e for e in every.episodes if e not in test_eps]
-    if demos is not None:
-        if len(train_eps) < demos:
-            raise DemoError(f"demos: {str(folder)!r} has {len(train_eps)} successful episodes outside the held-out split "
-                            f"(holdout {holdout}, split seed {split_seed}); expected at least {demos} (collect more "
-                            "episodes, or ask for fewer)")
-        train_eps = train_eps[:demos]
-    if not train_eps:
-        raise DemoError(f"demos: every successful episode of {str(folder)!r} was held out; expected at least one to learn "
-                        "from (collect more episodes, or a smaller holdout)")
+    test_eps, train_eps = _split(folder, every, shards, demos, holdout, split_seed)
+    n_test = len(test_eps)
     chosen = every.subset(train_eps)
     w_path, _ = checkpoint_paths(out)
     stem = w_path.with_suffix("")
@@ -100,16 +85,7 @@ def train_demo_critic(data: "str | Path", out: "str | Path", *, config, demos: i
     net, history = train_state_critic(rows.x, rows.y, rows.y, episode=rows.episode, t=rows.t,
                                       ep_success=np.ones(len(rows), bool), config=config, progress_bar=progress_bar)
     critic = TorchStateCritic(net)
-    xs, ep, tt, ok = [], [], [], []
-    for d in shards:
-        ep_ok = dict(zip(d["ep_index"].tolist(), d["ep_success"].tolist()))
-        sel = np.isin(d["episode"], list(test_eps))
-        xs.append(d["x"][sel])
-        ep.append(d["episode"][sel])
-        tt.append(d["t"][sel])
-        ok.append(np.asarray([ep_ok[e] for e in d["episode"][sel].tolist()], bool))
-    held = evaluate_state_critic(critic, np.concatenate(xs), episode=np.concatenate(ep), t=np.concatenate(tt),
-                                 ep_success=np.concatenate(ok))
+    held = _heldout(critic, shards, test_eps)
     metrics = {"heldout": {k: held[k] for k in ("auroc_success", "auroc_success_early", "spearman_success_time",
                                                  "n_episodes", "n_success_episodes")},
                "n_rows": {"demonstrations": int((rows.source == 0).sum()), "hindsight": int((rows.source == 1).sum()),
@@ -125,3 +101,42 @@ def train_demo_critic(data: "str | Path", out: "str | Path", *, config, demos: i
     atomic_write_bytes(metrics_path, json.dumps({"metrics": metrics, "history": history, "demonstrations": chosen.record(),
                                                  "command": command}, indent=2, default=float).encode())
     return {"checkpoint": w, "metrics_path": metrics_path, "metrics": metrics, "meta": meta}
+
+
+def _split(folder: Path, every, shards: list, demos: int | None, holdout: float, split_seed: int) -> tuple[set, list]:
+    """The held-out episodes of the whole folder and the first ``demos`` successful episodes outside them."""
+    from prm_critic.robotics.demos import DemoError
+
+    all_eps = np.concatenate([d["ep_index"] for d in shards])
+    rng = np.random.default_rng(split_seed)
+    n_test = min(len(all_eps) - 1, max(1, int(round(holdout * len(all_eps)))))
+    if n_test < 1:
+        raise DemoError(f"data: {str(folder)!r} holds {len(all_eps)} episode(s); expected at least 2 to hold some out")
+    test_eps = set(rng.choice(all_eps, size=n_test, replace=False).tolist())
+    train_eps = [e for e in every.episodes if e not in test_eps]
+    if demos is not None:
+        if len(train_eps) < demos:
+            raise DemoError(f"demos: {str(folder)!r} has {len(train_eps)} successful episodes outside the held-out split "
+                            f"(holdout {holdout}, split seed {split_seed}); expected at least {demos} (collect more "
+                            "episodes, or ask for fewer)")
+        train_eps = train_eps[:demos]
+    if not train_eps:
+        raise DemoError(f"demos: every successful episode of {str(folder)!r} was held out; expected at least one to learn "
+                        "from (collect more episodes, or a smaller holdout)")
+    return test_eps, train_eps
+
+
+def _heldout(critic, shards: list, test_eps: set) -> dict:
+    """The critic's metrics on the held-out episodes (successes and failures)."""
+    from prm_critic.models.evaluate import evaluate_state_critic
+
+    xs, ep, tt, ok = [], [], [], []
+    for d in shards:
+        ep_ok = dict(zip(d["ep_index"].tolist(), d["ep_success"].tolist()))
+        sel = np.isin(d["episode"], list(test_eps))
+        xs.append(d["x"][sel])
+        ep.append(d["episode"][sel])
+        tt.append(d["t"][sel])
+        ok.append(np.asarray([ep_ok[e] for e in d["episode"][sel].tolist()], bool))
+    return evaluate_state_critic(critic, np.concatenate(xs), episode=np.concatenate(ep), t=np.concatenate(tt),
+                                 ep_success=np.concatenate(ok))

@@ -232,6 +232,30 @@ def _settings(spec: TextEnvSpec, k: int, max_steps: int, max_labelled: int | Non
             "step_text": f"{getattr(step_text, '__module__', '?')}.{getattr(step_text, '__qualname__', repr(step_text))}"}
 
 
+def _render(done: list[LabelledEpisode], base: dict, units: Path, siblings: int, policy: TextPolicy,
+            step_text: StepText) -> list[StepwiseExample]:
+    """Re-render each episode's texts from its stored commands (the JSONL follows the current rendering) and
+    return the terminal-sibling examples (``siblings`` per episode, kept in ``units`` for resuming)."""
+    aug: list[StepwiseExample] = []
+    for d in done:
+        sim = _make({**base, "seed": d.seed})
+        try:
+            prompt, texts = render_episode(sim, d.commands, step_text=step_text)
+            d.example = StepwiseExample(prompt, texts, d.example.labels, d.example.progress)
+            if siblings:
+                f = units / f"seed{d.seed}_ep{d.episode}_sib{siblings}.json"
+                if f.exists():
+                    sib = json.loads(f.read_text())
+                else:
+                    sib = terminal_siblings(sim, d.commands, m=siblings, policy=policy,
+                                            rng=np.random.default_rng([d.seed, d.episode, 99]))
+                    atomic_write_bytes(f, json.dumps(sib).encode())
+                aug += sibling_examples(d, sib, sim, step_text=step_text)
+        finally:
+            sim.close()
+    return aug
+
+
 def build_labels(out: str | Path, env: str | TextEnvSpec, seeds: Sequence[int], *, episodes: int = 1, k: int = 8,
                  max_steps: int = 40, max_labelled: int | None = None, policy: TextPolicy | None = None,
                  step_text: StepText = act_step_text, siblings: int = 0, env_module: str | None = None,
@@ -289,23 +313,7 @@ def build_labels(out: str | Path, env: str | TextEnvSpec, seeds: Sequence[int], 
                 bar.update(1)
     bar.close()
     done = [got[u] for u in todo]
-    aug: list[StepwiseExample] = []
-    for d in done:  # texts re-rendered from the stored commands: the JSONL follows the current rendering
-        sim = _make({**base, "seed": d.seed})
-        try:
-            prompt, texts = render_episode(sim, d.commands, step_text=step_text)
-            d.example = StepwiseExample(prompt, texts, d.example.labels, d.example.progress)
-            if siblings:
-                f = units / f"seed{d.seed}_ep{d.episode}_sib{siblings}.json"
-                if f.exists():
-                    sib = json.loads(f.read_text())
-                else:
-                    sib = terminal_siblings(sim, d.commands, m=siblings, policy=policy,
-                                            rng=np.random.default_rng([d.seed, d.episode, 99]))
-                    atomic_write_bytes(f, json.dumps(sib).encode())
-                aug += sibling_examples(d, sib, sim, step_text=step_text)
-        finally:
-            sim.close()
+    aug = _render(done, base, units, siblings, policy, step_text)
     write_stepwise_jsonl(out / "labels.jsonl", [d.example for d in done])
     if siblings:
         write_stepwise_jsonl(out / "labels_siblings.jsonl", aug)
