@@ -11,6 +11,8 @@ Cost accounting (per episode):
 Methods:
 
 * :func:`run_base` -- the base policy alone.
+* :func:`run_gold` -- ORACLE: the game's gold path (its ``walkthrough``, PRIVILEGED), no policy call;
+  the upper reference of a game type.
 * :func:`run_outcome_bon` -- outcome-only best-of-N: up to ``n`` base episodes in a row, stop at
   the first won one (the game's final text says so: an outcome check needs no step critic).
 * :func:`run_step_bon` -- step-level best-of-N at every step: ``n`` distinct proposals, each
@@ -42,7 +44,7 @@ from agents.textworld_agent.env import StepResult, TextWorldGame
 from agents.textworld_agent.policy import BasePolicy
 from agents.textworld_agent.text import step_text
 
-__all__ = ["EpisodeResult", "run_base", "run_outcome_bon", "run_step_bon", "run_beam", "run_mcts", "prm_score_fn",
+__all__ = ["EpisodeResult", "run_base", "run_gold", "run_outcome_bon", "run_step_bon", "run_beam", "run_mcts", "prm_score_fn",
            "oracle_score_fn"]
 
 
@@ -93,6 +95,25 @@ def run_base(path: Game, rng: np.random.Generator, *, max_steps: int = 40,
             feedbacks.append(r.feedback)
         n = len(g.history)
         return EpisodeResult(r.won, r.lost, n, n, n, commands=list(g.history))
+    finally:
+        g.close()
+
+
+def run_gold(path: Game, rng: np.random.Generator | None = None, *, max_steps: int = 40) -> EpisodeResult:
+    """ORACLE: play the game's gold path (``env.walkthrough`` after reset, PRIVILEGED); no policy call.
+    A game without one is refused; a gold path longer than ``max_steps`` stops at ``max_steps``."""
+    g = open_game(path, max_steps)
+    try:
+        r = g.reset()
+        gold = list(getattr(g, "walkthrough", None) or [])
+        if not gold:
+            raise ValueError(f"game: expected an environment with a gold path (walkthrough), {g!r} has none")
+        for cmd in gold:
+            if r.done:
+                break
+            r = g.step(cmd)
+        n = len(g.history)
+        return EpisodeResult(r.won, r.lost, n, 0, n, commands=list(g.history))
     finally:
         g.close()
 

@@ -39,7 +39,7 @@ CONTROLS_PNG = ROOT / "docs" / "agents_controls.png"
 EXTRA = ROOT / "benchmarks" / "results" / "agents_benchmark.json"
 SEEDS = tuple(range(1000, 1008))
 
-METHODS = ("base", "outcome_bon4", "prm_bon3", "prm_beam", "prm_beam_noprune", "prm_mcts", "oracle_bon3")
+METHODS = ("base", "outcome_bon4", "prm_bon3", "prm_beam", "prm_beam_noprune", "prm_mcts", "oracle_bon3", "gold")
 LABELS = {
     "base": "base policy",
     "outcome_bon4": "outcome-only best-of-4 (episodes)",
@@ -48,6 +48,7 @@ LABELS = {
     "prm_beam_noprune": "PRM beam search (w=2, b=2, no pruning)",
     "prm_mcts": "PRM MCTS (PUCT, b=2, PRM values)",
     "oracle_bon3": "ORACLE best-of-3 at every step (intermediate_reward)",
+    "gold": "ORACLE gold path (the game's walkthrough)",
 }
 #: uninformed control critics (``run.py --critic``): their rows are tagged with the name
 CONTROLS = {"random": "random critic", "constant": "constant critic, random ties"}
@@ -57,7 +58,7 @@ CRITIC_METHODS = ("prm_bon3", "prm_beam", "prm_beam_noprune", "prm_mcts")
 BUDGETS = (25, 50, 75, 100, 125, 160)
 SHORT = {"base": "base policy", "outcome_bon4": "outcome-only best-of-4", "prm_bon3": "PRM best-of-3",
          "prm_beam": "PRM beam", "prm_beam_noprune": "PRM beam, no pruning", "prm_mcts": "PRM MCTS",
-         "oracle_bon3": "ORACLE best-of-3"}
+         "oracle_bon3": "ORACLE best-of-3", "gold": "ORACLE gold path"}
 _KEYS = ("won", "lost", "policy_calls", "tool_calls", "critic_calls", "dead_ends_avoided", "wall_s", "method", "seed")
 
 
@@ -825,7 +826,10 @@ def main(argv=None) -> int:
 
     allres, labels, stats, extra = load_all(a.results)
     if md:
-        atomic_write_bytes(md, render(allres, labels, stats, extra, results=a.results).encode())
+        from types_report import render_types
+
+        doc = render(allres, labels, stats, extra, results=a.results) + "\n" + "\n".join(render_types(a.results))
+        atomic_write_bytes(md, doc.encode())
         print(f"wrote {md}")
     cal = load_calibration(extra.get("unseen", {}))
     if md == DOC and cal:

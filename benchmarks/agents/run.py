@@ -11,6 +11,7 @@ Methods (see agents/textworld_agent/search.py for the cost accounting):
   prm_mcts      Monte Carlo tree search with the PRM's step scores as values (PUCT, branch 2, at most
                 --mcts-budget policy calls), prm_critic.langgraph.MCTSSearch
   oracle_bon3   ORACLE best-of-3 at every step on privileged intermediate_reward (upper reference)
+  gold          ORACLE: the game's gold path (its walkthrough), no policy call (upper reference)
 
 The critic of the critic searches (prm_bon3, prm_beam, prm_beam_noprune, prm_mcts) is the learned PRM
 (``--critic prm``, default) or an uninformed control in the same search, with the same policy seeds
@@ -43,6 +44,18 @@ Games by type and name: ``--env SPEC`` plays the games of any forkable text envi
     python benchmarks/agents/run.py --env "textworld:tw-treasure_hunter?level=5" --methods base --seeds 0-3
     python benchmarks/agents/run.py --env twx:coin --methods base,prm_beam --critic random --seeds 20000-20003
 
+Game types (``plan.py``: each type's spec and its label / tune / test seeds, fixed before the runs):
+``--type NAME --split test`` plays that type's test seeds (``--seeds`` must lie in the split), writes
+under ``benchmarks/agents/results/types/NAME/SPLIT`` and records ``type`` and ``split``::
+
+    python benchmarks/agents/run.py --type twx-coin --split test --methods base,outcome_bon4,gold --reps 1
+    python benchmarks/agents/run.py --type twx-coin --split test --methods prm_beam,prm_mcts \
+        --prm benchmarks/agents/prms/twx-coin --tag twx-coin
+    python benchmarks/agents/run.py --type twx-coin --split test --methods prm_beam,prm_mcts --critic random
+
+MCTS settings (``--mcts-exploration``, ``--mcts-aggregate``, ``--mcts-branch``, ``--mcts-selection``)
+are recorded in each prm_mcts result; tune them on ``--split tune`` only.
+
 Each result records its games' tag (the cooking difficulty's, or the spec's, with the spec itself
 under ``env``); the report counts only those of the chosen one.
 """
@@ -51,6 +64,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+from dataclasses import dataclass
 import functools
 import json
 import os
@@ -62,16 +76,19 @@ from pathlib import Path
 
 import numpy as np
 
+from prm_critic.aggregate import AGGREGATES
+
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from agents.textworld_agent.env import DEFAULT_DIFFICULTY, ensure_game  # noqa: E402
 from agents.textworld_agent.labels import parse_seeds  # noqa: E402
 from agents.textworld_agent.search import (  # noqa: E402
-    oracle_score_fn, prm_score_fn, run_base, run_beam, run_mcts, run_outcome_bon, run_step_bon)
+    oracle_score_fn, prm_score_fn, run_base, run_beam, run_gold, run_mcts, run_outcome_bon, run_step_bon)
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from report import METHODS, plot, summary, table as summary_table  # noqa: E402
+from plan import SPLITS, TYPES, game_type, split_seeds  # noqa: E402
 
 
 def _atomic_json(path: Path, obj) -> None:
@@ -82,6 +99,8 @@ def _atomic_json(path: Path, obj) -> None:
     os.replace(tmp, path)
 
 
+DEFAULT_OUT = "benchmarks/agents/results"
+DEFAULT_MD = "benchmarks/agents/results/table.md"
 #: the methods that use a critic (``--critic`` chooses it)
 CRITIC_METHODS = ("prm_bon3", "prm_beam", "prm_beam_noprune", "prm_mcts")
 #: ``--critic`` choices: the learned PRM, or an uninformed control
@@ -133,9 +152,20 @@ NO_PRUNING = 0.0
 MCTS_BUDGET = 160
 
 
+@dataclass(frozen=True)
+class MCTSSettings:
+    """prm_mcts's knobs (``--mcts-*``): expansion width, exploration constant, value aggregation,
+    selection rule (``"puct"`` uses the policy's prior, ``"uct"`` none)."""
+
+    branch: int = 2
+    exploration: float = 1.0
+    aggregate: str = "last"
+    selection: str = "puct"
+
+
 def run_one(method: str, path, rng: np.random.Generator, max_steps: int, critic=None,
             dead_end_threshold: float = 0.05, on_all_pruned: str = "keep_best", policy=None, *,
-            mcts_budget: int = MCTS_BUDGET, seed: int = 0) -> dict:
+            mcts_budget: int = MCTS_BUDGET, seed: int = 0, mcts: MCTSSettings = MCTSSettings()) -> dict:
     if method == "base":
         r = run_base(path, rng, max_steps=max_steps, policy=policy)
     elif method == "outcome_bon4":
@@ -152,8 +182,11 @@ def run_one(method: str, path, rng: np.random.Generator, max_steps: int, critic=
         r = run_beam(path, rng, critic, beam_width=2, branch_factor=2, max_steps=max_steps,
                      dead_end_threshold=NO_PRUNING, aggregate="last", policy=policy)
     elif method == "prm_mcts":
-        r = run_mcts(path, rng, critic, branch_factor=2, max_steps=max_steps, budget=mcts_budget, aggregate="last",
-                     seed=seed, policy=policy)
+        r = run_mcts(path, rng, critic, branch_factor=mcts.branch, max_steps=max_steps, budget=mcts_budget,
+                     aggregate=mcts.aggregate, exploration=mcts.exploration, selection=mcts.selection, seed=seed,
+                     policy=policy)
+    elif method == "gold":
+        r = run_gold(path, rng, max_steps=max_steps)
     else:
         raise ValueError(f"method: expected one of {METHODS}, got {method!r}")
     return r.to_dict()
@@ -163,7 +196,7 @@ def report(out: Path, seeds, md: Path, png: Path, command: str, tag: str = DEFAU
     from report import load_results
 
     rows = summary(load_results(out, seeds, tag))
-    if rows:
+    if rows and png is not None:
         plot(rows, seeds, png, tag)
     return summary_table(rows)
 
@@ -171,18 +204,30 @@ def report(out: Path, seeds, md: Path, png: Path, command: str, tag: str = DEFAU
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--methods", default=",".join(METHODS))
-    ap.add_argument("--seeds", default="1000-1007", help="held-out game seeds (never used for labels)")
+    ap.add_argument("--seeds", default=None, help="held-out game seeds (never used for labels; default 1000-1007, "
+                                                  "with --type all of the split's seeds)")
+    ap.add_argument("--type", default=None, choices=sorted(TYPES),
+                    help="a game type of plan.py: its environment spec, and seeds from its --split")
+    ap.add_argument("--split", default="test", choices=SPLITS[1:],
+                    help="--type: the seeds played: 'tune' (settings are tuned here) or 'test' (reported)")
     ap.add_argument("--reps", type=int, default=4, help="episodes per game for the base policy")
     ap.add_argument("--max-steps", type=int, default=40)
     ap.add_argument("--prm", default=".cache/textworld/prm", help="trained MiniLMStepPRM folder")
-    ap.add_argument("--out", default="benchmarks/agents/results")
-    ap.add_argument("--md", default="benchmarks/agents/results/table.md")
+    ap.add_argument("--out", default=DEFAULT_OUT)
+    ap.add_argument("--md", default=DEFAULT_MD)
     ap.add_argument("--png", default="docs/agents_benchmark.png")
     ap.add_argument("--dead-end-threshold", type=float, default=0.05, help="prm_beam: prune steps scoring below it")
     ap.add_argument("--on-all-pruned", default="keep_best", choices=("keep_best", "stop"),
                     help="prm_beam: when every candidate scores under the threshold, keep the best or stop")
     ap.add_argument("--mcts-budget", type=int, default=MCTS_BUDGET,
                     help="prm_mcts: policy calls per episode at most (default %(default)s)")
+    ap.add_argument("--mcts-branch", type=int, default=MCTSSettings.branch, help="prm_mcts: expansion width")
+    ap.add_argument("--mcts-exploration", type=float, default=MCTSSettings.exploration,
+                    help="prm_mcts: exploration constant (c_puct / c_uct)")
+    ap.add_argument("--mcts-aggregate", default=MCTSSettings.aggregate, choices=sorted(AGGREGATES),
+                    help="prm_mcts: how a path's step scores become its value")
+    ap.add_argument("--mcts-selection", default=MCTSSettings.selection, choices=("puct", "uct"),
+                    help="prm_mcts: puct (the policy's prior) or uct (no prior)")
     ap.add_argument("--env", default=None,
                     help="games: an environment spec, one game per seed, e.g. 'twx:coin', 'twx:cookingworld', "
                          "'textworld:tw-treasure_hunter?level=5' (default: TextWorld cooking, --recipe/--take)")
@@ -203,7 +248,21 @@ def main(argv=None) -> int:
                     help="--critic prm: wrap the --prm outcome value model in the implicit PRM (needs --tag)")
     ap.add_argument("--report", action="store_true", help="only rebuild the table and plot")
     a = ap.parse_args(argv)
-    seeds = parse_seeds(a.seeds)
+    if a.type is not None:
+        if a.env is not None:
+            raise SystemExit(f"--type {a.type}: names its games ({game_type(a.type).env}); got --env {a.env} too")
+        a.env = game_type(a.type).env
+        try:
+            seeds = split_seeds(a.type, a.split, None if a.seeds is None else parse_seeds(a.seeds))
+        except ValueError as exc:
+            raise SystemExit(f"--seeds: {exc}") from None
+        if a.out == DEFAULT_OUT:
+            a.out = f"{DEFAULT_OUT}/types/{a.type}/{a.split}"
+        if a.md == DEFAULT_MD:  # a type's table beside its results; the cooking doc's plot is left alone
+            a.md, a.png = f"{a.out}/table.md", None
+    else:
+        seeds = parse_seeds(a.seeds or "1000-1007")
+    mcts = MCTSSettings(a.mcts_branch, a.mcts_exploration, a.mcts_aggregate, a.mcts_selection)
     if a.mcts_budget < 1:
         raise SystemExit(f"--mcts-budget: expected an int >= 1, got {a.mcts_budget}")
     if a.env is not None and (a.recipe is not None or a.take is not None):
@@ -282,12 +341,14 @@ def main(argv=None) -> int:
                         extra["critic_seed"] = critic_seed(s, rep)
                         ep_critic = control_critic(a.critic, extra["critic_seed"])
                 res = run_one(m, path, rng, a.max_steps, ep_critic, a.dead_end_threshold, a.on_all_pruned, policy,
-                              mcts_budget=a.mcts_budget, seed=search_seed(s, rep))
+                              mcts_budget=a.mcts_budget, seed=search_seed(s, rep), mcts=mcts)
                 res.update(extra)
                 res.update(method=name, seed=s, rep=rep, wall_s=round(time.time() - t0, 2), max_steps=a.max_steps,
                            difficulty=games_tag)
                 if spec is not None:
                     res["env"] = str(spec)
+                if a.type is not None:
+                    res.update(type=a.type, split=a.split)
                 if m == "prm_beam":
                     res["dead_end_threshold"] = a.dead_end_threshold
                     res["on_all_pruned"] = a.on_all_pruned
@@ -296,6 +357,7 @@ def main(argv=None) -> int:
                 elif m == "prm_mcts":
                     res["mcts_budget"] = a.mcts_budget
                     res["search_seed"] = search_seed(s, rep)
+                    res["mcts"] = dataclasses.asdict(mcts)
                 if m in ("prm_beam", "prm_beam_noprune", "prm_mcts"):
                     res["expand_rng"] = EXPAND_RNG
                     res["lost_rule"] = True  # a lost game is never kept nor the answer (is_lost)
@@ -303,7 +365,7 @@ def main(argv=None) -> int:
         finally:
             if server is not None:
                 server.stop()
-    table = report(out, seeds, Path(a.md), Path(a.png), " ".join(sys.argv), games_tag)
+    table = report(out, seeds, Path(a.md), a.png and Path(a.png), " ".join(sys.argv), games_tag)
     Path(a.md).parent.mkdir(parents=True, exist_ok=True)
     Path(a.md).write_text(table + "\n")
     print(table)

@@ -1,0 +1,147 @@
+"""The agents benchmark over game types: label, train a per-type PRM, play the test seeds.
+
+For each type of ``plan.py`` (its environment spec and its label / tune / test seeds, fixed before
+the runs) the stages run the project's own command lines in this process, in order:
+
+``labels``  ``python -m agents.textworld_agent.labels`` on the type's label seeds (Monte-Carlo
+            labels, ``--k`` rollouts per step, ``--siblings`` terminal siblings per state) into
+            ``.cache/agents_types/TYPE/labels``; its ``summary.json`` is copied to
+            ``benchmarks/agents/types/TYPE/labels_summary.json``.
+``train``   ``train_prm.py --freeze-encoder`` on those labels into ``benchmarks/agents/prms/TYPE``
+            (a head-only checkpoint; ``train_stats.json`` records the labels' SHA-256); skipped when
+            that folder holds a PRM trained on the same labels, refused when on other labels.
+``test``    ``run.py --type TYPE --split test`` for the rows of :data:`TEST_RUNS`: the base policy,
+            outcome best-of-4 and the gold path, then the PRM beam and PRM MCTS with the type's PRM
+            and with the random and constant control critics (same searches, same policy seeds).
+
+``--prm-tag`` / ``--prm`` play the test searches with another PRM (the transfer rows: ``all-types``,
+``loo-TYPE``); ``train`` with ``--labels-of`` trains one PRM on the labels of several types.
+Every stage is resumable (labels per unit, one result file per episode).
+
+    python benchmarks/agents/types.py --type twx-coin
+    python benchmarks/agents/types.py --type twx-coin --stages test
+    python benchmarks/agents/report.py --render
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(HERE))
+
+from plan import TYPES, game_type  # noqa: E402
+
+STAGES = ("labels", "train", "test")
+CACHE = Path(".cache") / "agents_types"
+#: committed per-type data (label summaries) and PRMs
+DATA = HERE / "types"
+PRMS = HERE / "prms"
+#: the test rows: (methods, critic); the critic searches with the PRM get the PRM's tag
+TEST_RUNS = (("base,outcome_bon4,gold", "prm"), ("prm_beam,prm_mcts", "prm"), ("prm_beam,prm_mcts", "random"),
+             ("prm_beam,prm_mcts", "constant"))
+
+
+def _seeds(r: range) -> str:
+    return f"{r.start}-{r.stop - 1}"
+
+
+def labels_dir(name: str) -> Path:
+    return ROOT / CACHE / name / "labels"
+
+
+def stage_labels(name: str, k: int, siblings: int, max_steps: int) -> None:
+    from agents.textworld_agent import labels
+
+    t = game_type(name)
+    out = labels_dir(name)
+    labels.main(["--env", t.env, "--out", str(out), "--seeds", _seeds(t.label), "--k", str(k),
+                 "--siblings", str(siblings), "--max-steps", str(max_steps)])
+    (DATA / name).mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(out / "summary.json", DATA / name / "labels_summary.json")
+
+
+def _label_files(names: list[str]) -> list[str]:
+    args = []
+    for n in names:
+        d = labels_dir(n)
+        if not (d / "labels.jsonl").is_file():
+            raise SystemExit(f"train: no labels of type {n} in {d}; run the 'labels' stage first")
+        args += ["--labels", str(d / "labels.jsonl")]
+        if (d / "labels_siblings.jsonl").is_file() and (d / "labels_siblings.jsonl").stat().st_size:
+            args += ["--extra", str(d / "labels_siblings.jsonl")]
+    return args
+
+
+def stage_train(out: Path, names: list[str], epochs: int) -> None:
+    import train_prm
+    from prm_critic.integrity import sha256_bytes
+
+    files = _label_files(names)
+    stats = out / "train_stats.json"
+    if stats.is_file():
+        want = [sha256_bytes(Path(f).read_bytes()) for f, flag in zip(files[1::2], files[::2]) if flag == "--labels"]
+        got = json.loads(stats.read_text())["labels_sha256"]["labels"]
+        got = [got] if isinstance(got, str) else got
+        if got != want:
+            raise SystemExit(f"train: {out} holds a PRM trained on other labels ({got}); expected {want} "
+                             f"(remove the folder to retrain)")
+        print(f"train: {out} already holds the PRM of these labels")
+        return
+    train_prm.main([*files, "--freeze-encoder", "--epochs", str(epochs), "--out", str(out)])
+
+
+def stage_test(name: str, prm: Path, prm_tag: str, runs=TEST_RUNS, extra: list[str] = ()) -> None:
+    import run
+
+    for methods, critic in runs:
+        args = ["--type", name, "--split", "test", "--methods", methods, "--reps", "1", *extra]
+        if critic == "prm":
+            if any(m.startswith("prm") for m in methods.split(",")):
+                args += ["--prm", str(prm), "--tag", prm_tag]
+        else:
+            args += ["--critic", critic]
+        run.main(args)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--type", required=True, choices=sorted(TYPES))
+    ap.add_argument("--stages", default=",".join(STAGES), help=f"comma-separated, from {STAGES}")
+    ap.add_argument("--k", type=int, default=4, help="labels: rollouts per step")
+    ap.add_argument("--siblings", type=int, default=0, help="labels: terminal siblings per state")
+    ap.add_argument("--max-steps", type=int, default=40)
+    ap.add_argument("--epochs", type=int, default=4)
+    ap.add_argument("--labels-of", default=None,
+                    help="train: the types whose labels train the PRM (comma-separated; default --type)")
+    ap.add_argument("--prm", type=Path, default=None, help="the PRM folder (default benchmarks/agents/prms/TYPE)")
+    ap.add_argument("--prm-tag", default=None, help="the PRM rows' tag (default the type's name)")
+    ap.add_argument("--test-runs", default=None, help="test: only these critic rows, e.g. 'prm' (default all)")
+    a = ap.parse_args(argv)
+    stages = [s.strip() for s in a.stages.split(",") if s.strip()]
+    bad = [s for s in stages if s not in STAGES]
+    if bad:
+        raise SystemExit(f"--stages: expected names from {STAGES}, got {bad}")
+    prm = a.prm or PRMS / a.type
+    tag = a.prm_tag or a.type
+    runs = TEST_RUNS if a.test_runs is None else tuple(r for r in TEST_RUNS if r[1] in a.test_runs.split(","))
+    if "labels" in stages:
+        stage_labels(a.type, a.k, a.siblings, a.max_steps)
+    if "train" in stages:
+        names = [n.strip() for n in (a.labels_of or a.type).split(",")]
+        for n in names:
+            game_type(n)
+        stage_train(prm, names, a.epochs)
+    if "test" in stages:
+        stage_test(a.type, prm, tag, runs)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
