@@ -109,7 +109,7 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     if a.alive_per_state < 1:
         raise SystemExit(f"--alive-per-state: expected an int >= 1, got {a.alive_per_state}")
-    prm = a.prm or HERE / "prms" / a.type
+    prm = a.prm or Path("benchmarks") / "agents" / "prms" / a.type
     if not (prm / "prm.json").is_file():
         raise SystemExit(f"--prm: expected a saved MiniLMStepPRM folder (prm.json), got {prm}")
     res = measure(a.type, prm, a.results, a.alive_per_state, a.max_steps)

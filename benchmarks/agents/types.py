@@ -7,7 +7,7 @@ the runs) the stages run the project's own command lines in this process, in ord
             labels, ``--k`` rollouts per step, ``--siblings`` terminal siblings per state) into
             ``.cache/agents_types/TYPE/labels``; its ``summary.json`` is copied to
             ``benchmarks/agents/types/TYPE/labels_summary.json``.
-``train``   ``train_prm.py --freeze-encoder`` on those labels into ``benchmarks/agents/prms/TYPE``
+``train``   ``train_prm.py --freeze-encoder --epochs 150 --lr 3e-3`` on those labels into ``benchmarks/agents/prms/TYPE``
             (a head-only checkpoint; ``train_stats.json`` records the labels' SHA-256); skipped when
             that folder holds a PRM trained on the same labels, refused when on other labels.
 ``test``    ``run.py --type TYPE --split test`` for the rows of :data:`TEST_RUNS`: the base policy,
@@ -40,9 +40,10 @@ from plan import TYPES, game_type  # noqa: E402
 
 STAGES = ("labels", "train", "test")
 CACHE = Path(".cache") / "agents_types"
-#: committed per-type data (label summaries) and PRMs
-DATA = HERE / "types"
-PRMS = HERE / "prms"
+#: committed per-type data (label summaries) and PRMs, relative to the repository root (the paths
+#: are recorded in the training statistics)
+DATA = Path("benchmarks") / "agents" / "types"
+PRMS = Path("benchmarks") / "agents" / "prms"
 #: the test rows: (methods, critic); the critic searches with the PRM get the PRM's tag
 TEST_RUNS = (("base,outcome_bon4,gold", "prm"), ("prm_beam,prm_mcts", "prm"), ("prm_beam,prm_mcts", "random"),
              ("prm_beam,prm_mcts", "constant"))
@@ -53,7 +54,7 @@ def _seeds(r: range) -> str:
 
 
 def labels_dir(name: str) -> Path:
-    return ROOT / CACHE / name / "labels"
+    return CACHE / name / "labels"
 
 
 def stage_labels(name: str, k: int, siblings: int, max_steps: int) -> None:
@@ -79,7 +80,7 @@ def _label_files(names: list[str]) -> list[str]:
     return args
 
 
-def stage_train(out: Path, names: list[str], epochs: int) -> None:
+def stage_train(out: Path, names: list[str], epochs: int, lr: float) -> None:
     import train_prm
     from prm_critic.integrity import sha256_bytes
 
@@ -94,7 +95,7 @@ def stage_train(out: Path, names: list[str], epochs: int) -> None:
                              f"(remove the folder to retrain)")
         print(f"train: {out} already holds the PRM of these labels")
         return
-    train_prm.main([*files, "--freeze-encoder", "--epochs", str(epochs), "--out", str(out)])
+    train_prm.main([*files, "--freeze-encoder", "--epochs", str(epochs), "--lr", str(lr), "--out", str(out)])
 
 
 def stage_test(name: str, prm: Path, prm_tag: str, runs=TEST_RUNS, extra: list[str] = ()) -> None:
@@ -117,13 +118,17 @@ def main(argv=None) -> int:
     ap.add_argument("--k", type=int, default=4, help="labels: rollouts per step")
     ap.add_argument("--siblings", type=int, default=0, help="labels: terminal siblings per state")
     ap.add_argument("--max-steps", type=int, default=40)
-    ap.add_argument("--epochs", type=int, default=4)
+    ap.add_argument("--epochs", type=int, default=150, help="train: epochs (the committed cooking PRM's)")
+    ap.add_argument("--lr", type=float, default=3e-3, help="train: the head's learning rate")
     ap.add_argument("--labels-of", default=None,
                     help="train: the types whose labels train the PRM (comma-separated; default --type)")
     ap.add_argument("--prm", type=Path, default=None, help="the PRM folder (default benchmarks/agents/prms/TYPE)")
     ap.add_argument("--prm-tag", default=None, help="the PRM rows' tag (default the type's name)")
     ap.add_argument("--test-runs", default=None, help="test: only these critic rows, e.g. 'prm' (default all)")
     a = ap.parse_args(argv)
+    if Path.cwd().resolve() != ROOT:
+        raise SystemExit(f"types.py: run from the repository root {ROOT.name}/ (its paths are recorded relative to it), "
+                         f"not from {Path.cwd()}")
     stages = [s.strip() for s in a.stages.split(",") if s.strip()]
     bad = [s for s in stages if s not in STAGES]
     if bad:
@@ -137,7 +142,7 @@ def main(argv=None) -> int:
         names = [n.strip() for n in (a.labels_of or a.type).split(",")]
         for n in names:
             game_type(n)
-        stage_train(prm, names, a.epochs)
+        stage_train(prm, names, a.epochs, a.lr)
     if "test" in stages:
         stage_test(a.type, prm, tag, runs)
     return 0
