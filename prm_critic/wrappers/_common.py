@@ -565,21 +565,6 @@ def _takes_check(fn: Any) -> bool:
         return False
 
 
-def _fast_entry(fn: Any):
-    """A critic's fast path (``score_one`` of :class:`OneRowCritic`, ``score_rows`` of
-    :class:`RowsCritic`) told not to re-check its input (``check=False``) when it takes that keyword,
-    or ``None`` when the critic does not have it (or sets it to ``None``)."""
-    if not callable(fn):
-        return None
-    if not _takes_check(fn):
-        return fn
-
-    def unchecked(x, _fn=fn):  # a plain closure: a call through functools.partial with a keyword costs more
-        return _fn(x, check=False)
-
-    return unchecked
-
-
 class CriticCaller:
     """Calls the critic for ``head`` either directly or, with ``deadline_s``, on one worker thread
     with a timeout. ``__call__`` (a batch ``(B, D)``) returns the ``(B,)`` float64 scores and
@@ -604,20 +589,16 @@ class CriticCaller:
         #: after :meth:`one`; ``None`` after a fallback
         self.last_heads: dict[str, Any] | None = None
         self._worker: _Worker | None = None
-        # a fast path only where it gives score's result (not one inherited past an overridden score)
-        one = fast_path(critic, "score_one") if isinstance(critic, OneRowCritic) else None
-        self._score_one = _fast_entry(one)
-        self._score_rows = _fast_entry(fast_path(critic, "score_rows") if isinstance(critic, RowsCritic) else None)
-        # what :meth:`one` calls itself: score_one with check=False when it takes that keyword (one Python
-        # call less per step than through _score_one's closure), else score_one as it is
-        takes_check = _takes_check(one)
-        self._one_unchecked = one if takes_check else None
-        self._one_checked = one if self._score_one is not None and not takes_check else None
+        # the critic's fast paths, only where they give score's result (not one inherited past an overridden
+        # score); one that takes ``check=`` is called with check=False (its rows are checked already)
+        self._score_one = fast_path(critic, "score_one") if isinstance(critic, OneRowCritic) else None
+        self._score_rows = fast_path(critic, "score_rows") if isinstance(critic, RowsCritic) else None
+        self._one_check, self._rows_check = _takes_check(self._score_one), _takes_check(self._score_rows)
         self._col = HEADS.index(head)
 
     def _run(self, x: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         if self._score_rows is not None:
-            out = np.asarray(self._score_rows(x), dtype=np.float64)
+            out = np.asarray(self._score_rows(x, check=False) if self._rows_check else self._score_rows(x), np.float64)
             if out.shape != (x.shape[0], 2):
                 raise ValueError(f"critic: score_rows returned shape {out.shape}, expected ({x.shape[0]}, 2)")
             v = out[:, self._col]
@@ -636,7 +617,7 @@ class CriticCaller:
         if self._score_one is None:
             vb, hb = self._run(x[None, :])
             return float(vb[0]), {h: float(a[0]) for h, a in hb.items()}
-        progress, success = self._score_one(x)
+        progress, success = self._score_one(x, check=False) if self._one_check else self._score_one(x)
         heads = {"progress": float(progress), "success": float(success)}
         v = heads[self.head]
         if not math.isfinite(v):
@@ -662,23 +643,10 @@ class CriticCaller:
         back); ``self.last_heads`` then holds ``{head: float}`` (``None`` after a fallback)."""
         if self.deadline_s is not None:
             return self._call(self._run_one, x)
-        # the control loop's path: no hand-over, errors propagate; _run_one inlined (one call less per step)
         self.stats["calls"] += 1
         self.last_heads = None
-        fn = self._one_unchecked
-        if fn is not None:
-            progress, success = fn(x, check=False)
-        elif self._one_checked is not None:
-            progress, success = self._one_checked(x)
-        else:
-            out, self.last_heads = self._run_one(x)
-            return out
-        heads = {"progress": float(progress), "success": float(success)}
-        v = heads[self.head]
-        if not math.isfinite(v):
-            raise ValueError(f"critic: head {self.head!r} returned a non-finite score {v}")
-        self.last_heads = heads
-        return v
+        out, self.last_heads = self._run_one(x)
+        return out
 
     def _call(self, run, x):
         """``run(x)`` on the worker within ``deadline_s``, or ``None`` (fell back)."""
