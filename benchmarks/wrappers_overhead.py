@@ -82,6 +82,13 @@ class _PreviousFlattener:
 _NAN = float("nan")
 
 
+def _previous_entry(caller):
+    """The previous handle to the critic's ``score_one``: a closure that adds ``check=False`` when it
+    takes that keyword."""
+    fn = caller._score_one
+    return (lambda x, _fn=fn: _fn(x, check=False)) if fn is not None and caller._one_check else fn
+
+
 def _previous_one(caller, x):
     """The previous ``CriticCaller.one`` without a deadline: the critic's ``score_one`` through a
     closure that adds ``check=False`` (or ``score(x[None])`` for a critic without it)."""
@@ -90,7 +97,7 @@ def _previous_one(caller, x):
     if caller._score_one is None:
         out, caller.last_heads = caller._run_one(x)
         return out
-    progress, success = caller._score_one(x)
+    progress, success = caller.previous_entry(x)
     heads = {"progress": float(progress), "success": float(success)}
     v = heads[caller.head]
     assert math.isfinite(v)
@@ -278,6 +285,7 @@ def _build(n_envs: int, clock: _CriticClock, tmp: Path):
         def __init__(self, *a, **k):
             super().__init__(*a, **k)
             self._flatten = _PreviousFlattener(self.layout)
+            self._caller.previous_entry = _previous_entry(self._caller)
 
         def _subgoals(self, x):
             if self.evaluator is None:
@@ -294,6 +302,7 @@ def _build(n_envs: int, clock: _CriticClock, tmp: Path):
         def __init__(self, *a, **k):
             super().__init__(*a, **k)
             self._flatten = _PreviousFlattener(self.layout)
+            self._caller.previous_entry = _previous_entry(self._caller)
 
     single: dict[str, dict] = {}
     critics: dict = {}
@@ -313,6 +322,7 @@ def _build(n_envs: int, clock: _CriticClock, tmp: Path):
             FLATTEN_FLOOR: flatten_floor(layout)(env()),
             "shaper(constant critic)": PRMRewardShaper(env(), const, gamma=gamma),
             "shaper(constant critic) [reference]": ReferenceShaper(env(), const, gamma=gamma),
+            DEADLINE_ROW: PRMRewardShaper(env(), const, gamma=gamma, deadline_s=1.0),
             "shaper(SubgoalCritic)": PRMRewardShaper(env(), sub, gamma=gamma),
             "shaper(SubgoalCritic) [reference]": ReferenceShaper(env(), ref, gamma=gamma),
         }
@@ -355,6 +365,8 @@ def _build(n_envs: int, clock: _CriticClock, tmp: Path):
     return single, vec, critics
 
 
+#: the row of the shaper calling its critic on its deadline thread (never late: the hand-over's cost)
+DEADLINE_ROW = "shaper(constant critic, deadline_s=1)"
 #: the row of a wrapper doing only the per-step work any shaper must do (no checks, no critic)
 FLATTEN_FLOOR = "floor: flatten + finiteness check + info copy, no critic"
 TEACHER_NAME = "push_mc (256x256, 298 KB)"
