@@ -54,7 +54,8 @@ under ``benchmarks/agents/results/types/NAME/SPLIT`` and records ``type`` and ``
     python benchmarks/agents/run.py --type twx-coin --split test --methods prm_beam,prm_mcts --critic random
 
 MCTS settings (``--mcts-exploration``, ``--mcts-aggregate``, ``--mcts-branch``, ``--mcts-selection``)
-are recorded in each prm_mcts result; tune them on ``--split tune`` only.
+are recorded in each prm_mcts result, and non-default ones tag its row (``prm_mcts+PRM+c2-mean-b3-puct``,
+``prm_mcts+random+c2-mean-b3-puct``); tune them on ``--split tune`` only.
 
 Each result records its games' tag (the cooking difficulty's, or the spec's, with the spec itself
 under ``env``); the report counts only those of the chosen one.
@@ -161,6 +162,13 @@ class MCTSSettings:
     exploration: float = 1.0
     aggregate: str = "last"
     selection: str = "puct"
+
+    @property
+    def tag(self) -> str:
+        """The rows' tag of non-default settings (``""`` for the defaults), e.g. ``c2-mean-b3-uct``."""
+        if self == MCTSSettings():
+            return ""
+        return f"c{self.exploration:g}-{self.aggregate}-b{self.branch}-{self.selection}"
 
 
 def run_one(method: str, path, rng: np.random.Generator, max_steps: int, critic=None,
@@ -326,6 +334,7 @@ def main(argv=None) -> int:
             for m, s, rep in tqdm(units, desc="agents benchmark", unit="episode"):
                 ctag = a.critic if a.critic != "prm" else a.tag
                 tags = ([ctag] if (ctag and m.startswith("prm")) else []) + (["llm"] if a.policy == "llm" else [])
+                tags += [mcts.tag] if m == "prm_mcts" and mcts.tag else []
                 name = "+".join([m, *tags])
                 f = out / f"{name}__seed{s}_rep{rep}{tag_file}.json"
                 if f.exists():

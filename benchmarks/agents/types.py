@@ -10,9 +10,14 @@ the runs) the stages run the project's own command lines in this process, in ord
 ``train``   ``train_prm.py --freeze-encoder --epochs 150 --lr 3e-3`` on those labels into ``benchmarks/agents/prms/TYPE``
             (a head-only checkpoint; ``train_stats.json`` records the labels' SHA-256); skipped when
             that folder holds a PRM trained on the same labels, refused when on other labels.
+``tune``    PRM MCTS on the first ``--tune-games`` tuning seeds for each setting of :data:`MCTS_GRID`
+            (exploration constant, value aggregation, expansion width, the policy's prior or none),
+            the PRM's and the budget the beam's; the best success (then the fewest policy calls, then
+            the grid's order) is written to ``benchmarks/agents/types/TYPE/mcts_tuning.json``.
 ``test``    ``run.py --type TYPE --split test`` for the rows of :data:`TEST_RUNS`: the base policy,
             outcome best-of-4 and the gold path, then the PRM beam and PRM MCTS with the type's PRM
-            and with the random and constant control critics (same searches, same policy seeds).
+            and with the random and constant control critics (same searches, same policy seeds);
+            with a tuned MCTS setting other than the default, its MCTS rows too (tagged with it).
 
 ``--prm-tag`` / ``--prm`` play the test searches with another PRM (the transfer rows: ``all-types``,
 ``loo-TYPE``); ``train`` with ``--labels-of`` trains one PRM on the labels of several types.
@@ -38,7 +43,7 @@ sys.path.insert(0, str(HERE))
 
 from plan import TYPES, game_type  # noqa: E402
 
-STAGES = ("labels", "train", "test")
+STAGES = ("labels", "train", "tune", "test")
 CACHE = Path(".cache") / "agents_types"
 #: committed per-type data (label summaries) and PRMs, relative to the repository root (the paths
 #: are recorded in the training statistics)
@@ -47,6 +52,53 @@ PRMS = Path("benchmarks") / "agents" / "prms"
 #: the test rows: (methods, critic); the critic searches with the PRM get the PRM's tag
 TEST_RUNS = (("base,outcome_bon4,gold", "prm"), ("prm_beam,prm_mcts", "prm"), ("prm_beam,prm_mcts", "random"),
              ("prm_beam,prm_mcts", "constant"))
+
+
+#: the MCTS settings tried on the tuning seeds (run.py --mcts-*): (exploration, aggregate, branch, selection)
+MCTS_GRID = ((1.0, "last", 2, "puct"), (0.5, "last", 2, "puct"), (2.0, "last", 2, "puct"), (1.0, "mean", 2, "puct"),
+             (1.0, "last", 3, "puct"), (1.0, "last", 2, "uct"))
+
+
+def _mcts_args(setting) -> list[str]:
+    c, agg, b, sel = setting
+    return ["--mcts-exploration", str(c), "--mcts-aggregate", agg, "--mcts-branch", str(b), "--mcts-selection", sel]
+
+
+def stage_tune(name: str, prm: Path, prm_tag: str, games: int) -> dict:
+    """PRM MCTS over :data:`MCTS_GRID` on the first ``games`` tuning seeds; the chosen setting."""
+    import run
+    from report import load_results
+
+    t = game_type(name)
+    seeds = list(t.tune)[:games]
+    out = Path(run.DEFAULT_OUT) / "types" / name / "tune"
+    rows = []
+    for setting in MCTS_GRID:
+        run.main(["--type", name, "--split", "tune", "--seeds", f"{seeds[0]}-{seeds[-1]}", "--methods", "prm_mcts",
+                  "--prm", str(prm), "--tag", prm_tag, *_mcts_args(setting)])
+        tag = run.MCTSSettings(setting[2], setting[0], setting[1], setting[3]).tag
+        from prm_critic.text.envs import parse_env_spec
+
+        res = load_results(out, seeds, parse_env_spec(t.env).tag).get("+".join(["prm_mcts", prm_tag, *([tag] if tag else [])]), [])
+        rows.append({"setting": dict(zip(("exploration", "aggregate", "branch", "selection"), setting)), "tag": tag,
+                     "episodes": len(res), "success": sum(r["won"] for r in res) / max(len(res), 1),
+                     "policy_calls": sum(r["policy_calls"] for r in res) / max(len(res), 1)})
+    best = max(range(len(rows)), key=lambda i: (rows[i]["success"], -rows[i]["policy_calls"], -i))
+    result = {"type": name, "tune_seeds": seeds, "prm": str(prm), "grid": rows, "chosen": rows[best]}
+    (DATA / name).mkdir(parents=True, exist_ok=True)
+    (DATA / name / "mcts_tuning.json").write_text(json.dumps(result, indent=1))
+    print(json.dumps(result["chosen"]))
+    return result
+
+
+def tuned_setting(name: str):
+    """The MCTS setting chosen on the tuning seeds (``None`` when not tuned or the default)."""
+    f = DATA / name / "mcts_tuning.json"
+    if not f.is_file():
+        return None
+    chosen = json.loads(f.read_text())["chosen"]
+    s = chosen["setting"]
+    return None if not chosen["tag"] else (s["exploration"], s["aggregate"], s["branch"], s["selection"])
 
 
 def _seeds(r: range) -> str:
@@ -109,6 +161,12 @@ def stage_test(name: str, prm: Path, prm_tag: str, runs=TEST_RUNS, extra: list[s
         else:
             args += ["--critic", critic]
         run.main(args)
+    tuned = tuned_setting(name)
+    for methods, critic in (runs if tuned else ()):
+        if "prm_mcts" not in methods.split(","):
+            continue
+        args = ["--type", name, "--split", "test", "--methods", "prm_mcts", "--reps", "1", *_mcts_args(tuned)]
+        run.main(args + (["--prm", str(prm), "--tag", prm_tag] if critic == "prm" else ["--critic", critic]))
 
 
 def main(argv=None) -> int:
@@ -124,6 +182,7 @@ def main(argv=None) -> int:
                     help="train: the types whose labels train the PRM (comma-separated; default --type)")
     ap.add_argument("--prm", type=Path, default=None, help="the PRM folder (default benchmarks/agents/prms/TYPE)")
     ap.add_argument("--prm-tag", default=None, help="the PRM rows' tag (default the type's name)")
+    ap.add_argument("--tune-games", type=int, default=16, help="tune: the first N tuning seeds")
     ap.add_argument("--test-runs", default=None, help="test: only these critic rows, e.g. 'prm' (default all)")
     a = ap.parse_args(argv)
     if Path.cwd().resolve() != ROOT:
@@ -143,6 +202,8 @@ def main(argv=None) -> int:
         for n in names:
             game_type(n)
         stage_train(prm, names, a.epochs, a.lr)
+    if "tune" in stages:
+        stage_tune(a.type, prm, tag, a.tune_games)
     if "test" in stages:
         stage_test(a.type, prm, tag, runs)
     return 0

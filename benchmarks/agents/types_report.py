@@ -54,22 +54,33 @@ def type_tests(allres: dict[str, list[dict]], prm_tag: str) -> list[dict]:
     """Each PRM search against each control critic in the same search (exact McNemar on the episodes
     both have), with Holm's adjustment over all of them; pairs missing a row are left out."""
     tests = []
-    for search in SEARCHES:
-        prm = allres.get(f"{search}+{prm_tag}")
+    for search, rest in search_rows(allres, prm_tag):
+        prm = allres.get("+".join([search, prm_tag, *rest]))
         for control in CONTROL_CRITICS:
-            ctl = allres.get(f"{search}+{control}")
+            ctl = allres.get("+".join([search, control, *rest]))
             if not prm or not ctl:
                 continue
             t = paired_test(wins_by_episode(prm), wins_by_episode(ctl))
             keys = set(wins_by_episode(prm)) & set(wins_by_episode(ctl))
             paired = lambda res: [r for r in res if (r["seed"], r["rep"]) in keys]  # noqa: E731
             sp, sc = _mean(paired(prm), "won"), _mean(paired(ctl), "won")
-            tests.append({"search": search, "control": control, **t, "success_prm": sp, "success_control": sc,
+            tests.append({"search": "+".join([search, *rest]), "control": control, **t, "success_prm": sp, "success_control": sc,
                           "diff": sp - sc, "calls_prm": _mean(paired(prm), "policy_calls"),
                           "calls_control": _mean(paired(ctl), "policy_calls")})
     for t, p in zip(tests, holm([t["p"] for t in tests])):
         t["p_holm"] = p
     return tests
+
+
+def search_rows(allres: dict[str, list[dict]], prm_tag: str) -> list[tuple[str, list[str]]]:
+    """``[(search, settings tags), ...]`` of the PRM search rows (``prm_mcts+PRM+c2-mean-b3-puct``:
+    ``("prm_mcts", ["c2-mean-b3-puct"])``), in :data:`SEARCHES` order, untagged settings first."""
+    found = set()
+    for name in allres:
+        parts = name.split("+")
+        if parts[0] in SEARCHES and len(parts) > 1 and parts[1] == prm_tag:
+            found.add((parts[0], tuple(parts[2:])))
+    return [(s, list(r)) for s, r in sorted(found, key=lambda x: (SEARCHES.index(x[0]), len(x[1]), x[1]))]
 
 
 def _mean(res: list[dict], key: str) -> float:
@@ -120,14 +131,18 @@ def goal_vs_random(tests: list[dict]) -> dict:
 
 def mcts_vs_beam(allres: dict[str, list[dict]], prm_tag: str) -> dict:
     """The issue's MCTS goal on one type: PRM MCTS success within ``MCTS_MARGIN`` of the PRM beam or
-    better, at no more policy calls per episode than the beam's budget (``mcts_budget`` recorded)."""
-    beam, mcts = allres.get(f"prm_beam+{prm_tag}"), allres.get(f"prm_mcts+{prm_tag}")
+    better (its budget of policy calls, ``mcts_budget``, the beam's cap). The MCTS row with settings
+    tuned on the tuning seeds (a settings tag) when there is one, else the default settings."""
+    tuned = [r for s, r in search_rows(allres, prm_tag) if s == "prm_mcts" and r]
+    beam = allres.get(f"prm_beam+{prm_tag}")
+    mcts = allres.get("+".join(["prm_mcts", prm_tag, *tuned[0]])) if tuned else allres.get(f"prm_mcts+{prm_tag}")
     if not beam or not mcts:
         return {"met": None, "why": "PRM beam or PRM MCTS not measured"}
     sb, sm = _mean(beam, "won"), _mean(mcts, "won")
     cb, cm = _mean(beam, "policy_calls"), _mean(mcts, "policy_calls")
     budgets = sorted({r.get("mcts_budget") for r in mcts}, key=str)
-    return {"met": sm >= sb - MCTS_MARGIN, "why": f"MCTS {sm:.2f} ({cm:.1f} calls, budget {budgets}) vs beam {sb:.2f} "
+    which = "+".join(tuned[0]) if tuned else "default settings"
+    return {"met": sm >= sb - MCTS_MARGIN, "why": f"MCTS ({which}) {sm:.2f} ({cm:.1f} calls, budget {budgets}) vs beam {sb:.2f} "
                                                   f"({cb:.1f} calls)"}
 
 
