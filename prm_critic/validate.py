@@ -17,16 +17,17 @@ The checks that take ``allow_none`` are typed ``int`` / ``float`` / ``str`` with
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import math
 import numbers
 import os
 from pathlib import Path
-from typing import Any, Literal, Sequence, overload
+from typing import Any, Literal, Sequence, TypeVar, overload
 
 __all__ = [
     "ArgumentError", "check_int", "positive_int", "check_number", "check_prob", "check_gamma", "check_seed",
-    "check_flag", "check_str", "check_choice", "check_file", "env_kind", "check_one_env",
+    "check_flag", "check_str", "check_choice", "check_file", "env_kind", "check_one_env", "config_from",
 ]
 
 
@@ -162,6 +163,30 @@ def check_choice(name: str, value: Any, choices: Sequence[str], *, allow_none: b
         none = " or None" if allow_none else ""
         raise ArgumentError(f"{name}: expected one of {list(choices)}{none}, got {value!r}{hint}")
     return value
+
+
+C = TypeVar("C")
+
+
+def config_from(cls: type[C], config: C | None = None, /, **fields: Any) -> C:
+    """The one way an entry point takes its settings: ``config`` (an instance of the frozen dataclass
+    ``cls``) or ``cls(**fields)``, never both. A keyword that is not a field of ``cls`` is refused
+    naming the fields (and a near miss); each value is checked by ``cls`` itself."""
+    an = "an" if cls.__name__[:1] in "AEIOU" or cls.__name__[:2].isupper() else "a"
+    if config is not None:
+        if fields:
+            raise ArgumentError(f"config: pass {an} {cls.__name__} or its fields as keyword arguments, not both "
+                                f"(got config and {sorted(fields)})")
+        if not isinstance(config, cls):
+            raise ArgumentError(f"config: expected {an} {cls.__name__} or None, got {type(config).__name__} {config!r}")
+        return config
+    known = [f.name for f in dataclasses.fields(cls) if f.init]  # type: ignore[arg-type]
+    for name in fields:
+        if name not in known:
+            close = difflib.get_close_matches(name, known, n=1)
+            raise ArgumentError(f"{name}: not a setting of {cls.__name__}; expected one of {known}"
+                                + (f"; did you mean {close[0]!r}?" if close else ""))
+    return cls(**fields)
 
 
 def check_file(name: str, path: Any, *, what: str = "file") -> Path:

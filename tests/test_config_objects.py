@@ -166,3 +166,41 @@ def test_train_policy_config_refuses_what_train_policy_refuses(sb3_train, name, 
                       lambda: sb3_train.train_policy("PointMaze_UMaze-v3", **kw))
     assert isinstance(err, ValueError)
     assert str(err).startswith(f"{name}: " if not name.startswith("shaping=") else name), str(err)
+
+
+# --------------------------------------------------------------------------- validate.config_from
+def test_config_from_takes_a_config_or_its_fields_never_both():
+    from prm_critic.langgraph.mcts import MCTSConfig
+    from prm_critic.validate import ArgumentError, config_from
+
+    cfg = MCTSConfig(seed=3)
+    assert config_from(MCTSConfig, cfg) is cfg
+    assert config_from(MCTSConfig, seed=3) == cfg and config_from(MCTSConfig) == MCTSConfig()
+    with pytest.raises(ArgumentError, match=r"^config: pass an MCTSConfig or its fields as keyword arguments, not both "
+                                            r"\(got config and \['seed'\]\)"):
+        config_from(MCTSConfig, cfg, seed=1)
+    with pytest.raises(ArgumentError, match=r"^config: expected an MCTSConfig or None, got dict"):
+        config_from(MCTSConfig, {"seed": 1})
+    with pytest.raises(ArgumentError, match=r"^sed: not a setting of MCTSConfig; expected one of \['branch_factor', .*"
+                                            r"did you mean 'seed'\?$"):
+        config_from(MCTSConfig, sed=1)
+    with pytest.raises(ArgumentError, match=r"^seed: expected an integer in \[0, 2\*\*32\), got -1"):
+        config_from(MCTSConfig, seed=-1)  # each value is checked by the config itself
+
+
+def test_train_config_is_frozen_and_checked_by_validate():
+    pytest.importorskip("torch")
+    from prm_critic.models.train import TrainConfig, train_state_critic
+    from prm_critic.validate import ArgumentError
+
+    cfg = TrainConfig(hidden=[8, np.int64(4)], lr=np.float32(0.5), epochs=np.int64(2), obs_clip=3)
+    assert (cfg.hidden, type(cfg.lr), type(cfg.epochs), cfg.obs_clip) == ((8, 4), float, int, 3.0)
+    assert TrainConfig(hidden=16).hidden == (16,) and TrainConfig(pairwise_heads="success").pairwise_heads == ("success",)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cfg.epochs = 3
+    assert dataclasses.replace(cfg, epochs=3).epochs == 3
+    with pytest.raises(ArgumentError, match=r"^epochs: expected an int >= 1, got 0"):
+        dataclasses.replace(cfg, epochs=0)
+    with pytest.raises(ArgumentError, match=r"^config: expected a TrainConfig or None, got dict"):
+        train_state_critic(np.zeros((2, 1)), np.zeros(2), np.zeros(2), episode=np.zeros(2), t=np.arange(2),
+                           ep_success=np.zeros(2, bool), config={"epochs": 1})

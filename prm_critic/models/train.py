@@ -36,6 +36,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from prm_critic import validate
 from prm_critic._optional import require
 from prm_critic.critic import as_obs_batch
 from prm_critic._io import atomic_write_bytes
@@ -53,9 +54,11 @@ __all__ = ["TrainConfig", "train_state_critic", "sample_pairs", "check_training_
 _PAIR_HEADS = ("progress", "success")
 
 
-@dataclass
+@dataclass(frozen=True)
 class TrainConfig:
-    """Hyper-parameters of :func:`train_state_critic` (checked in ``__post_init__``).
+    """Hyper-parameters of :func:`train_state_critic`, checked once when the config is built
+    (:mod:`prm_critic.validate`; checked values replace the given ones: ``hidden`` a tuple of ints,
+    numbers as ``float``). Frozen: ``dataclasses.replace(config, epochs=3)`` makes another.
 
     Attributes:
         hidden: hidden layer sizes of the MLP.
@@ -110,65 +113,49 @@ class TrainConfig:
     obs_clip: float | None = OBS_CLIP
 
     def __post_init__(self):
-        def _int(name, v, lo):
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
-                raise ValueError(f"{name}: expected an int >= {lo}, got {v!r}")
-            return int(v)
-
-        def _float(name, v, *, lo=None, lo_open=False, hi=None, hi_open=False):
-            if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) or not math.isfinite(v):
-                raise ValueError(f"{name}: expected a finite number, got {v!r}")
-            v = float(v)
-            if lo is not None and (v < lo or (lo_open and v == lo)):
-                raise ValueError(f"{name}: expected a number {'>' if lo_open else '>='} {lo}, got {v!r}")
-            if hi is not None and (v > hi or (hi_open and v == hi)):
-                raise ValueError(f"{name}: expected a number {'<' if hi_open else '<='} {hi}, got {v!r}")
-            return v
-
-        if isinstance(self.hidden, (int, np.integer)) and not isinstance(self.hidden, bool):
-            self.hidden = (int(self.hidden),)
-        if isinstance(self.hidden, (str, bytes)) or not isinstance(self.hidden, Sequence) or not self.hidden:
-            raise ValueError(f"hidden: expected a non-empty list of positive layer sizes, got {self.hidden!r}")
-        self.hidden = tuple(_int("hidden", h, 1) for h in self.hidden)
-        if self.activation not in ACTIVATIONS:
-            raise ValueError(f"activation: expected one of {sorted(ACTIVATIONS)}, got {self.activation!r}")
-        self.lr = _float("lr", self.lr, lo=0.0, lo_open=True)
-        self.batch_size = _int("batch_size", self.batch_size, 1)
-        self.epochs = _int("epochs", self.epochs, 1)
-        self.weight_decay = _float("weight_decay", self.weight_decay, lo=0.0)
-        self.pairwise_weight = _float("pairwise_weight", self.pairwise_weight, lo=0.0)
-        self.pairwise_margin = _float("pairwise_margin", self.pairwise_margin, lo=0.0)
-        if self.pairwise_loss not in ("logistic", "hinge"):
-            raise ValueError(f"pairwise_loss: expected 'logistic' or 'hinge', got {self.pairwise_loss!r}")
-        if self.pairwise_loss == "hinge" and self.pairwise_weight > 0 and self.pairwise_margin == 0:
-            raise ValueError("pairwise_margin: the hinge loss needs a margin > 0 (it is 0 for any correct "
-                             f"order otherwise), got {self.pairwise_margin!r}")
-        if isinstance(self.pairwise_heads, str):
-            self.pairwise_heads = (self.pairwise_heads,)
-        heads = tuple(self.pairwise_heads)
+        hidden = (self.hidden,) if isinstance(self.hidden, (int, np.integer)) and not isinstance(self.hidden, bool) \
+            else self.hidden
+        if isinstance(hidden, (str, bytes)) or not isinstance(hidden, Sequence) or not hidden:
+            raise validate.ArgumentError(f"hidden: expected a non-empty list of positive layer sizes, got {hidden!r}")
+        heads = (self.pairwise_heads,) if isinstance(self.pairwise_heads, str) else tuple(self.pairwise_heads)
         if not heads or any(h not in _PAIR_HEADS for h in heads) or len(set(heads)) != len(heads):
-            raise ValueError(f"pairwise_heads: expected a non-empty subset of {list(_PAIR_HEADS)}, got {self.pairwise_heads!r}")
-        self.pairwise_heads = heads
-        if self.pairs_per_batch is not None:
-            self.pairs_per_batch = _int("pairs_per_batch", self.pairs_per_batch, 1)
-        self.val_fraction = _float("val_fraction", self.val_fraction, lo=0.0, hi=1.0, hi_open=True)
-        if self.patience is not None:
-            self.patience = _int("patience", self.patience, 1)
-            if self.val_fraction == 0:
-                raise ValueError(f"patience: expected None unless val_fraction > 0 (early stopping watches the "
-                                 f"validation episodes), got patience={self.patience} with val_fraction=0")
-        if self.max_grad_norm is not None:
-            self.max_grad_norm = _float("max_grad_norm", self.max_grad_norm, lo=0.0, lo_open=True)
-        self.seed = _int("seed", self.seed, 0)
-        if self.num_threads is not None:
-            self.num_threads = _int("num_threads", self.num_threads, 1)
-        self.std_floor = check_std_floor(self.std_floor)
-        if self.obs_clip is not None:
-            self.obs_clip = check_obs_clip(self.obs_clip)
-            if math.isinf(self.obs_clip):
-                raise ValueError(f"obs_clip: expected a finite number > 0 or None (no clipping), got {self.obs_clip!r}")
+            raise validate.ArgumentError(f"pairwise_heads: expected a non-empty subset of {list(_PAIR_HEADS)}, "
+                                         f"got {self.pairwise_heads!r}")
+        checked = {
+            "hidden": tuple(validate.check_int("hidden", h, minimum=1) for h in hidden),
+            "activation": validate.check_choice("activation", self.activation, sorted(ACTIVATIONS)),
+            "lr": validate.check_number("lr", self.lr, positive=True),
+            "batch_size": validate.check_int("batch_size", self.batch_size, minimum=1),
+            "epochs": validate.check_int("epochs", self.epochs, minimum=1),
+            "weight_decay": validate.check_number("weight_decay", self.weight_decay, low=0.0),
+            "pairwise_weight": validate.check_number("pairwise_weight", self.pairwise_weight, low=0.0),
+            "pairwise_margin": validate.check_number("pairwise_margin", self.pairwise_margin, low=0.0),
+            "pairwise_loss": validate.check_choice("pairwise_loss", self.pairwise_loss, ("logistic", "hinge")),
+            "pairwise_heads": heads,
+            "pairs_per_batch": validate.check_int("pairs_per_batch", self.pairs_per_batch, minimum=1, allow_none=True),
+            "val_fraction": validate.check_number("val_fraction", self.val_fraction, low=0.0),
+            "patience": validate.check_int("patience", self.patience, minimum=1, allow_none=True),
+            "max_grad_norm": validate.check_number("max_grad_norm", self.max_grad_norm, positive=True, allow_none=True),
+            "seed": validate.check_int("seed", self.seed, minimum=0),
+            "num_threads": validate.check_int("num_threads", self.num_threads, minimum=1, allow_none=True),
+            "std_floor": check_std_floor(self.std_floor),
+            "obs_clip": None if self.obs_clip is None else check_obs_clip(self.obs_clip),
+        }
+        if checked["pairwise_loss"] == "hinge" and checked["pairwise_weight"] > 0 and checked["pairwise_margin"] == 0:
+            raise validate.ArgumentError("pairwise_margin: the hinge loss needs a margin > 0 (it is 0 for any correct "
+                                         f"order otherwise), got {self.pairwise_margin!r}")
+        if checked["val_fraction"] >= 1.0:
+            raise validate.ArgumentError(f"val_fraction: expected a number >= 0.0 and < 1.0, got {self.val_fraction!r}")
+        if checked["patience"] is not None and checked["val_fraction"] == 0:
+            raise validate.ArgumentError(f"patience: expected None unless val_fraction > 0 (early stopping watches the "
+                                         f"validation episodes), got patience={self.patience} with val_fraction=0")
+        if checked["obs_clip"] is not None and math.isinf(checked["obs_clip"]):
+            raise validate.ArgumentError(f"obs_clip: expected a finite number > 0 or None (no clipping), "
+                                         f"got {self.obs_clip!r}")
         if not isinstance(self.device, str) or not (self.device == "cpu" or self.device.startswith("cuda")):
-            raise ValueError(f"device: expected 'cpu' or 'cuda[:index]', got {self.device!r}")
+            raise validate.ArgumentError(f"device: expected 'cpu' or 'cuda[:index]', got {self.device!r}")
+        for name, value in checked.items():
+            object.__setattr__(self, name, value)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -423,9 +410,7 @@ def train_state_critic(
         (``loss``, ``bce_progress``, ``bce_success``, ``pairwise``, ``val_loss``) plus
         ``epochs_run``, ``best_epoch``, ``n_train_steps``, ``n_val_steps``, ``n_pair_episodes``.
     """
-    config = TrainConfig() if config is None else config
-    if not isinstance(config, TrainConfig):
-        raise TypeError(f"config: expected a TrainConfig, got {type(config).__name__}")
+    config = validate.config_from(TrainConfig, config)
     prev_threads = torch.get_num_threads()
     if config.num_threads is not None:
         torch.set_num_threads(config.num_threads)
