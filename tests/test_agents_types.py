@@ -153,3 +153,37 @@ def test_the_section_is_computed_from_result_files(tmp_path):
     assert "| `prm_beam+twx-coin` | 20 | 20 | 0.90 | 0.70-0.97 |" in text
     assert "* vs random: **met**" in text and "* dead-end AUROC: **met** -- AUROC 0.900" in text
     assert "### twx-twc" in text and "Not measured yet" in text
+
+
+def test_mcts_settings_tag_their_rows_and_the_report_pairs_them():
+    run = pytest.importorskip("run")
+    assert run.MCTSSettings().tag == ""
+    assert run.MCTSSettings(3, 2.0, "mean", "uct").tag == "c2-mean-b3-uct"
+    fx = _fixture(18, 6)
+    for critic in ("twx-coin", "random"):
+        name = f"prm_mcts+{critic}+c2-mean-b3-uct"
+        fx[name] = _episodes(name, [i < 17 for i in range(20)], 55)
+    assert tr.search_rows(fx, "twx-coin") == [("prm_beam", []), ("prm_mcts", []), ("prm_mcts", ["c2-mean-b3-uct"])]
+    tests = tr.type_tests(fx, "twx-coin")
+    assert [(t["search"], t["control"]) for t in tests][-1] == ("prm_mcts+c2-mean-b3-uct", "random")
+    v = tr.mcts_vs_beam(fx, "twx-coin")  # the tuned row: 0.85 vs the beam's 0.90
+    assert v["met"] is True and "c2-mean-b3-uct" in v["why"]
+
+
+def test_the_driver_refuses_a_prm_folder_trained_on_other_labels(tmp_path, monkeypatch):
+    import importlib.util  # the driver's file is types.py: loaded under another name than the stdlib's types
+
+    spec = importlib.util.spec_from_file_location("agents_types_driver", Path(plan.__file__).with_name("types.py"))
+    drv = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(drv)
+    lab = tmp_path / "cache" / "twx-coin" / "labels"
+    lab.mkdir(parents=True)
+    (lab / "labels.jsonl").write_text("{}\n")
+    monkeypatch.setattr(drv, "CACHE", tmp_path / "cache")
+    out = tmp_path / "prm"
+    out.mkdir()
+    (out / "train_stats.json").write_text(json.dumps({"labels_sha256": {"labels": "0" * 64}}))
+    with pytest.raises(SystemExit, match="trained on other labels"):
+        drv.stage_train(out, ["twx-coin"], epochs=1, lr=1e-3)
+    with pytest.raises(SystemExit, match="no labels of type twx-cookingworld"):
+        drv.stage_train(out, ["twx-cookingworld"], epochs=1, lr=1e-3)
