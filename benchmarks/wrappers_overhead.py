@@ -45,6 +45,7 @@ import os
 import platform
 import sys
 import time
+import types
 from pathlib import Path
 
 import numpy as np
@@ -103,6 +104,65 @@ def _previous_one(caller, x):
     assert math.isfinite(v)
     caller.last_heads = heads
     return v
+
+
+class _PreviousWorker:
+    """The previous deadline worker of ``CriticCaller``: one daemon thread that runs one call at a time,
+    handed over with two bare locks (no future, no queue), kept here so that the benchmark puts it side
+    by side with the ``concurrent.futures`` executor that replaced it."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self._req, self._done = threading.Lock(), threading.Lock()
+        self._req.acquire()
+        self._done.acquire()
+        self._fn = self._arg = self.result = self.error = None
+        self.busy = False
+        threading.Thread(target=self._loop, name="prm-critic-previous", daemon=True).start()
+
+    def _loop(self) -> None:
+        while True:
+            self._req.acquire()
+            fn = self._fn
+            if fn is None:
+                return
+            try:
+                self.result, self.error = fn(self._arg), None
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller
+                self.result, self.error = None, exc
+            self._done.release()
+
+    def call(self, fn, arg, timeout: float):
+        """``fn(arg)`` within ``timeout`` (``None`` when late or busy with a late call; errors raised)."""
+        if self.busy and self._done.acquire(blocking=False):
+            self.busy = False
+        if self.busy:
+            return None
+        self._fn, self._arg, self.busy = fn, arg, True
+        self._req.release()
+        if not self._done.acquire(timeout=timeout):
+            return None
+        self.busy = False
+        if self.error is not None:
+            raise self.error
+        return self.result
+
+    def close(self) -> None:
+        self._fn = None
+        self._req.release()
+
+
+def _previous_call(self, run, x):
+    """The previous ``CriticCaller._call``: ``run(x)`` on the two-lock worker within ``deadline_s``."""
+    self.stats["calls"] += 1
+    self.last_heads = None
+    res = self.previous_worker.call(run, x, self.deadline_s)
+    if res is None:
+        self.stats["fallbacks"] += 1
+        return None
+    out, self.last_heads = res
+    return out
 
 
 def _previous_shaper_step(self, action):
@@ -293,6 +353,18 @@ def _build(n_envs: int, clock: _CriticClock, tmp: Path):
             h = self.evaluator.holds(x[None, :])[0]
             return {n: bool(b) for n, b in zip(self.evaluator.names, h)}
 
+    class ReferenceDeadlineShaper(PRMRewardShaper):
+        """The shaper with the previous deadline worker (two bare locks) instead of the executor."""
+
+        def __init__(self, *a, **k):
+            super().__init__(*a, **k)
+            self._caller.previous_worker = _PreviousWorker()
+            self._caller._call = types.MethodType(_previous_call, self._caller)
+
+        def close(self):
+            self._caller.previous_worker.close()
+            super().close()
+
     class ReferencePruner(DeadEndPruner):
         """The previous per-step path of the pruner: previous flattening (again, over a shaper with
         another critic), critic call and info."""
@@ -323,6 +395,7 @@ def _build(n_envs: int, clock: _CriticClock, tmp: Path):
             "shaper(constant critic)": PRMRewardShaper(env(), const, gamma=gamma),
             "shaper(constant critic) [reference]": ReferenceShaper(env(), const, gamma=gamma),
             DEADLINE_ROW: PRMRewardShaper(env(), const, gamma=gamma, deadline_s=1.0),
+            f"{DEADLINE_ROW} [reference]": ReferenceDeadlineShaper(env(), const, gamma=gamma, deadline_s=1.0),
             "shaper(SubgoalCritic)": PRMRewardShaper(env(), sub, gamma=gamma),
             "shaper(SubgoalCritic) [reference]": ReferenceShaper(env(), ref, gamma=gamma),
         }
@@ -559,7 +632,11 @@ def render(raw: dict) -> str:
         "path `score(x[None])` and `holds(x[None])`). *" + FLATTEN_FLOOR + "*: a wrapper doing only what "
         "any shaper must do per step in Python, in the fewest operations (fetch the critic's keys, one "
         "`np.concatenate` to float32, the finiteness check, a copy of the info with the shaper's eight keys; "
-        "no size checks, no critic call, no shaping): the floor of the shaper's own work.", "",
+        "no size checks, no critic call, no shaping): the floor of the shaper's own work. *" + DEADLINE_ROW
+        + "*: the constant critic called on the shaper's deadline thread (never late): *wrapper* holds the "
+        "hand-over to that thread and back (wall time; *CPU µs / step* counts the stepping thread only); its "
+        "`[reference]` row hands over through the previous worker (one daemon thread, two bare locks) where the "
+        "current one uses a one-thread `concurrent.futures.ThreadPoolExecutor`.", "",
     ]
     lines += _task_tables(raw["rows"], "##", "")
     n = raw["n_envs"]

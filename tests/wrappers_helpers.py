@@ -123,9 +123,10 @@ def wait_for_handover(wrapper, tries: int = 3000) -> None:
 
     A slow critic's ``finished`` event is set inside the critic, before the worker thread hands its
     result back; a step taken in between would still see the worker busy."""
-    worker = wrapper._caller._worker
+    caller = wrapper._caller
     for _ in range(tries):
-        if not worker._done.locked():
+        late = caller._late
+        if late is None or late.done():
             return
         time.sleep(0.01)
 
