@@ -171,11 +171,8 @@ def test_mcts_settings_tag_their_rows_and_the_report_pairs_them():
 
 
 def test_the_driver_refuses_a_prm_folder_trained_on_other_labels(tmp_path, monkeypatch):
-    import importlib.util  # the driver's file is types.py: loaded under another name than the stdlib's types
+    import game_types as drv
 
-    spec = importlib.util.spec_from_file_location("agents_types_driver", Path(plan.__file__).with_name("types.py"))
-    drv = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(drv)
     lab = tmp_path / "cache" / "twx-coin" / "labels"
     lab.mkdir(parents=True)
     (lab / "labels.jsonl").write_text("{}\n")

@@ -73,7 +73,7 @@ def measure(name: str, prm_dir: Path, results: Path, alive_per_state: int, max_s
     base = load_results(results / "types" / name / "test", tuple(t.test), spec.tag).get("base", [])
     if not base:
         raise SystemExit(f"--type {name}: no base-policy test results under {results}/types/{name}/test; run "
-                         f"types.py --type {name} --stages test first")
+                         f"game_types.py --type {name} --stages test first")
     model = MiniLMStepPRM.load(prm_dir)
     dead_s, alive_s = [], []
     for ep in sorted(base, key=lambda r: (r["seed"], r["rep"])):

@@ -1,7 +1,7 @@
 """The game-types section of ``docs/agents_benchmark.md``, from committed per-episode results.
 
 Per type of ``plan.py`` (results under ``benchmarks/agents/results/types/TYPE/test``, written by
-``types.py`` / ``run.py --type TYPE``): success with its 95 % Wilson interval and policy calls per
+``game_types.py`` / ``run.py --type TYPE``): success with its 95 % Wilson interval and policy calls per
 episode for every row; the exact McNemar test of each PRM search (``prm_beam`` / ``prm_mcts`` with
 the type's PRM, rows tagged with the type's name) against the same search with the random and the
 constant critic on the same episodes, Holm-adjusted over the type's tests; the dead-end AUROC of the
@@ -218,7 +218,7 @@ def count_verdict(n_met: int, measured: int, need: int, n_types: int = len(TYPES
 def render_types(results: Path = RESULTS, data: Path = DATA) -> list[str]:
     """The whole game-types section."""
     lines = ["## Game types: does the PRM pay beyond the cooking games?", "",
-             "Measured by `python benchmarks/agents/types.py --type TYPE` (labels on the type's label seeds, a",
+             "Measured by `python benchmarks/agents/game_types.py --type TYPE` (labels on the type's label seeds, a",
              "per-type PRM, then the test rows) for each type below; this section is computed by",
              "`python benchmarks/agents/report.py --render` from the per-episode results under",
              "`benchmarks/agents/results/types/`. Success intervals are 95 % Wilson; the PRM searches are tested",

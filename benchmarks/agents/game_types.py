@@ -23,8 +23,8 @@ the runs) the stages run the project's own command lines in this process, in ord
 ``loo-TYPE``); ``train`` with ``--labels-of`` trains one PRM on the labels of several types.
 Every stage is resumable (labels per unit, one result file per episode).
 
-    python benchmarks/agents/types.py --type twx-coin
-    python benchmarks/agents/types.py --type twx-coin --stages test
+    python benchmarks/agents/game_types.py --type twx-coin
+    python benchmarks/agents/game_types.py --type twx-coin --stages test
     python benchmarks/agents/report.py --render
 """
 
@@ -186,7 +186,7 @@ def main(argv=None) -> int:
     ap.add_argument("--test-runs", default=None, help="test: only these critic rows, e.g. 'prm' (default all)")
     a = ap.parse_args(argv)
     if Path.cwd().resolve() != ROOT:
-        raise SystemExit(f"types.py: run from the repository root {ROOT.name}/ (its paths are recorded relative to it), "
+        raise SystemExit(f"game_types.py: run from the repository root {ROOT.name}/ (its paths are recorded relative to it), "
                          f"not from {Path.cwd()}")
     stages = [s.strip() for s in a.stages.split(",") if s.strip()]
     bad = [s for s in stages if s not in STAGES]
