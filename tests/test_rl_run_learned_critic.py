@@ -76,7 +76,7 @@ def test_refresh_run_fine_tunes_and_a_second_start_is_refused(run_mod, tmp_path,
 @pytest.mark.parametrize("kw, match", [
     (dict(config="her", critic="c.json"), "needs a prm config"),
     (dict(critic="c.pt"), r"expected a critic checkpoint \(.json / .safetensors\) or an .onnx"),
-    (dict(critic="c.json", spec="x.toml"), "expected no --spec"),
+    (dict(critic="c.json", spec="x.toml"), "--spec: expected a spec TOML file"),
     (dict(refresh=True), "expected --critic PATH.json"),
     (dict(critic="c.onnx", refresh=True), "expected --critic PATH.json"),
     (dict(critic="c.json", head="value"), "--head: expected 'success' or 'progress'"),
@@ -86,6 +86,22 @@ def test_wrong_combinations_are_named_before_training(run_mod, tmp_path, kw, mat
     with pytest.raises(ValueError, match=match):
         run_mod.run_one(TASK, config, 0, 200, root=tmp_path, **kw)
     assert not any(tmp_path.iterdir())  # nothing was created
+
+
+def test_a_spec_makes_the_env_of_a_learned_potential_recorded_on_the_same_env(run_mod, tmp_path):
+    """``--spec`` with ``--critic``: the spec makes the env; a critic recorded on another env is refused."""
+    from prm_critic.robotics.spec import load_spec
+
+    net, meta, _ = tiny_state_critic(TASK)
+    path = save_state_critic(tmp_path / "reach_critic", net, {**meta, "spec": load_spec(TASK).to_dict()})
+    text = (REPO / "envs" / "specs" / "fetch_reach.toml").read_text()
+    same, other = tmp_path / "same.toml", tmp_path / "other.toml"
+    same.write_text(text)
+    other.write_text(text.replace('rule = "final"', 'rule = "any"'))
+    out = _run(run_mod, tmp_path / "runs", critic=path, head="success", spec=same)
+    assert out.parent.name == "prm_her_s10_same_critic-reach_critic-success"
+    with pytest.raises(ValueError, match=r"--critic .*recorded on another env than this run's \(success .*'final'"):
+        _run(run_mod, tmp_path / "runs", critic=path, head="success", spec=other)
 
 
 def test_random_weights_control_keeps_normalisation_and_draws_new_weights(run_mod, critic_path):

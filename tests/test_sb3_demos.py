@@ -22,7 +22,7 @@ KW = dict(learning_starts=60, batch_size=32, gamma=0.95, policy_kwargs=dict(net_
 
 @pytest.fixture(scope="module")
 def demos(tmp_path_factory):
-    from prm_critic.robotics.collect import collect
+    from prm_critic.robotics.collection import collect
 
     out = tmp_path_factory.mktemp("sb3demos") / "push"
     collect("FetchPush-v4", out, episodes=6, seed=50000, progress=False)
@@ -87,6 +87,24 @@ def test_demonstration_starts_restore_the_recorded_state_exactly(demos):
     b, _ = make_env("FetchPush-v4").reset(seed=5)
     assert info0["demo_start"] is None
     np.testing.assert_array_equal(demos.layout.flatten(a), demos.layout.flatten(b))
+
+
+def test_maze_demonstration_starts_restore_the_recorded_state_exactly(tmp_path):
+    """The mazes read their observation through the inner point env (which returns ``(obs, info)``)."""
+    from prm_critic.robotics.collection import collect
+    from prm_critic.robotics.make import make_env
+    from prm_critic.wrappers.demo_starts import DemoStarts
+
+    spec = Path(__file__).resolve().parents[1] / "benchmarks" / "rl" / "specs" / "continuing.toml"
+    collect(str(spec), tmp_path / "maze", episodes=6, seed=50000, progress=False)
+    maze = load_demos(tmp_path / "maze", n=1)
+    env = DemoStarts(make_env(maze.spec), maze, prob=1.0)
+    for seed in range(3):
+        obs, info = env.reset(seed=seed)
+        row = info["demo_start"]
+        np.testing.assert_array_equal(maze.layout.flatten(obs).astype(np.float32), maze.x[row])
+        nxt, *_ = env.step(maze.action[row])
+        np.testing.assert_array_equal(maze.layout.flatten(nxt).astype(np.float32), maze.next_x[row])
 
 
 def test_demonstrations_of_another_env_or_unused_are_refused(demos):

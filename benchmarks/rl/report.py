@@ -53,6 +53,17 @@ for s in 0 1 2 10 11 12 13 14 15 16 17 18 19; do
   eval $R --config prm_her --scale 10 --critic benchmarks/rl/critics/push_demo.json --head progress
   eval $R --config prm_her --scale 10 --critic benchmarks/rl/critics/push_demo.json --head progress --random-weights 0
 done
+# the second task, PointMaze_Medium-v3 as a continuing task, the same recipe, declared seeds 10-14
+prm-critic collect --task benchmarks/rl/specs/continuing.toml --out critic_data/maze_demo --episodes 300 --seed 50000
+python benchmarks/rl/train_potential.py --data critic_data/maze_demo --label demo_progress --demos 100 --relabel 4 \\
+    --branches 3000 --branch-steps 10 --epochs 30 --out benchmarks/rl/critics/maze_demo
+for s in 10 11 12 13 14; do
+  R="OMP_NUM_THREADS=1 python benchmarks/rl/run.py --task PointMaze_Medium-v3 --spec benchmarks/rl/specs/continuing.toml --seed $s"
+  eval $R --config her; eval $R --config her --demos-of benchmarks/rl/critics/maze_demo.json --demo-buffer
+  eval $R --config her --demos-of benchmarks/rl/critics/maze_demo.json --demo-starts 0.5
+  eval $R --config prm_her --scale 10 --critic benchmarks/rl/critics/maze_demo.json --head progress
+  eval $R --config prm_her --scale 10 --critic benchmarks/rl/critics/maze_demo.json --head progress --random-weights 0
+done
 python benchmarks/rl/critic_order.py                                             # value order and AUROC of every critic
 python benchmarks/rl/report.py --guide docs/readme/train_policy.md               # this file, the plot, the guide's summary
 # one run:
@@ -683,7 +694,15 @@ DEMO_PLAN = {"FetchPush-v4": {
     "her": "her", "spec": "prm_her_s10",
     "controls": ("her_demos-push_demo-buffer", "her_demos-push_demo-starts0.5"),
     "combined": ("prm_her_s10_critic-push_demo-progress_demos-push_demo-buffer",),
-    "critic": "push_demo", "screen": (0, 1, 2), "declared": tuple(range(10, 20))}}
+    "critic": "push_demo", "screen": (0, 1, 2), "declared": tuple(range(10, 20))},
+    # the second task, declared before any run of the recipe on it: the FetchPush recipe unchanged (300 scripted
+    # episodes, the first 100 successful training ones, relabel 4, branches 3000 x 10, 30 epochs, scale 10)
+    "PointMaze_Medium-v3": {
+    "potential": "prm_her_s10_continuing_critic-maze_demo-progress",
+    "random": "prm_her_s10_continuing_critic-maze_demo-progress_randw0",
+    "her": "her_continuing", "spec": "prm_her_s10_continuing",
+    "controls": ("her_continuing_demos-maze_demo-buffer", "her_continuing_demos-maze_demo-starts0.5"),
+    "critic": "maze_demo", "screen": (), "declared": tuple(range(10, 15))}}
 #: the goal: mean success >= 0.60, >= the best demonstrations-only control + 0.15 (paired, interval excluding 0),
 #: and the potential's random-weights control within 0.05 of HER
 DEMO_GOAL_MIN, DEMO_GOAL_OVER_CONTROL, DEMO_GOAL_RANDOM_TOL = 0.60, 0.15, 0.05
@@ -716,7 +735,8 @@ def demo_potentials(data) -> list[str]:
                 "`train_potential.py --label demo_progress` on the time progress along successful demonstrations "
                 "(hindsight goals, random-action branches as negatives); it reads nothing of the task spec. Its "
                 "controls use the same demonstrations without a reward model: in the replay buffer (`buffer`) and as "
-                "episode starts (`starts`); `learned potential + buffer` uses both. Success at "
+                "episode starts (`starts`)" + ("; `learned potential + buffer` uses both" if plan.get("combined") else "")
+                + ". Success at "
                 f"{budget / 1000:g}k steps, 50 evaluation episodes, per seed.", ""]
         if rec.get("demonstrations"):
             d = rec["demonstrations"]
@@ -727,6 +747,8 @@ def demo_potentials(data) -> list[str]:
                     f"against episode success {m.get('auroc_success', float('nan')):.2f}.", ""]
         for name, seeds in (("screening seeds (the recipe was chosen on them)", plan["screen"]),
                             ("declared seeds (fixed before the potential's runs)", plan["declared"])):
+            if not seeds:
+                continue
             head = "| seed | " + " | ".join(c for c, _ in cols) + " |"
             rows = [f"| {k} | " + " | ".join(f"{vals[label][k]:.2f}" if k in vals[label] else "-" for _, label in cols)
                     + " |" for k in seeds]

@@ -16,7 +16,10 @@ Configs (same algorithm, hyper-parameters, seeds, env-step budget and evaluation
 ``--critic PATH`` uses a trained critic (a ``prm-critic train-critic`` checkpoint, ``.json`` /
 ``.safetensors``, or its ONNX export) as the potential instead of the spec's subgoal progress, on
 its ``--head`` (``success``: the MC success estimate, a value-like potential; ``progress``); the
-label gets ``_critic-<stem>-<head>``. ``--refresh`` (with a torch checkpoint) fine-tunes that critic
+label gets ``_critic-<stem>-<head>``. With ``--spec`` the spec still makes the env (its
+``make_kwargs``, e.g. a continuing PointMaze, and its success rule) and the critic replaces only its potential;
+a critic or demonstrations recorded on another env (env id, ``make_kwargs`` or success rule) are refused.
+``--refresh`` (with a torch checkpoint) fine-tunes that critic
 on the policy's own episodes during training (:class:`prm_critic.sb3.refresh.CriticRefreshCallback`,
 every evaluation period, outcome labels; label suffix ``_refresh``). The refreshed critic is not part
 of the training state, so a refresh run cannot resume: killed, it is refused with the folder to
@@ -208,6 +211,19 @@ def select_demos(demos, demos_n, demos_of, demos_data, demo_buffer: bool, demo_s
     return d, name
 
 
+def _same_env(what: str, recorded: "dict | None", task_spec) -> None:
+    """Refuse a critic or demonstrations recorded on another env than the run's (``--spec`` makes the env:
+    its ``make_kwargs``, e.g. a continuing PointMaze, and its success rule)."""
+    if recorded is None:
+        return  # an ONNX export or a critic without a recorded spec: the shaper checks its input layout
+    mine = task_spec.to_dict()["task"]
+    diff = [k for k in ("env_id", "make_kwargs", "success") if recorded.get(k) != mine.get(k)]
+    if diff:
+        got = ", ".join(f"{k} {recorded.get(k)!r}, expected {mine.get(k)!r}" for k in diff)
+        raise ValueError(f"{what}: recorded on another env than this run's ({got}); give the --spec it was "
+                         "collected with")
+
+
 def run_dir(task: str, label: str, seed: int, root: Path = RESULTS) -> Path:
     return root / task / label / f"seed{seed}"
 
@@ -269,9 +285,6 @@ def run_one(task: str, config: str, seed: int, steps: int | None = None, *, scal
     if critic is not None:
         if not config.startswith("prm"):
             raise ValueError(f"--critic: a learned potential needs a prm config (prm, prm_her), got --config {config!r}")
-        if spec is not None:
-            raise ValueError("--critic: the learned critic replaces the spec's potential; expected no --spec with it, "
-                             f"got --spec {str(spec)!r}")
         suffixes = ("".join(Path(critic).suffixes[-1:]) or ".json")
         if suffixes not in (".json", ".safetensors", ".onnx"):
             raise ValueError(f"--critic: expected a critic checkpoint (.json / .safetensors) or an .onnx export, "
@@ -318,6 +331,10 @@ def run_one(task: str, config: str, seed: int, steps: int | None = None, *, scal
             raise ValueError(f"--spec: {str(spec)!r} is a spec for {load_spec(spec).env_id!r}, expected one for {task!r}")
     anneal = None if anneal_steps is None else (anneal_steps, float(anneal_end))
     demo_set, demo_name = select_demos(demos, demos_n, demos_of, demos_data, demo_buffer, demo_starts, task, refresh)
+    if demo_set is not None:
+        from prm_critic.robotics.spec import load_spec
+
+        _same_env("--demos", demo_set.spec.to_dict()["task"], load_spec(spec if spec is not None else task))
     label = config_label(config, scale, prune, spec, critic, head, refresh, random_weights_seed, backend, anneal,
                          demo_name)
     out = run_dir(task, label, seed, root)
@@ -367,6 +384,7 @@ def run_one(task: str, config: str, seed: int, steps: int | None = None, *, scal
             from prm_critic.sb3.envs import resolve_critic
 
             critic_arg = resolve_critic(str(critic), task_spec)  # checked against the task by the shaper
+            _same_env(f"--critic {str(critic)!r}", getattr(critic_arg, "meta", {}).get("spec", {}).get("task"), task_spec)
             if random_weights_seed is not None:
                 critic_arg = random_weights(critic_arg, random_weights_seed)
             if refresh:

@@ -31,7 +31,8 @@ def observe_restored(env) -> Any:
     base = env.unwrapped
     inner = getattr(base, "point_env", None) or getattr(base, "ant_env", None)
     if inner is not None and hasattr(inner, "_get_obs"):
-        return base._get_obs(inner._get_obs())
+        point = inner._get_obs()  # the point env returns (obs, info); the ant env, obs
+        return base._get_obs(point[0] if isinstance(point, tuple) else point)
     fn = getattr(base, "_get_obs", None)
     if fn is None:
         raise ValueError(f"env {type(base).__name__}: cannot read the observation of a restored state (no _get_obs); "
