@@ -9,7 +9,7 @@ on the text the searches show it (the intro as the prompt, the steps so far, the
 
 AUROC is the Mann-Whitney probability that an alive step outscores a dead-end one (ties count one
 half): what the searches' pruning and ranking rely on. Games that never lose give no dead-end steps
-(``auroc: null``). One JSON goes to ``benchmarks/agents/types/TYPE/dead_end_auroc.json``;
+(``auroc: null``; nothing is scored). One JSON goes to ``benchmarks/agents/types/TYPE/dead_end_auroc.json``;
 ``report.py --render`` reads it.
 
     python benchmarks/agents/dead_ends.py --type twx-cookingworld
@@ -74,26 +74,26 @@ def measure(name: str, prm_dir: Path, results: Path, alive_per_state: int, max_s
     if not base:
         raise SystemExit(f"--type {name}: no base-policy test results under {results}/types/{name}/test; run "
                          f"game_types.py --type {name} --stages test first")
-    model = MiniLMStepPRM.load(prm_dir)
-    dead_s, alive_s = [], []
+    steps = []  # (TextStep, dead) of every episode; scored only when some step is a dead end
     for ep in sorted(base, key=lambda r: (r["seed"], r["rep"])):
         env = spec.make(ep["seed"], max_steps=max_steps)
         try:
             prompt = env.reset().feedback
             rng = np.random.default_rng(zlib.crc32(f"dead_ends:{ep['seed']}:{ep['rep']}".encode()))
-            cands = step_candidates(env, list(ep["commands"]), alive_per_state, rng)
+            steps += [(TextStep(prompt, h, c), d) for h, c, d in step_candidates(env, list(ep["commands"]),
+                                                                             alive_per_state, rng)]
         finally:
             env.close()
-        if not cands:
-            continue
-        s = np.asarray(model.score([TextStep(prompt, h, c) for h, c, _ in cands]).success, np.float64)
-        dead_s += [float(v) for v, (_, _, d) in zip(s, cands) if d]
-        alive_s += [float(v) for v, (_, _, d) in zip(s, cands) if not d]
+    dead_s, alive_s = [], []
+    if any(d for _, d in steps):
+        s = np.asarray(MiniLMStepPRM.load(prm_dir).score([st for st, _ in steps]).success, np.float64)
+        dead_s = [float(v) for v, (_, d) in zip(s, steps) if d]
+        alive_s = [float(v) for v, (_, d) in zip(s, steps) if not d]
     au = auroc(np.asarray(alive_s), np.asarray(dead_s)) if dead_s and alive_s else None
     return {"type": name, "env": t.env, "seeds": sorted({r["seed"] for r in base}), "episodes": len(base),
             "prm": str(prm_dir), "prm_sha256": sha256_bytes((prm_dir / "prm.json").read_bytes()),
-            "alive_per_state": alive_per_state, "max_steps": max_steps, "n_states": len(dead_s) + len(alive_s),
-            "n_dead": len(dead_s), "n_alive": len(alive_s), "auroc": au,
+            "alive_per_state": alive_per_state, "max_steps": max_steps, "n_states": len(steps),
+            "n_dead": sum(1 for _, d in steps if d), "n_alive": sum(1 for _, d in steps if not d), "auroc": au,
             "mean_dead": float(np.mean(dead_s)) if dead_s else None,
             "mean_alive": float(np.mean(alive_s)) if alive_s else None}
 

@@ -49,9 +49,10 @@ CACHE = Path(".cache") / "agents_types"
 #: are recorded in the training statistics)
 DATA = Path("benchmarks") / "agents" / "types"
 PRMS = Path("benchmarks") / "agents" / "prms"
-#: the test rows: (methods, critic); the critic searches with the PRM get the PRM's tag
-TEST_RUNS = (("base,outcome_bon4,gold", "prm"), ("prm_beam,prm_mcts", "prm"), ("prm_beam,prm_mcts", "random"),
-             ("prm_beam,prm_mcts", "constant"))
+#: the test rows, in this order (each search's PRM row and its controls together, so a run cut short
+#: leaves complete comparisons): (methods, critic); the critic searches with the PRM get its tag
+TEST_RUNS = (("prm_beam", "prm"), ("prm_beam", "random"), ("prm_beam", "constant"), ("base,outcome_bon4,gold", "prm"),
+             ("prm_mcts", "prm"), ("prm_mcts", "random"), ("prm_mcts", "constant"))
 
 
 #: the MCTS settings tried on the tuning seeds (run.py --mcts-*): (exploration, aggregate, branch, selection)
