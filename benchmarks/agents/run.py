@@ -319,6 +319,11 @@ def main(argv=None) -> int:
             from prm_critic.text.prm import MiniLMStepPRM
 
             critic = implicit_critic(a.prm) if a.implicit else MiniLMStepPRM.load(a.prm)
+        prm_sha = None
+        if critic is not None and a.type is not None:
+            from prm_critic.integrity import sha256_bytes
+
+            prm_sha = sha256_bytes((Path(a.prm) / "prm.json").read_bytes())
         policy, server = None, None
         if a.policy == "llm":
             from langchain_openai import ChatOpenAI
@@ -346,6 +351,8 @@ def main(argv=None) -> int:
                 if m in CRITIC_METHODS:
                     extra["critic"] = a.critic
                     extra["implicit"] = bool(a.implicit)
+                    if a.critic == "prm" and a.type is not None:  # which PRM scored (its manifest's hash)
+                        extra["prm_sha256"] = prm_sha
                     if a.critic != "prm":
                         extra["critic_seed"] = critic_seed(s, rep)
                         ep_critic = control_critic(a.critic, extra["critic_seed"])
