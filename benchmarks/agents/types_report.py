@@ -164,6 +164,26 @@ def auroc_verdict(au: dict | None) -> dict:
                                                     f"{au['n_alive']} other steps of the test games"}
 
 
+def provenance_lines(t: GameType, data: Path = DATA) -> list[str]:
+    """The type's labels (``labels_summary.json``) and its PRM's training (``prms/TYPE/train_stats.json``)."""
+    out = []
+    lab = Path(data) / t.name / "labels_summary.json"
+    if lab.is_file():
+        s = json.loads(lab.read_text())
+        out.append(f"Labels: {s['n_trajectories']} base-policy trajectories ({s['base_won']} won, {s['base_lost']} lost), "
+                   f"{s['n_steps']} steps, k = {s['settings']['k']} rollouts per step, mean label "
+                   f"{s['mean_label']:.3f}, {s['frac_zero']:.2f} of steps labelled 0.")
+    st = HERE / "prms" / t.name / "train_stats.json"
+    if st.is_file():
+        s = json.loads(st.read_text())
+        v = s.get("val") or {}
+        corr = v.get("corr_pred_label")
+        out.append(f"PRM: head-only MiniLMStepPRM, {s['n_train']} training trajectories, {s['config']['epochs']} epochs; "
+                   f"on the {s['n_val']} held-out label trajectories correlation with the MC labels "
+                   f"{'unmeasured' if corr is None else f'{corr:.2f}'}, MAE {v.get('mae', float('nan')):.3f}.")
+    return out + ([""] if out else [])
+
+
 def type_section(t: GameType, results: Path = RESULTS, data: Path = DATA) -> tuple[list[str], dict]:
     """The markdown of one type and its verdicts (``{goal: verdict}``)."""
     allres = load_type(t, results)
@@ -171,6 +191,7 @@ def type_section(t: GameType, results: Path = RESULTS, data: Path = DATA) -> tup
             f"Seeds: labels {t.label.start}-{t.label.stop - 1}, tuning {t.tune.start}-{t.tune.stop - 1}, "
             f"test {t.test.start}-{t.test.stop - 1} (plan.py, fixed before the runs). PRM: "
             f"`benchmarks/agents/prms/{t.name}`.", ""]
+    head += provenance_lines(t, data)
     if not allres:
         return head + ["Not measured yet: no test results committed.", ""], {}
     tests = type_tests(allres, t.name)
