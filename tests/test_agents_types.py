@@ -184,3 +184,12 @@ def test_the_driver_refuses_a_prm_folder_trained_on_other_labels(tmp_path, monke
         drv.stage_train(out, ["twx-coin"], epochs=1, lr=1e-3)
     with pytest.raises(SystemExit, match="no labels of type twx-cookingworld"):
         drv.stage_train(out, ["twx-cookingworld"], epochs=1, lr=1e-3)
+
+
+def test_provenance_lines_read_the_label_summary(tmp_path):
+    (tmp_path / "twx-twc").mkdir()
+    (tmp_path / "twx-twc" / "labels_summary.json").write_text(json.dumps(
+        {"n_trajectories": 96, "base_won": 40, "base_lost": 3, "n_steps": 1000, "settings": {"k": 4},
+         "mean_label": 0.25, "frac_zero": 0.5}))
+    lines = tr.provenance_lines(plan.TYPES["twx-twc"], tmp_path)
+    assert lines[0].startswith("Labels: 96 base-policy trajectories (40 won, 3 lost), 1000 steps, k = 4")
