@@ -290,7 +290,7 @@ def main() -> None:
         print(f"wrote {render_file(args.raw, args.md)}")
         return
 
-    from prm_critic.robotics.collect import collect
+    from prm_critic.robotics.collection import collect
     from prm_critic.robotics.dataset import load_steps
     from prm_critic.robotics.labels import label
 

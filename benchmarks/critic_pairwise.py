@@ -100,7 +100,7 @@ def main(argv=None) -> int:
     from prm_critic._io import atomic_write_bytes
     from prm_critic.models.pipeline import train_critic_from_data
     from prm_critic.models.train import TrainConfig
-    from prm_critic.robotics.collect import collect
+    from prm_critic.robotics.collection import collect
     from prm_critic.robotics.labels import label
 
     work = Path(args.work)

@@ -420,7 +420,7 @@ def measure(a) -> dict:
     """Run (or resume) the grid; every finished unit is written to ``a.raw`` at once. Returns the raw data."""
     from prm_critic.models import load_state_critic
     from prm_critic.models.train import TrainConfig
-    from prm_critic.robotics.collect import collect
+    from prm_critic.robotics.collection import collect
     from prm_critic.robotics.dataset import load_steps, split_episodes
     from prm_critic.robotics.labels import label
     from prm_critic.robotics.make import CriticInputLayout

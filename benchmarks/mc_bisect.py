@@ -347,7 +347,7 @@ def main() -> None:
         return
 
     from prm_critic.models.train import TrainConfig
-    from prm_critic.robotics.collect import collect
+    from prm_critic.robotics.collection import collect
     from prm_critic.robotics.dataset import load_steps
     from prm_critic.robotics.labels import label
 

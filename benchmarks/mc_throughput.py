@@ -85,7 +85,7 @@ def executor_rates(meta, d, n_states, rounds, ray_workers=(1, 2)):
     """{method: [steps/s per round]}, Ray start-up seconds and Ray tasks per worker call, for the same
     tasks on each executor."""
     from prm_critic.parallel import LocalExecutor, RayExecutor
-    from prm_critic.robotics.collect import load_shard
+    from prm_critic.robotics.collection import load_shard
     from prm_critic.robotics.labels import label_params, mc_setup, state_tasks
 
     f = d / "shards" / "shard_00000.npz"
@@ -134,7 +134,7 @@ def crossover_runs(meta, d, sizes, rounds, workers=2, noop_tasks=200):
     ``prm-critic label --executor ray`` does), interleaved: each round runs every size on both, the order
     of the two flipped every other round. One row per run."""
     from prm_critic.parallel import LocalExecutor, RayExecutor, Task
-    from prm_critic.robotics.collect import load_shard
+    from prm_critic.robotics.collection import load_shard
     from prm_critic.robotics.labels import label_params, mc_setup, state_tasks
 
     f = d / "shards" / "shard_00000.npz"
@@ -367,7 +367,7 @@ def _command(argv) -> str:
 def crossover_main(args, argv) -> int:
     """``--crossover``: measure, fit, write the ``crossover`` section of the raw data and render the doc."""
     from prm_critic._io import atomic_write_bytes
-    from prm_critic.robotics.collect import collect
+    from prm_critic.robotics.collection import collect
 
     sizes = [int(x) for x in args.sizes.split(",")]
     load0, t0 = os.getloadavg(), time.perf_counter()
@@ -412,7 +412,7 @@ def main(argv=None) -> int:
     if args.crossover:
         return crossover_main(args, argv)
     from prm_critic._io import atomic_write_bytes
-    from prm_critic.robotics.collect import collect, load_shard
+    from prm_critic.robotics.collection import collect, load_shard
     from prm_critic.robotics.labels import MCLabeler
     from prm_critic.robotics.make import make_env
 

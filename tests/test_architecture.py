@@ -68,8 +68,6 @@ def test_deprecations_go_through_one_helper():
 
 
 def test_old_import_paths_still_work():
-    import warnings
-
     from prm_critic.integrity import CheckpointError
     from prm_critic.robotics.layout import CriticInputLayout
 
@@ -79,15 +77,23 @@ def test_old_import_paths_still_work():
     from prm_critic.robotics.make import CriticInputLayout as OldLayout
 
     assert OldLayout is CriticInputLayout
-    from prm_critic.commands import train_critic as cmd
-    from prm_critic.models import train_critic_from_data
 
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        old = cmd.train_critic_from_data
-    assert old is train_critic_from_data
-    assert [w.category for w in caught] == [DeprecationWarning]
-    assert "prm_critic.models" in str(caught[0].message)
+
+def test_one_lazy_export_mechanism():
+    """Every module ``__getattr__`` of the package comes from ``prm_critic._lazy.lazy_exports`` (directly
+    or through ``prm_critic._deprecation``), and no module replaces its own module class."""
+    own_getattr, class_swap = [], []
+    for p in sorted((ROOT / "prm_critic").rglob("*.py")):
+        tree = ast.parse(p.read_text(encoding="utf-8"))
+        for node in tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in ("__getattr__", "__dir__"):
+                own_getattr.append(f"{p.relative_to(ROOT)}:{node.lineno}")
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Attribute) and t.attr == "__class__"
+                                                    for t in node.targets):
+                class_swap.append(f"{p.relative_to(ROOT)}:{node.lineno}")
+    assert not own_getattr, f"module __getattr__ / __dir__ written by hand (use prm_critic._lazy.lazy_exports): {own_getattr}"
+    assert not class_swap, f"a module class swapped: {class_swap}"
 
 
 # --------------------------------------------------------------------------- long parameter lists
@@ -119,8 +125,8 @@ def _long_private_functions(package: Path) -> list[str]:
 
 def test_no_private_function_takes_a_long_parameter_list():
     """Long parameter lists are frozen config dataclasses, checked once in ``__post_init__`` and
-    passed whole (docs/architecture.md); public signatures (``train_policy``, the shapers) keep their
-    keywords and build the config."""
+    passed whole (docs/architecture.md); public entry points (``train_policy``, the shapers) take the
+    config or its fields as keywords (``validate.config_from``)."""
     found = _long_private_functions(ROOT / "prm_critic")
     assert not found, (f"private functions with {_MAX_PARAMS} or more parameters (pass a frozen config "
                        f"dataclass instead): {found}")

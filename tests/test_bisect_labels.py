@@ -13,7 +13,7 @@ pytest.importorskip("gymnasium_robotics")
 from faults import correct, loud  # noqa: E402
 from prm_critic.cli import main  # noqa: E402
 from prm_critic.robotics.bisect_labels import bisect_episode, grid_states, read_stats  # noqa: E402
-from prm_critic.robotics.collect import ShardError, atomic_savez, collect, load_shard  # noqa: E402
+from prm_critic.robotics.collection import ShardError, atomic_savez, collect, load_shard  # noqa: E402
 from prm_critic.robotics.dataset import load_steps  # noqa: E402
 from prm_critic.robotics.labels import label  # noqa: E402
 from prm_critic.robotics.snapshot import ReplayMismatchError  # noqa: E402

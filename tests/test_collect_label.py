@@ -14,7 +14,7 @@ import pytest
 pytest.importorskip("gymnasium_robotics")
 
 from prm_critic.cli import main  # noqa: E402
-from prm_critic.robotics.collect import SHARD_KEYS, ShardError, collect, load_shard  # noqa: E402
+from prm_critic.robotics.collection import SHARD_KEYS, ShardError, collect, load_shard  # noqa: E402
 from prm_critic.robotics.dataset import load_steps, split_episodes  # noqa: E402
 from prm_critic.robotics.labels import label  # noqa: E402
 

@@ -99,7 +99,7 @@ def test_hindsight_needs_goal_keys():
 
 @pytest.fixture(scope="module")
 def push_folder(tmp_path_factory):
-    from prm_critic.robotics.collect import collect
+    from prm_critic.robotics.collection import collect
 
     out = tmp_path_factory.mktemp("demos") / "push"
     collect("FetchPush-v4", out, episodes=12, seed=50000, progress=False)

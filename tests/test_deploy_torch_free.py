@@ -219,7 +219,7 @@ def test_learned_critic_modules_name_the_torch_extra(tmp_path):
                 out[stmt] = "imported"
             except ImportError as exc:
                 out[stmt] = str(exc)
-        from prm_critic.robotics.collect import policy_id
+        from prm_critic.robotics.collection import policy_id
         try:
             policy_id("no_such_folder/policy")
         except Exception as exc:

@@ -237,7 +237,7 @@ def tiny(tmp_path_factory):
     and a teacher trained on the first by `prm-critic train-critic`."""
     pytest.importorskip("gymnasium_robotics")
     from prm_critic.cli import main
-    from prm_critic.robotics.collect import collect
+    from prm_critic.robotics.collection import collect
     from prm_critic.robotics.labels import label
 
     root = tmp_path_factory.mktemp("distill")

@@ -91,21 +91,3 @@ def test_cli_rejects_workers_without_ray(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "workers: the local executor runs tasks in this process" in err[0]
     assert not (tmp_path / "d").exists()
-
-
-def test_old_executor_module_warns_and_gives_the_same_objects():
-    import warnings
-
-    import prm_critic.executor as old
-    import prm_critic.parallel as new
-
-    for name in ("Task", "TaskError", "Executor", "Pool", "LocalExecutor", "RayExecutor", "make_executor",
-                 "check_executor", "choose_executor", "RayCostModel", "joined_cluster_message"):
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            got = getattr(old, name)
-        assert got is getattr(new, name)
-        assert [w.category for w in caught] == [DeprecationWarning]
-        assert f"prm_critic.parallel.{name}" in str(caught[0].message)
-    with pytest.raises(AttributeError, match="prm_critic.executor"):
-        old.NotAName  # noqa: B018

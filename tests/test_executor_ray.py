@@ -17,7 +17,7 @@ pytest.importorskip("gymnasium_robotics")
 
 from prm_critic.cli import main  # noqa: E402
 from prm_critic.parallel import Task, TaskError, make_executor  # noqa: E402
-from prm_critic.robotics.collect import collect, load_shard  # noqa: E402
+from prm_critic.robotics.collection import collect, load_shard  # noqa: E402
 from prm_critic.robotics.labels import label  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]

@@ -122,7 +122,7 @@ def test_ctrl_c_says_what_was_kept_and_how_to_resume(tmp_path, capsys, monkeypat
 
     from prm_critic.cli import main
 
-    collect_module = importlib.import_module("prm_critic.robotics.collect")
+    collect_module = importlib.import_module("prm_critic.robotics.collection")
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt

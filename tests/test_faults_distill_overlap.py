@@ -22,7 +22,7 @@ def test_extra_folders_holding_the_teachers_held_out_episodes_are_refused(tmp_pa
     pytest.importorskip("gymnasium_robotics")
     pytest.importorskip("torch")
     from prm_critic.cli import main
-    from prm_critic.robotics.collect import collect
+    from prm_critic.robotics.collection import collect
     from prm_critic.robotics.labels import label
 
     data, again = tmp_path / "data", tmp_path / "recollected"

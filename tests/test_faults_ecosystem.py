@@ -102,7 +102,7 @@ def test_sb3_vec_shaper_refuses_a_gymnasium_vector_env_and_a_single_env():
 def test_collect_into_a_folder_of_other_settings_names_each_difference(tmp_path, capsys):
     pytest.importorskip("gymnasium_robotics")
     from prm_critic.cli import main
-    from prm_critic.robotics.collect import collect
+    from prm_critic.robotics.collection import collect
 
     out = tmp_path / "data"
     collect("PointMaze_UMaze-v3", out, episodes=1, max_episode_steps=5, seed=0, progress=False)
@@ -126,7 +126,7 @@ def test_collect_into_a_folder_of_other_settings_names_each_difference(tmp_path,
 
 
 def test_setting_differences_name_nested_fields_and_list_items():
-    from prm_critic.robotics.collect import setting_diffs
+    from prm_critic.robotics.collection import setting_diffs
 
     old = {"task": {"name": "a", "steps": 5}, "subgoals": [{"t": 0.1}, {"t": 0.2}], "only_old": 1}
     new = {"task": {"name": "a", "steps": 6}, "subgoals": [{"t": 0.1}, {"t": 0.3}], "only_new": 2}

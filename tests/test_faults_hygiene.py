@@ -203,7 +203,7 @@ def test_train_critic_cli_options_reach_the_config(monkeypatch, tmp_path):
 
 @pytest.mark.parametrize("command, module, function", [
     ("label", "prm_critic.robotics.labels", "label"),
-    ("collect", "prm_critic.robotics.collect", "collect"),
+    ("collect", "prm_critic.robotics.collection", "collect"),
     ("train-policy", "prm_critic.sb3.train", "train_policy"),
 ])
 def test_cli_defaults_equal_library_defaults(command, module, function):

@@ -18,7 +18,7 @@ import prm_critic.robotics.bisect_labels as bisect_labels  # noqa: E402
 import prm_critic.robotics.labels as labels  # noqa: E402
 from prm_critic.cli import main  # noqa: E402
 from prm_critic.robotics.bisect_labels import read_stats  # noqa: E402
-from prm_critic.robotics.collect import collect  # noqa: E402
+from prm_critic.robotics.collection import collect  # noqa: E402
 from prm_critic.robotics.labels import label  # noqa: E402
 
 pytestmark = pytest.mark.fault

@@ -1,14 +1,14 @@
 """Lazy names of the subpackages resolve to what the docs say, whatever was imported before.
 
-A package attribute loaded on first use (``__getattr__``) must give the documented function or class
-even after a submodule of the same name was imported (the import system binds the submodule to the
-package under that name), and a light name must not pull in a heavy dependency.
+A package attribute loaded on first use (``__getattr__``) must give the documented function or class,
+so no lazy name is also the name of a submodule (the import system binds an imported submodule to the
+package under its name), and a light name must not pull in a heavy dependency.
 """
 
 from __future__ import annotations
 
 import importlib
-import importlib.util
+import pkgutil
 import re
 import subprocess
 import sys
@@ -23,7 +23,7 @@ pytestmark = pytest.mark.fault
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = {"prm_critic.robotics": "_LAZY", "prm_critic.text": "_LAZY", "prm_critic.llm": "_LAZY",
-            "prm_critic.onnx": "_LAZY", "prm_critic.wrappers": "_MODULES", "prm_critic.zoo": "_MODULES"}
+            "prm_critic.onnx": "_LAZY", "prm_critic.wrappers": "_LAZY", "prm_critic.zoo": "_LAZY"}
 
 
 def _lazy_names():
@@ -38,28 +38,35 @@ def _resolve(pkg: str, name: str):
     return ns["got"]
 
 
-def test_every_lazy_name_resolves_to_its_object_after_a_same_named_submodule_import():
+def test_every_lazy_name_resolves_to_its_object_and_none_is_a_submodule():
     wrong, checked, clashing = [], 0, []
     for pkg, name, module in _lazy_names():
         try:
             want = getattr(importlib.import_module(module), name)
         except ImportError:  # an optional dependency this environment lacks
             continue
-        if importlib.util.find_spec(f"{pkg}.{name}") is not None:
-            importlib.import_module(f"{pkg}.{name}")  # the submodule of the same name, imported first
+        if name in {m.name for m in pkgutil.iter_modules(importlib.import_module(pkg).__path__)}:
             clashing.append(f"{pkg}.{name}")
         for got in (_resolve(pkg, name), getattr(importlib.import_module(pkg), name)):
             if got is not want:
                 wrong.append(f"{pkg}.{name}: {got!r}, expected {want!r}")
         checked += 1
     assert not wrong, wrong
-    assert "prm_critic.robotics.collect" in clashing and checked > 20
-    # the submodule itself stays reachable by its path
-    assert importlib.import_module("prm_critic.robotics.collect").__name__ == "prm_critic.robotics.collect"
-    from prm_critic.robotics.collect import load_shard  # noqa: F401
+    assert not clashing, f"lazy names that are also submodules: {clashing}"
+    assert checked > 20
+    # the module that defines collect; its old path is a deprecated alias that leaves the function alone
+    import prm_critic.robotics.collection as collection
+    from prm_critic.robotics import collect
+
+    assert collection.__name__ == "prm_critic.robotics.collection" and collect is collection.collect
+    with pytest.warns(DeprecationWarning, match=r"prm_critic\.robotics\.collect is deprecated: it is "
+                                                r"prm_critic\.robotics\.collection now"):
+        from prm_critic.robotics.collect import load_shard
+    assert load_shard is collection.load_shard
+    assert _resolve("prm_critic.robotics", "collect") is collection.collect
     correct(22, f"the {checked} lazy names of the subpackages, `from prm_critic.robotics import collect` after "
-                f"its submodule was imported",
-            "every name is the documented function or class, never the module of the same name")
+                f"the old module path was imported",
+            "every name is the documented function or class, never a module; no lazy name is a submodule")
 
 
 _DOC_CALL = re.compile(r"\b(robotics|onnx|text|llm|wrappers)\.([A-Za-z_]\w*)\(")
@@ -76,7 +83,6 @@ def test_names_the_docs_use_are_what_the_docs_call():
         for pkg, names in _DOC_IMPORT.findall(text):
             seen.update((pkg, n.strip(), f.name) for n in names.split(",") if n.strip())
     assert ("prm_critic.robotics", "collect", "architecture.md") in seen
-    importlib.import_module("prm_critic.robotics.collect")
     wrong = []
     for pkg, name, doc in sorted(seen):
         try:

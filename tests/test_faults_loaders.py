@@ -281,7 +281,7 @@ def test_policy_checkpoint_fields_outside_the_allowlist_are_refused(sac_files, t
 
 
 def test_collect_refuses_a_policy_checkpoint_naming_arbitrary_code(sac_files, tmp_path):
-    from prm_critic.robotics.collect import collect
+    from prm_critic.robotics.collection import collect
     from prm_critic.sb3 import PolicyCheckpointError, load_policy
 
     def edit(doc):
@@ -312,7 +312,7 @@ def test_sb3_zip_needs_trust_pickle(sac_files):
 
 
 def test_collect_and_label_refuse_an_sb3_zip_without_trust(sac_files, tmp_path):
-    from prm_critic.robotics.collect import collect
+    from prm_critic.robotics.collection import collect
     from prm_critic.robotics.controllers import UntrustedPickleError
     from prm_critic.robotics.labels import label
 

@@ -17,7 +17,7 @@ minari = pytest.importorskip("minari")
 pytest.importorskip("h5py", reason='Minari\'s HDF5 storage needs h5py: pip install "prm-critic[minari]"')
 
 from faults import correct, loud  # noqa: E402
-from prm_critic.robotics.collect import ShardError, atomic_savez, collect, load_shard  # noqa: E402
+from prm_critic.robotics.collection import ShardError, atomic_savez, collect, load_shard  # noqa: E402
 from prm_critic.robotics.label_rewards import reward_choices  # noqa: E402
 from prm_critic.robotics.labels import label  # noqa: E402
 from prm_critic.robotics.minari import REWARD_METADATA_KEY, export_minari  # noqa: E402

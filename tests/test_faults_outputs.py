@@ -27,7 +27,7 @@ def _one_line_error(capsys) -> str:
 def test_collect_fewer_episodes_into_a_bigger_collection_is_refused_or_replaced(tmp_path, capsys):
     pytest.importorskip("gymnasium_robotics")
     from prm_critic.cli import main
-    from prm_critic.robotics.collect import collect
+    from prm_critic.robotics.collection import collect
     from prm_critic.robotics.dataset import load_steps
 
     out = tmp_path / "data"
@@ -57,7 +57,7 @@ def test_collect_fewer_episodes_into_a_bigger_collection_is_refused_or_replaced(
 def test_train_critic_into_another_runs_checkpoint_is_refused_or_replaced(tmp_path, capsys):
     pytest.importorskip("gymnasium_robotics")
     from prm_critic.cli import main
-    from prm_critic.robotics.collect import collect
+    from prm_critic.robotics.collection import collect
     from prm_critic.robotics.labels import label
 
     data = tmp_path / "data"

@@ -18,7 +18,7 @@ pytest.importorskip("gymnasium_robotics")
 
 from faults import correct, loud  # noqa: E402
 
-from prm_critic.robotics.collect import ShardError, collect, load_shard, make_policy  # noqa: E402
+from prm_critic.robotics.collection import ShardError, collect, load_shard, make_policy  # noqa: E402
 from prm_critic.robotics.dataset import load_steps  # noqa: E402
 from prm_critic.robotics.labels import label  # noqa: E402
 from prm_critic.robotics.make import CriticInputLayout, make_env, register_robotics_envs  # noqa: E402

@@ -18,7 +18,7 @@ pytest.importorskip("gymnasium_robotics")
 from faults import correct, loud  # noqa: E402
 
 from prm_critic.cli import main  # noqa: E402
-from prm_critic.robotics.collect import collect, load_shard, read_meta  # noqa: E402
+from prm_critic.robotics.collection import collect, load_shard, read_meta  # noqa: E402
 from prm_critic.robotics.labels import MCLabeler, label  # noqa: E402
 from prm_critic.robotics.dataset import load_steps  # noqa: E402
 from prm_critic.robotics.make import CriticInputLayout, make_env  # noqa: E402

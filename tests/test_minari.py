@@ -11,7 +11,7 @@ import pytest
 minari = pytest.importorskip("minari")
 pytest.importorskip("h5py", reason='Minari\'s HDF5 storage needs h5py: pip install "prm-critic[minari]"')
 
-from prm_critic.robotics.collect import collect, load_shard  # noqa: E402
+from prm_critic.robotics.collection import collect, load_shard  # noqa: E402
 from prm_critic.robotics.labels import label  # noqa: E402
 from prm_critic.robotics.minari import MinariLayoutError, export_minari, import_minari  # noqa: E402
 

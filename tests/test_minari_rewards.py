@@ -17,7 +17,7 @@ import pytest
 minari = pytest.importorskip("minari")
 pytest.importorskip("h5py", reason='Minari\'s HDF5 storage needs h5py: pip install "prm-critic[minari]"')
 
-from prm_critic.robotics.collect import collect, load_shard, read_meta  # noqa: E402
+from prm_critic.robotics.collection import collect, load_shard, read_meta  # noqa: E402
 from prm_critic.robotics.families import LabelFamily, label_families, register_label_family, unregister_label_family  # noqa: E402
 from prm_critic.robotics.label_rewards import reward_choices  # noqa: E402
 from prm_critic.robotics.labels import label  # noqa: E402
@@ -161,7 +161,7 @@ def test_env_reward_export_is_unchanged(collected, tmp_path):
 
 def test_a_registered_family_is_a_reward_choice(collected, tmp_path):
     """A family added to the registry is exported like the built-ins (its labels written by hand here)."""
-    from prm_critic.robotics.collect import atomic_savez, atomic_write_json
+    from prm_critic.robotics.collection import atomic_savez, atomic_write_json
 
     d = tmp_path / "data"
     import shutil

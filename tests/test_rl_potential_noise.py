@@ -12,7 +12,7 @@ import pytest
 
 pytest.importorskip("gymnasium_robotics")
 
-from prm_critic.robotics.collect import collect  # noqa: E402
+from prm_critic.robotics.collection import collect  # noqa: E402
 from script_helpers import load_script  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]

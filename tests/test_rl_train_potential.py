@@ -13,7 +13,7 @@ import pytest
 pytest.importorskip("gymnasium_robotics")
 pytest.importorskip("torch")
 
-from prm_critic.robotics.collect import collect  # noqa: E402
+from prm_critic.robotics.collection import collect  # noqa: E402
 from script_helpers import load_script  # noqa: E402
 
 

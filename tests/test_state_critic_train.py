@@ -391,7 +391,7 @@ def test_real_pointmaze_critic_learns_spec_progress():
 @pytest.fixture(scope="module")
 def pointmaze_data(tmp_path_factory):
     pytest.importorskip("gymnasium_robotics")
-    from prm_critic.robotics.collect import collect
+    from prm_critic.robotics.collection import collect
     from prm_critic.robotics.labels import label
 
     out = tmp_path_factory.mktemp("pm") / "data"
@@ -458,8 +458,6 @@ def test_cli_train_critic_bad_input_is_one_line(pointmaze_data, tmp_path, capsys
 def test_split_seed_and_training_seed_are_independent(pointmaze_data, tmp_path, capsys):
     """The held-out split follows --split-seed only, the weights follow --seed; without --split-seed
     the split seed is the training seed (as before the option existed)."""
-    import warnings
-
     from prm_critic.cli import main
     from prm_critic.models.pipeline import train_critic_from_data
     from prm_critic.models.train import TrainConfig
@@ -489,17 +487,12 @@ def test_split_seed_and_training_seed_are_independent(pointmaze_data, tmp_path, 
     # same training seed, other split seed: other held-out episodes
     assert a["data"]["test_episodes"] != default["data"]["test_episodes"]
 
-    # library: split_seed is checked; the old name still works, with a warning, but not together with it
+    # library: split_seed is checked
     cfg = TrainConfig(epochs=1, hidden=(8,), seed=3)
     for bad in (-1, True, 1.5):
         with pytest.raises(ArgumentError, match=r"split_seed: expected an int >= 0"):
             train_critic_from_data(pointmaze_data, "outcome", tmp_path / "bad", config=cfg, split_seed=bad)
-    with pytest.raises(ArgumentError, match=r"seed: the deprecated name of split_seed, given together with it"):
-        train_critic_from_data(pointmaze_data, "outcome", tmp_path / "bad", config=cfg, seed=5, split_seed=5)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        old = train_critic_from_data(pointmaze_data, "outcome", tmp_path / "old", config=cfg, holdout=0.25, seed=5,
-                                     progress_bar=False)
-    assert any(issubclass(w.category, DeprecationWarning) and "split_seed" in str(w.message) for w in caught)
+    old = train_critic_from_data(pointmaze_data, "outcome", tmp_path / "old", config=cfg, holdout=0.25, split_seed=5,
+                                 progress_bar=False)
     assert old["meta"]["data"]["test_episodes"] == a["data"]["test_episodes"]
     assert not list(tmp_path.glob("bad*"))

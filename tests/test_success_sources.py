@@ -60,7 +60,7 @@ def test_a_source_of_your_own():
 
 def test_survived_on_the_real_inverted_pendulum(tmp_path: Path):
     pytest.importorskip("mujoco")
-    from prm_critic.robotics.collect import collect, load_shard
+    from prm_critic.robotics.collection import collect, load_shard
     from prm_critic.robotics.controllers import Controller, register_controller, unregister_controller
 
     class Hold(Controller):  # no force: the pole, started within 0.01 rad of upright, stays up for a while

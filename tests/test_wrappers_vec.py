@@ -111,24 +111,3 @@ def test_vec_twin_deadline_fallback_zeroes_shaping_for_that_step_and_the_next():
     assert np.all(shaping[0] != 0.0) and np.all(shaping[3] != 0.0)
     np.testing.assert_allclose(out[1][0], 0.5)  # reward unchanged
     assert venv.stats == {"calls": 5, "fallbacks": 1, "timeouts": 0, "errors": 1, "busy": 0}
-
-
-def test_old_names_and_import_paths_still_work_and_warn():
-    import importlib
-    import sys
-
-    from prm_critic import sb3, wrappers
-
-    with pytest.warns(DeprecationWarning, match=r"prm_critic\.wrappers\.VecPRMRewardShaper is deprecated: it is "
-                                                r"prm_critic\.sb3\.SB3VecPRMRewardShaper now"):
-        old = wrappers.VecPRMRewardShaper
-    with pytest.warns(DeprecationWarning, match=r"prm_critic\.sb3\.VecPRMRewardShaper is deprecated: it is "
-                                                r"SB3VecPRMRewardShaper now"):
-        old_sb3 = sb3.VecPRMRewardShaper
-    with pytest.warns(DeprecationWarning, match=r"VecPRMRewardShaper is deprecated"):
-        from prm_critic.sb3.vec_prm_reward_shaper import VecPRMRewardShaper as old_mod
-    assert old is old_sb3 is old_mod is SB3VecPRMRewardShaper
-    sys.modules.pop("prm_critic.wrappers.vec_prm_reward_shaper", None)
-    with pytest.warns(DeprecationWarning, match=r"prm_critic\.wrappers\.vec_prm_reward_shaper is deprecated"):
-        mod = importlib.import_module("prm_critic.wrappers.vec_prm_reward_shaper")
-    assert mod.VecPRMRewardShaper is SB3VecPRMRewardShaper

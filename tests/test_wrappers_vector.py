@@ -151,15 +151,3 @@ def test_refusals():
     bad.reset(seed=0)
     with pytest.raises(ValueError, match=r"observation: expected finite values, got nan at obs\[0\] \(batch row 0\)"):
         bad.step(np.zeros((1, 1), np.float32))
-
-
-def test_old_name_still_works_and_warns():
-    from prm_critic import wrappers
-    from prm_critic.wrappers import vector_prm_reward_shaper
-
-    with pytest.warns(DeprecationWarning, match=r"prm_critic\.wrappers\.PRMRewardShaperVector is deprecated: it is "
-                                                r"prm_critic\.wrappers\.GymVectorPRMRewardShaper now"):
-        old = wrappers.PRMRewardShaperVector
-    with pytest.warns(DeprecationWarning, match=r"PRMRewardShaperVector is deprecated: it is GymVectorPRMRewardShaper"):
-        old_mod = vector_prm_reward_shaper.PRMRewardShaperVector
-    assert old is old_mod is GymVectorPRMRewardShaper

@@ -48,7 +48,7 @@ def file_sha(path: Path) -> str:
 
 
 def eval_folder(task: str, root: Path) -> Path:
-    from prm_critic.robotics.collect import collect
+    from prm_critic.robotics.collection import collect
 
     out = root / f"{task}_order_eval"
     collect(task, out, episodes=EVAL[task]["episodes"], seed=EVAL[task]["seed"], progress=False)
@@ -57,7 +57,7 @@ def eval_folder(task: str, root: Path) -> Path:
 
 def measure(critic_path: Path, folder: Path) -> dict:
     from prm_critic.models.evaluate import evaluate_state_critic
-    from prm_critic.robotics.collect import load_shard
+    from prm_critic.robotics.collection import load_shard
     from prm_critic.sb3.envs import resolve_critic
 
     shards = [load_shard(f) for f in sorted((folder / "shards").glob("shard_*.npz"))]

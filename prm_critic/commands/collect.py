@@ -79,7 +79,7 @@ def interrupted(args) -> str:
 def run(args) -> int:
     import numpy as np
 
-    from prm_critic.robotics.collect import collect, load_shard
+    from prm_critic.robotics.collection import collect, load_shard
 
     out = collect(args.task, args.out, episodes=args.episodes, policy=args.policy, seed=args.seed,
                   shard_size=args.shard_size, max_episode_steps=args.max_episode_steps,

@@ -187,7 +187,7 @@ def _claim(out: Path, settings: dict, overwrite: bool) -> bool:
 def run(args) -> int:
     from prm_critic.models.pipeline import train_critic_from_data
     from prm_critic.models.train import TrainConfig
-    from prm_critic.robotics.collect import collect
+    from prm_critic.robotics.collection import collect
     from prm_critic.robotics.labels import label
     from prm_critic.robotics.spec import load_spec
 

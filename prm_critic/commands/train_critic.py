@@ -14,7 +14,6 @@ The library form is :func:`prm_critic.models.pipeline.train_critic_from_data`.
 
 from __future__ import annotations
 
-from prm_critic import _deprecation
 from prm_critic.commands._help import HelpFormatter, int_list
 
 
@@ -159,10 +158,3 @@ def _run_demo_progress(args, config, split_seed: int, opts: dict, extra: dict) -
     print(f"wrote {res['checkpoint']} (+ .json), {res['metrics_path']}")
     return 0
 
-
-# Deprecated location of the library function (it moved to prm_critic.models.pipeline).
-__getattr__ = _deprecation.module_getattr(__name__, {
-    "train_critic_from_data": ("prm_critic.commands.train_critic.train_critic_from_data is deprecated; import it "
-                               "from prm_critic.models (prm_critic.models.pipeline.train_critic_from_data)",
-                               "prm_critic.models.pipeline:train_critic_from_data"),
-})

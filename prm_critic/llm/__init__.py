@@ -14,8 +14,9 @@ Both need ``pip install "prm-critic[llm]"`` (no torch), the packaged model also
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from prm_critic._lazy import lazy_exports
 
 if TYPE_CHECKING:  # the lazy names below, for type checkers
     from prm_critic.llm.server import LLMServerError as LLMServerError
@@ -43,10 +44,4 @@ _LAZY = {
 }
 
 __all__ = list(_LAZY)
-
-
-def __getattr__(name: str) -> Any:
-    mod = _LAZY.get(name)
-    if mod is None:
-        raise AttributeError(f"module 'prm_critic.llm' has no attribute {name!r}")
-    return getattr(importlib.import_module(mod), name)
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)

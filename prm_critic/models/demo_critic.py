@@ -45,7 +45,7 @@ def train_demo_critic(data: "str | Path", out: "str | Path", *, config, demos: i
     from prm_critic.models.state_critic import TorchStateCritic
     from prm_critic.models.train import TrainConfig, train_state_critic
     from prm_critic._io import atomic_write_bytes
-    from prm_critic.robotics.collect import load_shard
+    from prm_critic.robotics.collection import load_shard
     from prm_critic.robotics.demos import DemoRows, base_rows, branch_rows, goal_success_fn, hindsight_rows, load_demos
     from prm_critic.robotics.make import make_env
 

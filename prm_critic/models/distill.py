@@ -333,7 +333,7 @@ def _teacher_split(meta: dict[str, Any], teacher: str) -> tuple[float, int, list
 def load_teacher_split(folders: list[str], teacher_meta: dict[str, Any], teacher: str):
     """``(train x rows, test StepTable)``: the teacher's training episodes of ``folders[0]`` (its split,
     checked against the held-out episodes the teacher records) and every episode of the other folders."""
-    from prm_critic.robotics.collect import read_meta
+    from prm_critic.robotics.collection import read_meta
     from prm_critic.robotics.dataset import load_steps, split_episodes
 
     for f in folders:

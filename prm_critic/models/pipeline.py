@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from prm_critic import _deprecation, validate
+from prm_critic import validate
 from prm_critic._io import atomic_write_bytes, claim_output, record_diffs, write_record
 from prm_critic.models.checkpoint import checkpoint_paths, save_state_critic
 from prm_critic.models.evaluate import evaluate_state_critic, mean_episode_spearman, plot_episode_scores
@@ -38,18 +38,6 @@ def _json_safe(v):
     if isinstance(v, (list, tuple)):
         return [_json_safe(x) for x in v]
     return v
-
-
-def _split_seed(split_seed: int | None, seed: int | None) -> int:
-    """The split seed from ``split_seed`` or its deprecated name ``seed`` (default 0)."""
-    if seed is not None:
-        if split_seed is not None:
-            raise validate.ArgumentError(f"seed: the deprecated name of split_seed, given together with it "
-                                         f"(seed={seed!r}, split_seed={split_seed!r}); pass split_seed only")
-        _deprecation.warn("train_critic_from_data(seed=...) is deprecated; pass split_seed= (the seed of the "
-                          "held-out episode split; config.seed seeds training)", stacklevel=3)
-        split_seed = seed
-    return validate.check_int("split_seed", 0 if split_seed is None else split_seed, minimum=0)
 
 
 #: the files a training run writes beside its checkpoint stem (and ``prm-critic export``'s default ONNX files);
@@ -79,8 +67,8 @@ def _sha256(table, names: tuple[str, ...]) -> str:
     return h.hexdigest()
 
 
-def train_critic_from_data(data, label: str, out, *, config, holdout: float = 0.2, split_seed: int | None = None,
-                           progress_bar: bool = True, seed: int | None = None, overwrite: bool = False) -> dict:
+def train_critic_from_data(data, label: str, out, *, config, holdout: float = 0.2, split_seed: int = 0,
+                           progress_bar: bool = True, overwrite: bool = False) -> dict:
     """Train a state critic on a collected, labelled data folder, evaluate it on held-out episodes
     and write the checkpoint, its metrics and a plot (what ``prm-critic train-critic`` runs).
 
@@ -96,7 +84,6 @@ def train_critic_from_data(data, label: str, out, *, config, holdout: float = 0.
             the split's effect from the initialisation's. ``prm-critic train-critic --split-seed``
             defaults to its ``--seed``.
         progress_bar: show a tqdm bar over epochs.
-        seed: deprecated name of ``split_seed``.
         overwrite: replace the files of another run at ``out`` (every ``OUT.*`` file this function
             or ``prm-critic export`` writes) instead of refusing them. Without it, ``out`` follows the
             one output rule: the same run (same data content, label family, config, holdout and split
@@ -110,7 +97,7 @@ def train_critic_from_data(data, label: str, out, *, config, holdout: float = 0.
     from prm_critic.robotics.dataset import load_steps, split_episodes
     from prm_critic.robotics.families import get_label_family
 
-    split_seed = _split_seed(split_seed, seed)
+    split_seed = validate.check_int("split_seed", split_seed, minimum=0)
     table = load_steps(data, label)
     if get_label_family(label).spec_free:  # trained on the labelled steps only, both heads on the family's label
         table = table.select(table.mask)

@@ -14,6 +14,7 @@ The runtime does not import torch; the exporter does (imported on first use).
 
 from __future__ import annotations
 
+from prm_critic._lazy import lazy_exports
 from prm_critic.onnx._meta import FORMAT, INPUT_NAME, OUTPUT_NAME, OnnxExportError, seal_onnx
 from prm_critic.onnx.runtime import PROVIDERS, OnnxCritic, OnnxModelError, installed_runtimes
 
@@ -36,6 +37,7 @@ __all__ = [
     "OUTPUT_NAME",
 ]
 
+# the exporters import torch, the numpy critic onnx: they are loaded on first use only
 _LAZY = {
     "export_state_critic": "prm_critic.onnx.export",
     "export_subgoal_critic": "prm_critic.onnx.export",
@@ -47,10 +49,4 @@ _LAZY = {
     "UnsupportedGraphError": "prm_critic.onnx.fast",
 }
 
-
-def __getattr__(name: str):
-    if name in _LAZY:  # the exporters import torch, the numpy critic onnx: load them on first use only
-        import importlib
-
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'prm_critic.onnx' has no attribute {name!r}")
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)

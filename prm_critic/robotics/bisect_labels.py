@@ -55,7 +55,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from prm_critic.robotics.collect import ShardError, atomic_savez, atomic_write_json, load_shard
+from prm_critic.robotics.collection import ShardError, atomic_savez, atomic_write_json, load_shard
 
 __all__ = ["FAMILY", "DEFAULT_MIN_ESTIMATES", "bisect_params", "bisect_episode", "grid_states", "label_bisect",
            "read_stats", "update_stats", "cost_arrays", "sync_stats"]
@@ -73,7 +73,7 @@ def bisect_params(*, k: int = 8, seed: int = 0, threshold: float = 0.0, resoluti
 
     ``min_estimates`` is recorded only when it is not the default (2, the ends only), so a label folder
     written before the option existed resumes with the same record."""
-    from prm_critic.robotics.collect import policy_id
+    from prm_critic.robotics.collection import policy_id
 
     for name, v in (("k", k), ("resolution", resolution)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or int(v) < 1:
@@ -252,7 +252,7 @@ def label_bisect(out_dir: "str | Path", *, k: int = 8, seed: int = 0, threshold:
         the folder ``out_dir/labels/mc_bisect``.
     """
     from prm_critic._optional import require
-    from prm_critic.robotics.collect import check_policy_loader, read_meta
+    from prm_critic.robotics.collection import check_policy_loader, read_meta
     from prm_critic.robotics.labels import MCLabeler, check_stored_params, shard_files, shards_todo
 
     tqdm = require("tqdm.auto").tqdm  # the robotics extra installs it

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from prm_critic import validate
-from prm_critic.robotics.collect import ShardError, load_shard, read_meta
+from prm_critic.robotics.collection import ShardError, load_shard, read_meta
 from prm_critic.robotics.layout import CriticInputLayout
 from prm_critic.robotics.spec import TaskSpec, load_spec
 

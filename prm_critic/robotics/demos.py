@@ -44,7 +44,7 @@ from typing import Any, Callable
 import numpy as np
 
 from prm_critic import validate
-from prm_critic.robotics.collect import ShardError, load_shard, read_meta
+from prm_critic.robotics.collection import ShardError, load_shard, read_meta
 from prm_critic.robotics.layout import CriticInputLayout
 from prm_critic.robotics.spec import TaskSpec, load_spec
 
@@ -409,7 +409,7 @@ def import_arrays(path: "str | Path", task: "str | TaskSpec", out: "str | Path")
     optionally ``reward``, ``terminated``, ``truncated``. It has no simulator snapshots, so labels and
     branches that restore states are refused on it.
     """
-    from prm_critic.robotics.collect import atomic_savez, atomic_write_json
+    from prm_critic.robotics.collection import atomic_savez, atomic_write_json
 
     spec = load_spec(task)
     src = Path(path)

@@ -182,7 +182,7 @@ def _gamma_record(family: str) -> Callable[[dict[str, Any], bool], dict[str, Any
 
 
 def _mc_record(opts: dict[str, Any], trust_pickle: bool) -> dict[str, Any]:
-    from prm_critic.robotics.collect import policy_id
+    from prm_critic.robotics.collection import policy_id
 
     _check_count("k", opts["k"], 1)
     _check_count("stride", opts["stride"], 1)

@@ -49,7 +49,7 @@ import numpy as np
 
 from prm_critic import validate
 from prm_critic._optional import require
-from prm_critic.robotics.collect import (
+from prm_critic.robotics.collection import (
     ShardError,
     atomic_savez,
     atomic_write_json,
@@ -67,7 +67,6 @@ from prm_critic.robotics.families import (
     LabelJob,
     families_taking,
     get_label_family,
-    label_families,
 )
 from prm_critic.robotics.make import make_env, step_cost
 from prm_critic.robotics.demos import check_whole_episodes, demo_progress_labels, success_contrast_labels
@@ -75,21 +74,9 @@ from prm_critic.robotics.layout import CriticInputLayout
 from prm_critic.robotics.snapshot import Snapshot, Snapshotter, SnapshotUnsupportedError
 from prm_critic.robotics.spec import load_spec
 
-# FAMILIES and FAMILY_OPTIONS are read from the registry by the module's __getattr__
-__all__ = ["FAMILIES", "FAMILY_OPTIONS", "OPTION_DEFAULTS", "family_options", "label", "label_params",  # noqa: F822
+__all__ = ["OPTION_DEFAULTS", "family_options", "label", "label_params",
            "unflatten_obs", "MCLabeler", "state_tasks", "label_state_task", "mc_setup", "run_shard_tasks",
            "label_state_cost_task", "run_array_family", "run_mc", "run_bisect"]
-
-
-
-def __getattr__(name: str) -> Any:
-    # FAMILIES and FAMILY_OPTIONS read the registry (prm_critic.robotics.families), so they include families
-    # registered after this module was imported
-    if name == "FAMILIES":
-        return label_families()
-    if name == "FAMILY_OPTIONS":
-        return {f: get_label_family(f).options for f in label_families()}
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def shard_files(out_dir: Path) -> list[Path]:
@@ -259,7 +246,7 @@ def label_state_cost_task(labeler: MCLabeler, payload: dict[str, Any]) -> tuple[
 def mc_setup(meta: dict, params: dict[str, Any], *, remote: bool, trust_pickle: bool = False,
              policy_loader: Any = None):
     """Picklable ``setup`` building a worker's :class:`MCLabeler` for ``params`` (:func:`label_params`);
-    for remote workers the rollout policy's files travel with it (:func:`~prm_critic.robotics.collect.ship_policy`)."""
+    for remote workers the rollout policy's files travel with it (:func:`~prm_critic.robotics.collection.ship_policy`)."""
     return functools.partial(MCLabeler, meta, k=params["k"], seed=params["seed"],
                              rollout_policy=ship_policy(params["rollout_policy"], remote),
                              trust_pickle=trust_pickle, policy_loader=policy_loader)

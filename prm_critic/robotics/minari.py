@@ -51,7 +51,7 @@ import numpy as np
 
 from prm_critic import validate
 from prm_critic._optional import require
-from prm_critic.robotics.collect import (
+from prm_critic.robotics.collection import (
     ShardError, _maze_dict, atomic_savez, atomic_write_json, load_shard, read_meta, step_success,
 )
 from prm_critic.robotics.label_rewards import ORIGINAL_REWARD_KEY, LabelHash, check_reward, episode_rewards
@@ -564,7 +564,7 @@ def _write_rows(out: Path, k: int, rows: dict[str, list]) -> None:
     """Shard ``k`` of ``out`` from the per-step and per-episode rows of its episodes, written atomically."""
     cat = {n: np.concatenate(v) if n not in ("ep_index", "ep_seed", "ep_len", "ep_success") else np.asarray(v)
            for n, v in rows.items()}
-    from prm_critic.robotics.collect import shard_path
+    from prm_critic.robotics.collection import shard_path
 
     atomic_savez(shard_path(out, k), x=cat["x"].astype(np.float32), next_x=cat["next_x"].astype(np.float32),
                  action=cat["action"].astype(np.float32), reward=cat["reward"].astype(np.float32),

@@ -11,10 +11,9 @@
   resumable training (weights, optimisers, replay buffer, RNGs; safetensors + JSON);
 * :func:`make_train_env` - the gym-level env chain ``make_env -> shaper -> pruner -> PRMMonitor``;
 * :class:`SB3VecPRMRewardShaper` - PRM reward shaping on a stable-baselines3 ``VecEnv`` (one critic
-  call per vector step; ``VecPRMRewardShaper`` is its deprecated name).
+  call per vector step).
 """
 
-from prm_critic import _deprecation
 from prm_critic.sb3.backends import BACKENDS
 from prm_critic.sb3.callbacks import PRMStatsCallback, UnshapedSuccessEval, read_eval_csv
 from prm_critic.sb3.checkpoint import PolicyCheckpointError, load_policy, save_policy
@@ -37,10 +36,3 @@ __all__ = [
     "make_vec_train_env", "resolve_critic", "save_training_state", "load_training_state", "TrainingStateCheckpoint",
     "TrainingStateError", "SB3VecPRMRewardShaper", "evaluate_policy", "PolicyEvaluation", "save_evaluation",
 ]
-
-
-__getattr__ = _deprecation.module_getattr(__name__, {
-    "VecPRMRewardShaper": ("prm_critic.sb3.VecPRMRewardShaper is deprecated: it is SB3VecPRMRewardShaper now "
-                           "(from prm_critic.sb3 import SB3VecPRMRewardShaper); the old name will be removed in a "
-                           "future release", "prm_critic.sb3.vec_prm_reward_shaper:SB3VecPRMRewardShaper"),
-})

@@ -1,5 +1,5 @@
 """Vectorised PRM reward shaping for stable-baselines3 VecEnvs (one critic call per vector step):
-:class:`SB3VecPRMRewardShaper` (``VecPRMRewardShaper`` is its deprecated name).
+:class:`SB3VecPRMRewardShaper`.
 
 For gymnasium vector envs (``gym.make_vec``) use
 :class:`~prm_critic.wrappers.GymVectorPRMRewardShaper`.
@@ -12,7 +12,6 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from prm_critic import _deprecation
 from prm_critic._optional import require
 from prm_critic.critic import BaseCritic
 from prm_critic.robotics.layout import CriticInputLayout
@@ -42,8 +41,7 @@ class SB3VecPRMRewardShaper(ShaperBase, vec_env.VecEnvWrapper):
     r"""The stable-baselines3 ``VecEnv`` twin of :class:`~prm_critic.wrappers.PRMRewardShaper`.
 
     A gymnasium vector env (``gym.make_vec``; refused here, with its name) is wrapped by
-    :class:`prm_critic.wrappers.GymVectorPRMRewardShaper`. Formerly ``VecPRMRewardShaper`` (that name
-    still works and warns).
+    :class:`prm_critic.wrappers.GymVectorPRMRewardShaper`.
 
     For each env ``i`` of the vector step, with ``Phi`` the critic's ``head`` score::
 
@@ -235,10 +233,3 @@ class SB3VecPRMRewardShaper(ShaperBase, vec_env.VecEnvWrapper):
     def close(self) -> None:
         self._caller.close()
         self.venv.close()
-
-
-__getattr__ = _deprecation.module_getattr(__name__, {
-    "VecPRMRewardShaper": ("VecPRMRewardShaper is deprecated: it is SB3VecPRMRewardShaper now "
-                           "(from prm_critic.sb3 import SB3VecPRMRewardShaper); the old name will be removed in a "
-                           "future release", f"{__name__}:SB3VecPRMRewardShaper"),
-})

@@ -6,9 +6,9 @@ first accessed (``prm_critic.text.MiniLMStepPRM`` etc. resolve lazily).
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from prm_critic._lazy import lazy_exports
 from prm_critic.text.contract import (
     Encoded,
     StepContract,
@@ -84,9 +84,4 @@ __all__ = [
     *_LAZY,
 ]
 
-
-def __getattr__(name: str) -> Any:
-    mod = _LAZY.get(name)
-    if mod is None:
-        raise AttributeError(f"module 'prm_critic.text' has no attribute {name!r}")
-    return getattr(importlib.import_module(mod), name)
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)

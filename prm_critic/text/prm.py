@@ -38,6 +38,7 @@ import numpy as np
 
 from prm_critic import validate
 from prm_critic._io import atomic_write_bytes
+from prm_critic._lazy import lazy_exports
 from prm_critic._optional import require
 from prm_critic.critic import StepScores
 from prm_critic.text.contract import (
@@ -52,14 +53,8 @@ if TYPE_CHECKING:
 __all__ = ["MiniLMStepPRM", "TokenClassificationPRM", "StepPRMNet", "minilm_model_dir", "encoder_fingerprint",
            "packaged_encoder_fingerprint", "check_text_steps"]
 
-
-def __getattr__(name: str) -> Any:
-    # StepPRMNet lives in prm_critic.text.net (which imports torch); this path keeps working.
-    if name == "StepPRMNet":
-        from prm_critic.text.net import StepPRMNet
-
-        return StepPRMNet
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# StepPRMNet lives in prm_critic.text.net (which imports torch); this path keeps working.
+__getattr__, __dir__ = lazy_exports(__name__, {"StepPRMNet": "prm_critic.text.net"})
 
 FORMAT = "prm-critic/minilm-step-prm"
 #: 3: ``prm.json`` records ``config_sha256`` (over itself) and ``encoder_weights`` (the encoder in

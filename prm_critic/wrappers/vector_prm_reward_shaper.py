@@ -1,5 +1,5 @@
 """PRM reward shaping for gymnasium vector envs (``gym.make_vec``; one critic call per vector step):
-:class:`GymVectorPRMRewardShaper` (``PRMRewardShaperVector`` is its deprecated name)."""
+:class:`GymVectorPRMRewardShaper`."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from prm_critic import _deprecation
 from prm_critic._optional import require
 from prm_critic.critic import BaseCritic
 from prm_critic.robotics.label_rewards import potential_shaping
@@ -41,8 +40,7 @@ class GymVectorPRMRewardShaper(ShaperBase, gym.vector.VectorWrapper):
 
     Wraps a ``gymnasium.vector.VectorEnv`` (``gym.make_vec(...)``, ``SyncVectorEnv``,
     ``AsyncVectorEnv``); a stable-baselines3 ``VecEnv`` (refused here, with its name) is wrapped by
-    :class:`prm_critic.sb3.SB3VecPRMRewardShaper`. Formerly ``PRMRewardShaperVector`` (that name
-    still works and warns). For each sub-env ``i`` of a vector step, with ``Phi`` the critic's ``head``
+    :class:`prm_critic.sb3.SB3VecPRMRewardShaper`. For each sub-env ``i`` of a vector step, with ``Phi`` the critic's ``head``
     score of the critic input of a state::
 
         potential:  r'_i = r_i + scale * (gamma * (0 if terminated_i else Phi(s'_i)) - Phi(s_i))
@@ -228,10 +226,3 @@ class GymVectorPRMRewardShaper(ShaperBase, gym.vector.VectorWrapper):
     def close(self, **kwargs):
         self._caller.close()
         return super().close(**kwargs)
-
-
-__getattr__ = _deprecation.module_getattr(__name__, {
-    "PRMRewardShaperVector": ("PRMRewardShaperVector is deprecated: it is GymVectorPRMRewardShaper now "
-                              "(from prm_critic.wrappers import GymVectorPRMRewardShaper); the old name will be "
-                              "removed in a future release", f"{__name__}:GymVectorPRMRewardShaper"),
-})

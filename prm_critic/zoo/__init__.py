@@ -14,22 +14,13 @@ Classes are imported lazily, so that importing this package needs neither gymnas
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from prm_critic._lazy import lazy_exports
 
 __all__ = ["PRMWrapper", "PRMZooCallback"]
 
-_MODULES = {
+_LAZY = {
     "PRMWrapper": "prm_critic.zoo.wrapper",
     "PRMZooCallback": "prm_critic.zoo.callback",
 }
 
-
-def __getattr__(name: str) -> Any:
-    if name in _MODULES:
-        return getattr(importlib.import_module(_MODULES[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(list(globals()) + __all__)
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)
