@@ -6,7 +6,7 @@ the "promise"). The same interface serves MuJoCo state critics, text critics for
 agents, and exported ONNX critics.
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 from prm_critic.aggregate import aggregate, agg_last, agg_mean, agg_min, agg_product
 from prm_critic.critic import BaseCritic, ConstantCritic, RandomCritic, StateCritic, StepScores, check_critic
