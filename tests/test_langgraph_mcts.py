@@ -389,3 +389,19 @@ def test_bad_arguments_and_bad_expand_output_are_named():
 
     with pytest.raises(ValueError, match=r"critic.score: expected 1 scores \(one per step\), got 2"):
         MCTSSearch(lambda s, h, k: [("a", 1)], ShortCritic()).invoke({"prompt": "p", "root": 0})
+
+
+def test_the_critic_as_prior_normalises_the_siblings_step_scores():
+    from prm_critic.langgraph.mcts import _critic_priors, _grow, _node
+
+    assert _critic_priors([0.9, 0.6, 0.3]) == pytest.approx([0.5, 1 / 3, 1 / 6])
+    assert _critic_priors([0.0, 0.0]) == [0.5, 0.5]
+    root = {**_node(None, "", "start", 0, [], 0.0, 1.0, False, closed=False), "lost": False}
+    proposals = [go("start", t) + (None,) for t in MAZE["start"]]
+    for prior, want in (("critic", [0.5, 1 / 3, 1 / 6]), ("policy", [1 / 3] * 3)):
+        tree, ids = _grow([root], 0, proposals, [0.9, 0.6, 0.3], MCTSConfig(prior=prior))
+        assert [tree[i]["prior"] for i in ids] == pytest.approx(want)
+    with pytest.raises(ArgumentError, match="prior"):
+        MCTSConfig(prior="value")
+    out = maze_search(prior="critic").invoke(TASK)
+    assert out.stop_reason == "solved" and out.state == "vault"

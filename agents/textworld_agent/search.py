@@ -237,14 +237,15 @@ def run_beam(path: Game, rng: np.random.Generator, critic: BaseCritic, *, beam_w
 def run_mcts(path: Game, rng: np.random.Generator, critic: BaseCritic, *, branch_factor: int = 2,
              max_steps: int = 40, budget: int = 160, max_iterations: int | None = None, exploration: float = 1.0,
              aggregate: str = "last", selection: str = "puct", seed: int = 0,
-             policy: Policy | None = None) -> EpisodeResult:
+             policy: Policy | None = None, prior: str = "policy") -> EpisodeResult:
     """MCTS with PRM values (``prm_critic.langgraph.MCTSSearch``) over command histories.
 
     ``budget`` caps policy calls (each proposal is also one critic call and one tool call).
     ``max_iterations`` defaults to ``2 * budget + 1``, which the budget always reaches first: an
     iteration either makes a call or closes a node that proposed nothing, and there are at most
     ``budget + 1`` nodes. ``dead_ends_avoided`` counts proposals that lost the game, less one when
-    the answer lost too. ``seed`` seeds the search's tie-breaks.
+    the answer lost too. ``seed`` seeds the search's tie-breaks. ``prior``: PUCT's prior from the
+    policy (uniform for the base policy) or from the critic's step scores (``MCTSConfig.prior``).
     """
     from prm_critic.langgraph import MCTSSearch, TextEnvExpand
 
@@ -254,7 +255,7 @@ def run_mcts(path: Game, rng: np.random.Generator, critic: BaseCritic, *, branch
         ex = TextEnvExpand(sim, policy, int(rng.integers(2**63)), step_text=step_text)
         search = MCTSSearch(ex, critic, branch_factor=branch_factor, max_depth=max_steps, policy_budget=budget,
                             max_iterations=max_iterations or 2 * budget + 1, exploration=exploration, aggregate=aggregate,
-                            selection=selection, seed=seed, is_terminal=ex.is_won, is_lost=ex.is_lost)
+                            selection=selection, seed=seed, is_terminal=ex.is_won, is_lost=ex.is_lost, prior=prior)
         out = search.invoke({"prompt": ex.prompt, "root": ex.root})
         st = out.state
         avoided = ex.lost - int(bool(st["lost"]))

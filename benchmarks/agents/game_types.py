@@ -11,7 +11,7 @@ the runs) the stages run the project's own command lines in this process, in ord
             (a head-only checkpoint; ``train_stats.json`` records the labels' SHA-256); skipped when
             that folder holds a PRM trained on the same labels, refused when on other labels.
 ``tune``    PRM MCTS on the first ``--tune-games`` tuning seeds for each setting of :data:`MCTS_GRID`
-            (exploration constant, value aggregation, expansion width, the policy's prior or none),
+            (exploration constant, value aggregation, expansion width, no prior, the PRM as the prior),
             the PRM's and the budget the beam's; the best success (then the fewest policy calls, then
             the grid's order) is written to ``benchmarks/agents/types/TYPE/mcts_tuning.json``.
 ``test``    ``run.py --type TYPE --split test`` for the rows of :data:`TEST_RUNS`: the base policy,
@@ -55,14 +55,17 @@ TEST_RUNS = (("prm_beam", "prm"), ("prm_beam", "random"), ("prm_beam", "constant
              ("prm_mcts", "prm"), ("prm_mcts", "random"), ("prm_mcts", "constant"))
 
 
-#: the MCTS settings tried on the tuning seeds (run.py --mcts-*): (exploration, aggregate, branch, selection)
-MCTS_GRID = ((1.0, "last", 2, "puct"), (0.5, "last", 2, "puct"), (2.0, "last", 2, "puct"), (1.0, "mean", 2, "puct"),
-             (1.0, "last", 3, "puct"), (1.0, "last", 2, "uct"))
+#: the MCTS settings tried on the tuning seeds (run.py --mcts-*): (exploration, aggregate, branch, selection, prior)
+MCTS_GRID = ((1.0, "last", 2, "puct", "policy"), (0.5, "last", 2, "puct", "policy"), (2.0, "last", 2, "puct", "policy"),
+             (1.0, "mean", 2, "puct", "policy"), (1.0, "last", 3, "puct", "policy"), (1.0, "last", 2, "uct", "policy"),
+             (1.0, "last", 2, "puct", "critic"))
+_FIELDS = ("exploration", "aggregate", "branch", "selection", "prior")
 
 
 def _mcts_args(setting) -> list[str]:
-    c, agg, b, sel = setting
-    return ["--mcts-exploration", str(c), "--mcts-aggregate", agg, "--mcts-branch", str(b), "--mcts-selection", sel]
+    c, agg, b, sel, prior = setting
+    return ["--mcts-exploration", str(c), "--mcts-aggregate", agg, "--mcts-branch", str(b), "--mcts-selection", sel,
+            "--mcts-prior", prior]
 
 
 def stage_tune(name: str, prm: Path, prm_tag: str, games: int) -> dict:
@@ -77,11 +80,11 @@ def stage_tune(name: str, prm: Path, prm_tag: str, games: int) -> dict:
     for setting in MCTS_GRID:
         run.main(["--type", name, "--split", "tune", "--seeds", f"{seeds[0]}-{seeds[-1]}", "--methods", "prm_mcts",
                   "--prm", str(prm), "--tag", prm_tag, *_mcts_args(setting)])
-        tag = run.MCTSSettings(setting[2], setting[0], setting[1], setting[3]).tag
+        tag = run.MCTSSettings(setting[2], setting[0], setting[1], setting[3], setting[4]).tag
         from prm_critic.text.envs import parse_env_spec
 
         res = load_results(out, seeds, parse_env_spec(t.env).tag).get("+".join(["prm_mcts", prm_tag, *([tag] if tag else [])]), [])
-        rows.append({"setting": dict(zip(("exploration", "aggregate", "branch", "selection"), setting)), "tag": tag,
+        rows.append({"setting": dict(zip(_FIELDS, setting)), "tag": tag,
                      "episodes": len(res), "success": sum(r["won"] for r in res) / max(len(res), 1),
                      "policy_calls": sum(r["policy_calls"] for r in res) / max(len(res), 1)})
     best = max(range(len(rows)), key=lambda i: (rows[i]["success"], -rows[i]["policy_calls"], -i))
@@ -99,7 +102,7 @@ def tuned_setting(name: str):
         return None
     chosen = json.loads(f.read_text())["chosen"]
     s = chosen["setting"]
-    return None if not chosen["tag"] else (s["exploration"], s["aggregate"], s["branch"], s["selection"])
+    return None if not chosen["tag"] else tuple(s[k] for k in _FIELDS)
 
 
 def _seeds(r: range) -> str:

@@ -53,7 +53,8 @@ under ``benchmarks/agents/results/types/NAME/SPLIT`` and records ``type`` and ``
         --prm benchmarks/agents/prms/twx-coin --tag twx-coin
     python benchmarks/agents/run.py --type twx-coin --split test --methods prm_beam,prm_mcts --critic random
 
-MCTS settings (``--mcts-exploration``, ``--mcts-aggregate``, ``--mcts-branch``, ``--mcts-selection``)
+MCTS settings (``--mcts-exploration``, ``--mcts-aggregate``, ``--mcts-branch``, ``--mcts-selection``,
+``--mcts-prior``)
 are recorded in each prm_mcts result, and non-default ones tag its row (``prm_mcts+PRM+c2-mean-b3-puct``,
 ``prm_mcts+random+c2-mean-b3-puct``); tune them on ``--split tune`` only.
 
@@ -156,19 +157,22 @@ MCTS_BUDGET = 160
 @dataclass(frozen=True)
 class MCTSSettings:
     """prm_mcts's knobs (``--mcts-*``): expansion width, exploration constant, value aggregation,
-    selection rule (``"puct"`` uses the policy's prior, ``"uct"`` none)."""
+    selection rule (``"puct"`` uses a prior, ``"uct"`` none), the prior's source (``"policy"``:
+    uniform for the base policy; ``"critic"``: the PRM's step scores)."""
 
     branch: int = 2
     exploration: float = 1.0
     aggregate: str = "last"
     selection: str = "puct"
+    prior: str = "policy"
 
     @property
     def tag(self) -> str:
         """The rows' tag of non-default settings (``""`` for the defaults), e.g. ``c2-mean-b3-uct``."""
         if self == MCTSSettings():
             return ""
-        return f"c{self.exploration:g}-{self.aggregate}-b{self.branch}-{self.selection}"
+        tag = f"c{self.exploration:g}-{self.aggregate}-b{self.branch}-{self.selection}"
+        return tag + ("" if self.prior == "policy" else f"-{self.prior}prior")
 
 
 def run_one(method: str, path, rng: np.random.Generator, max_steps: int, critic=None,
@@ -192,7 +196,7 @@ def run_one(method: str, path, rng: np.random.Generator, max_steps: int, critic=
     elif method == "prm_mcts":
         r = run_mcts(path, rng, critic, branch_factor=mcts.branch, max_steps=max_steps, budget=mcts_budget,
                      aggregate=mcts.aggregate, exploration=mcts.exploration, selection=mcts.selection, seed=seed,
-                     policy=policy)
+                     policy=policy, prior=mcts.prior)
     elif method == "gold":
         r = run_gold(path, rng, max_steps=max_steps)
     else:
@@ -235,7 +239,9 @@ def main(argv=None) -> int:
     ap.add_argument("--mcts-aggregate", default=MCTSSettings.aggregate, choices=sorted(AGGREGATES),
                     help="prm_mcts: how a path's step scores become its value")
     ap.add_argument("--mcts-selection", default=MCTSSettings.selection, choices=("puct", "uct"),
-                    help="prm_mcts: puct (the policy's prior) or uct (no prior)")
+                    help="prm_mcts: puct (a prior) or uct (no prior)")
+    ap.add_argument("--mcts-prior", default=MCTSSettings.prior, choices=("policy", "critic"),
+                    help="prm_mcts with puct: the prior from the policy (uniform here) or the PRM's step scores")
     ap.add_argument("--env", default=None,
                     help="games: an environment spec, one game per seed, e.g. 'twx:coin', 'twx:cookingworld', "
                          "'textworld:tw-treasure_hunter?level=5' (default: TextWorld cooking, --recipe/--take)")
@@ -270,7 +276,7 @@ def main(argv=None) -> int:
             a.md, a.png = f"{a.out}/table.md", None
     else:
         seeds = parse_seeds(a.seeds or "1000-1007")
-    mcts = MCTSSettings(a.mcts_branch, a.mcts_exploration, a.mcts_aggregate, a.mcts_selection)
+    mcts = MCTSSettings(a.mcts_branch, a.mcts_exploration, a.mcts_aggregate, a.mcts_selection, a.mcts_prior)
     if a.mcts_budget < 1:
         raise SystemExit(f"--mcts-budget: expected an int >= 1, got {a.mcts_budget}")
     if a.env is not None and (a.recipe is not None or a.take is not None):

@@ -19,7 +19,8 @@ prior ``P`` and PRM path value ``v``. One ``iterate`` is one simulation:
    on a *copy* of the env state, and returns ``[(step_text, next_env_state), ...]``; a third item
    per proposal is the policy's prior (on all proposals or none). The prior of child ``c`` is
    ``P(c) = prior_c / sum prior`` or, where the policy gives none, uniform ``1 / n`` over the ``n``
-   proposals. Each proposal is one policy call.
+   proposals; with ``prior="critic"``, ``P(c) = s_c / sum s`` over the siblings' step scores (the
+   PRM as a prior too). Each proposal is one policy call.
 3. **Evaluate** with the PRM: one critic batch scores the new steps ``TextStep(prompt, history,
    step)`` (one critic call each); a child's value is its path score
    ``v(c) = aggregate([s_1, ..., s_t, s_c], how)`` with ``s`` the ``head`` score (default
@@ -101,6 +102,8 @@ __all__ = ["MCTSConfig", "MCTSSearch", "MCTSState", "build_mcts_graph", "mcts_se
 
 STOP_REASONS = ("solved", "budget", "exhausted", "max_iterations", "recursion_limit")
 SELECTIONS = ("puct", "uct")
+#: where PUCT's prior ``P(c)`` comes from (:class:`MCTSConfig`'s ``prior``)
+PRIORS = ("policy", "critic")
 #: super-steps one more iteration needs (1), plus the one LangGraph needs after it
 MIN_REMAINING_STEPS = 2
 
@@ -127,6 +130,9 @@ class MCTSConfig:
         is_lost: ``is_lost(env_state) -> bool``, true when the game is over and lost (``None``: the
             environment tells nothing). A lost child scores 0, is closed, and is never the answer.
         seed: seeds the tie-breaks of selection (an int in ``[0, 2**32)``).
+        prior: PUCT's prior ``P(c)``: ``"policy"`` (the policy's priors, else uniform) or
+            ``"critic"`` (the children's step scores from the critic, normalised over the siblings;
+            uniform when they are all 0): the PRM as a prior as well as a value.
 
     Checked once, in field order, each bad value with one error naming the field, the value and
     what was expected; ints and floats are normalised.
@@ -144,6 +150,7 @@ class MCTSConfig:
     is_terminal: Callable[[Any], bool] | None = None
     seed: int = 0
     is_lost: Callable[[Any], bool] | None = None
+    prior: str = "policy"
 
     def __post_init__(self) -> None:
         fix: dict[str, Any] = {
@@ -156,6 +163,7 @@ class MCTSConfig:
             "exploration": validate.check_number("exploration", self.exploration, low=0.0),
             "aggregate": validate.check_choice("aggregate", self.aggregate, sorted(AGGREGATES)),
             "head": check_head(self.head),
+            "prior": validate.check_choice("prior", self.prior, PRIORS),
         }
         if self.is_terminal is not None and not callable(self.is_terminal):
             raise validate.ArgumentError(f"is_terminal: expected a callable is_terminal(env_state) -> bool or None, "
@@ -260,6 +268,14 @@ def _priors(proposals: Sequence[tuple[str, Any, float | None]]) -> list[float]:
     return [1.0 / len(proposals)] * len(proposals) if proposals else []
 
 
+def _critic_priors(scores: Sequence[float]) -> list[float]:
+    """The siblings' step scores normalised to sum 1 (uniform when they are all 0)."""
+    total = float(sum(max(float(s), 0.0) for s in scores))
+    if total <= 0.0:
+        return [1.0 / len(scores)] * len(scores) if len(scores) else []
+    return [max(float(s), 0.0) / total for s in scores]
+
+
 def _grow(nodes: Sequence[dict], leaf: int, proposals: Sequence[tuple[str, Any, float | None]],
           scores: Sequence[float], cfg: MCTSConfig) -> tuple[list[dict], list[int]]:
     """The tree after expanding ``leaf`` with the scored proposals and backing their values up.
@@ -269,7 +285,8 @@ def _grow(nodes: Sequence[dict], leaf: int, proposals: Sequence[tuple[str, Any, 
     tree = list(nodes)
     parent = tree[leaf]
     new_ids = []
-    for (text, env_state, _), s, prior in zip(proposals, scores, _priors(proposals)):
+    priors = _priors(proposals) if cfg.prior == "policy" else _critic_priors(scores)
+    for (text, env_state, _), s, prior in zip(proposals, scores, priors):
         terminal = bool(cfg.is_terminal(env_state)) if cfg.is_terminal is not None else False
         lost = not terminal and cfg.is_lost is not None and bool(cfg.is_lost(env_state))
         # the environment's outcome overrides the critic's score of the step
