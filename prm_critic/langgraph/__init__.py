@@ -1,14 +1,19 @@
 """LangGraph / LangChain integration of step critics.
 
-* :class:`StepCriticNode` + :func:`route_after_critic` / :func:`critic_router` (after the critic)
-  and :func:`route_after_agent` / :func:`agent_router` (after the agent): a critic node for
-  hand-built ``StateGraph`` agents (records, custom stream events, retry / end / backtrack, and an
-  end before ``recursion_limit`` instead of ``GraphRecursionError``).
+* :class:`StepCriticNode` with its routers ``node.router()`` (after the critic) and
+  ``node.agent_router()`` (after the agent): a critic node for hand-built ``StateGraph`` agents
+  (records, custom stream events, retry / end / backtrack, and an end before ``recursion_limit``
+  instead of ``GraphRecursionError``). The module-level ``route_after_critic``, ``critic_router``,
+  ``route_after_agent`` and ``agent_router`` are deprecated spellings of those routers.
 * :class:`PRMBestOfNMiddleware`, :class:`PRMStepScoringMiddleware`: middleware for langchain v1
   ``create_agent`` (best-of-N tool calls before any tool runs; scoring executed steps).
-* :func:`build_beam_search_graph`: critic-guided beam search over a forkable tool environment.
-* :class:`MCTSSearch` (:class:`MCTSConfig`, :func:`build_mcts_graph`): Monte Carlo tree search with
-  the critic's step scores as values (PUCT/UCT) over the same forkable environments.
+* The searches over a forkable tool environment, one shape: a ``Runnable`` built from ``(expand,
+  critic, config)`` whose ``invoke`` / ``ainvoke`` return a :class:`SearchResult`, budgets
+  ``policy_budget`` / ``critic_budget``:
+  :class:`BeamSearch` (:class:`BeamConfig`, :func:`build_beam_search_graph`): critic-guided beam
+  search; :class:`MCTSSearch` (:class:`MCTSConfig`, :func:`build_mcts_graph`): Monte Carlo tree
+  search with the critic's step scores as values (PUCT/UCT). The registry (:func:`get_search`,
+  :func:`register_search`, :class:`SearchKind`, :func:`searches`) names them ``"beam"`` and ``"mcts"``.
 * :class:`TextEnvExpand`: the searches' ``expand`` over a forkable text environment
   (:mod:`prm_critic.text.envs`: TextWorld, TextWorldExpress, your own).
 * ``search`` (:class:`SearchBudget`, :class:`SearchResult`): what the searches share -- the
@@ -20,6 +25,7 @@ Needs the ``agents`` extra (``pip install "prm-critic[agents]"``); importing thi
 it raises an ImportError naming that command.
 """
 
+from prm_critic import _deprecation
 from prm_critic._optional import require as _require
 
 _require("langgraph", "agents")
@@ -27,9 +33,12 @@ _require("langchain", "agents")
 
 from prm_critic.langgraph._common import format_tool_call, render_steps  # noqa: E402
 from prm_critic.langgraph.backtrack import BacktrackResult, CheckpointBacktracker, backtrack_to_best  # noqa: E402
-from prm_critic.langgraph.search import SearchBudget, SearchResult  # noqa: E402
-from prm_critic.langgraph.beam import BeamState, beam_search_result, build_beam_search_graph  # noqa: E402
+from prm_critic.langgraph.search import GraphSearch, SearchBudget, SearchResult  # noqa: E402
+from prm_critic.langgraph.beam import (  # noqa: E402
+    BeamConfig, BeamSearch, BeamState, beam_search_result, build_beam_search_graph,
+)
 from prm_critic.langgraph.mcts import MCTSConfig, MCTSSearch, MCTSState, build_mcts_graph, mcts_search_result  # noqa: E402
+from prm_critic.langgraph.registry import SearchKind, get_search, register_search, searches, unregister_search  # noqa: E402
 from prm_critic.langgraph.text_env import TextEnvExpand  # noqa: E402
 from prm_critic.langgraph.middleware import (  # noqa: E402
     BestOfNState,
@@ -37,28 +46,19 @@ from prm_critic.langgraph.middleware import (  # noqa: E402
     PRMStepScoringMiddleware,
     StepScoresState,
 )
-from prm_critic.langgraph.node import (  # noqa: E402
-    CriticState,
-    StepCriticNode,
-    add_step_records,
-    agent_router,
-    critic_router,
-    route_after_agent,
-    route_after_critic,
-)
+from prm_critic.langgraph import node as _node  # noqa: E402
+from prm_critic.langgraph.node import CriticState, StepCriticNode, add_step_records  # noqa: E402
 
 __all__ = [
     "StepCriticNode",
     "CriticState",
     "add_step_records",
-    "route_after_critic",
-    "critic_router",
-    "route_after_agent",
-    "agent_router",
     "PRMBestOfNMiddleware",
     "PRMStepScoringMiddleware",
     "BestOfNState",
     "StepScoresState",
+    "BeamSearch",
+    "BeamConfig",
     "build_beam_search_graph",
     "BeamState",
     "beam_search_result",
@@ -70,9 +70,17 @@ __all__ = [
     "TextEnvExpand",
     "SearchBudget",
     "SearchResult",
+    "GraphSearch",
+    "SearchKind",
+    "get_search",
+    "register_search",
+    "unregister_search",
+    "searches",
     "CheckpointBacktracker",
     "BacktrackResult",
     "backtrack_to_best",
     "format_tool_call",
     "render_steps",
 ]
+
+__getattr__ = _deprecation.module_getattr(__name__, _node.OLD_ROUTERS)  # the deprecated router spellings

@@ -1,11 +1,13 @@
-"""Critic-guided beam search as a LangGraph ``StateGraph`` (returned uncompiled).
+"""Critic-guided beam search over a forkable tool environment: :class:`BeamSearch` (a ``Runnable``
+returning a :class:`~prm_critic.langgraph.search.SearchResult`, configured by :class:`BeamConfig`)
+and its LangGraph ``StateGraph`` (:func:`build_beam_search_graph`, uncompiled).
 
 Graph::
 
     START -> init -(Send x beam)-> expand -> prune -(Send x beam | END)-> expand ...
 
 * ``expand`` (one Send per beam item, run in parallel): ``expand(env_state, history, k)`` -- your
-  callable -- proposes up to ``k = min(branch_factor, budget left)`` next steps, each by calling a
+  callable -- proposes up to ``k = min(branch_factor, calls left)`` next steps, each by calling a
   policy/model and executing the tool on a *copy* of the forkable env state, and returns
   ``[(step_text, next_env_state), ...]``. Each proposal counts as one policy call. Candidates are
   collected by a reducer (``operator.add``), as is every key parallel branches write.
@@ -34,8 +36,8 @@ Graph::
   behaviour) ends the search with ``stop_reason="dead_ends"``. With ``dead_end_mode="relative"``
   the best candidate always survives (its score is >= ``threshold * itself``).
 
-Stops (``stop_reason``, first that applies): ``"solved"``, ``"budget"`` (policy calls used
-``>= budget``), ``"no_proposals"`` (``expand`` proposed nothing for any beam item: the beam is
+Stops (``stop_reason``, first that applies): ``"solved"``, ``"budget"`` (calls used reached
+``policy_budget`` or ``critic_budget``), ``"no_proposals"`` (``expand`` proposed nothing for any beam item: the beam is
 empty), ``"dead_ends"`` (every candidate was a dead end and ``on_all_pruned="stop"``),
 ``"max_depth"`` or ``"recursion_limit"``: one more expand -> prune round needs 2 super-steps and
 LangGraph's last node must still see ``RemainingSteps >= 1``, so ``init`` and ``prune`` stop when
@@ -51,10 +53,12 @@ Every prune also streams a custom event ``{"type": "prm_beam_prune", "depth", "c
 "cut", "all_pruned", "all_pruned_kept_best", "pruned_dead_end", "pruned_lost", "pruned_beam",
 "policy_calls", "stop_reason"}``.
 The shared :class:`~prm_critic.langgraph.search.SearchResult` of a finished run is
-:func:`beam_search_result` ``(final_state, events)``; the policy-call budget is checked by
-the shared :class:`~prm_critic.langgraph.search.SearchBudget` (``BeamConfig.guard``).
+:func:`beam_search_result` ``(final_state, events)`` (what :class:`BeamSearch` returns); the call
+budgets are checked by the shared :class:`~prm_critic.langgraph.search.SearchBudget`
+(``BeamConfig.guard``; each proposal is scored once, so critic calls equal policy calls).
 Input: ``{"prompt": str, "root": initial env state}``. Env states are stored in the graph state,
-so with a checkpointer they must be serializable (plain data).
+so with a checkpointer they must be serializable (plain data). In async runs (``ainvoke``,
+``astream``) an async ``expand`` is awaited and the critic called with ``ascore``.
 
 Determinism: the search itself draws nothing at random. The ``expand`` branches of one depth run
 in parallel threads, in an order that changes from run to run, but their candidates reach ``prune``
@@ -69,28 +73,35 @@ last bits across machines and thread counts, which can reorder near-ties.
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import operator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Any, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Annotated, Any, Callable, Mapping, Sequence
 
 from typing_extensions import TypedDict
 
+from prm_critic import _deprecation, validate
 from prm_critic.aggregate import AGGREGATES, aggregate as _aggregate
-from prm_critic.critic import BaseCritic
-from prm_critic.langgraph._common import (
-    check_choice, check_critic, check_head, check_int, check_prob, lg, score_text_steps,
+from prm_critic.critic import BaseCritic, StepScores
+from prm_critic.langgraph._common import ascore_text_steps, check_critic, check_head, check_prob, lg, score_text_steps
+from prm_critic.langgraph.search import (
+    GraphSearch, SearchBudget, SearchResult, check_input, check_proposals, emit_event, too_few_steps,
 )
-from prm_critic.langgraph.search import SearchBudget, SearchResult, check_proposals, emit_event, too_few_steps
 from prm_critic.text.steps import TextStep
 
 _graph = lg("langgraph.graph")
 _types = lg("langgraph.types")
 if TYPE_CHECKING:
+    from langchain_core.runnables import RunnableLambda
     from langgraph.managed import RemainingSteps
 else:  # through require(), so a missing package names the extra to install
     RemainingSteps = lg("langgraph.managed").RemainingSteps
+    RunnableLambda = lg("langchain_core.runnables").RunnableLambda
 
-__all__ = ["build_beam_search_graph", "BeamState", "beam_search_result"]
+__all__ = ["BeamSearch", "BeamConfig", "build_beam_search_graph", "BeamState", "beam_search_result"]
+
+Expand = Callable[[Any, tuple, int], Any]
 
 STOP_REASONS = ("solved", "dead_ends", "no_proposals", "max_depth", "budget", "recursion_limit")
 #: stops where the search ran out of candidates before ``max_depth`` and any limit
@@ -136,117 +147,121 @@ class ExpandInput(TypedDict):
     k: int
 
 
-def build_beam_search_graph(
-    expand: Callable[[Any, tuple[str, ...], int], Sequence[tuple[str, Any]]],
-    critic: BaseCritic,
-    *,
-    beam_width: int = 3,
-    branch_factor: int = 3,
-    max_depth: int = 8,
-    dead_end_threshold: float = 0.2,
-    budget: int | None = None,
-    is_terminal: Callable[[Any], bool] | None = None,
-    aggregate: str = "min",
-    head: str = "success",
-    dead_end_mode: str = "absolute",
-    on_all_pruned: str = "keep_best",
-    is_lost: Callable[[Any], bool] | None = None,
-):
-    """Build (uncompiled) a critic-guided beam search over a forkable tool environment.
+@dataclass(frozen=True)
+class BeamConfig:
+    """The checked parameters of :class:`BeamSearch` / :func:`build_beam_search_graph`.
 
-    Args:
-        expand: ``expand(env_state, history, k) -> [(step_text, next_env_state), ...]`` with at
-            most ``k`` items; must not mutate ``env_state`` (fork it).
-        critic: a text :class:`~prm_critic.BaseCritic`.
+    Attributes:
         beam_width: paths kept after each prune (``>= 1``; 1 is greedy search).
         branch_factor: proposals asked per beam item per depth (``>= 1``).
-        max_depth: maximum number of steps in a path.
+        max_depth: steps in a path at most (``>= 1``).
         dead_end_threshold: in [0, 1]: drop a candidate whose newest step scores below the cut
             (``dead_end_mode``).
-        budget: maximum policy calls (proposals) in total; ``None``: unlimited.
-        is_terminal: ``is_terminal(env_state) -> bool``, true when the task is solved
-            (``None``: never; the search then runs to depth/budget and reports ``best``).
-        aggregate: how path scores combine step scores: ``"min"``, ``"product"``, ``"last"``,
-            ``"mean"``.
-        head: the critic score used (``"success"`` or ``"progress"``).
-        dead_end_mode: ``"absolute"``: the cut is ``dead_end_threshold``; ``"relative"``: the cut
-            is ``dead_end_threshold`` times the best newest-step score among this depth's
-            candidates (a threshold that follows the critic's scale).
+        policy_budget: policy calls (proposals) in total; ``None``: unlimited.
+        critic_budget: critic calls (scored steps) in total; ``None``: unlimited (the beam scores
+            each proposal once, so it limits the same count as ``policy_budget``).
+        is_terminal: ``is_terminal(env_state) -> bool``, true when the task is solved (``None``:
+            never; the search then runs to depth or budget and reports ``best``).
+        aggregate: how path scores combine step scores: ``"min"``, ``"product"``, ``"last"``, ``"mean"``.
+        head: the critic score used (``"success"``, ``"progress"`` or a name in ``StepScores.extra``).
+        dead_end_mode: ``"absolute"``: the cut is ``dead_end_threshold``; ``"relative"``: it is
+            ``dead_end_threshold`` times the best newest-step score among this depth's candidates
+            (a threshold that follows the critic's scale).
         on_all_pruned: when every candidate of a depth is under the cut: ``"keep_best"`` keeps the
             best one not lost and reports it (``all_pruned_kept_best``); ``"stop"`` ends with
             ``stop_reason="dead_ends"``.
         is_lost: ``is_lost(env_state) -> bool``, true when the game is over and lost (``None``: the
             environment tells nothing; then the critic alone judges). A lost candidate scores 0 and
             is never kept (module doc).
+        budget: deprecated name of ``policy_budget`` (warns; refused together with it).
 
-    Returns:
-        an uncompiled ``StateGraph``; compile it with your checkpointer, invoke with
-        ``{"prompt": ..., "root": env_state}`` and a ``recursion_limit`` above ``2 * max_depth + 2``.
+    Checked once, in field order, each bad value with one error naming the field, the value and
+    what was expected; ints and the threshold are normalised.
     """
-    if not callable(expand):
-        raise TypeError(f"expand: expected a callable expand(env_state, history, k), got {type(expand).__name__} {expand!r}")
-    critic = check_critic(critic)
-    cfg = BeamConfig(beam_width=beam_width, branch_factor=branch_factor, max_depth=max_depth,
-                     dead_end_threshold=dead_end_threshold, budget=budget, is_terminal=is_terminal,
-                     aggregate=aggregate, head=head, dead_end_mode=dead_end_mode, on_all_pruned=on_all_pruned,
-                     is_lost=is_lost)
-    return _wire_beam_graph(_beam_init, _make_expand_node(expand), _make_prune_node(critic, cfg), _make_fan_out(cfg))
-
-
-@dataclass(frozen=True)
-class BeamConfig:
-    """The checked search parameters of :func:`build_beam_search_graph` (its arguments of the same
-    names), passed whole to the graph's nodes. Checked in field order; ints and the threshold are
-    normalised."""
 
     beam_width: int = 3
     branch_factor: int = 3
     max_depth: int = 8
     dead_end_threshold: float = 0.2
-    budget: int | None = None
+    policy_budget: int | None = None
+    critic_budget: int | None = None
     is_terminal: Callable[[Any], bool] | None = None
     aggregate: str = "min"
     head: str = "success"
     dead_end_mode: str = "absolute"
     on_all_pruned: str = "keep_best"
     is_lost: Callable[[Any], bool] | None = None
+    budget: int | None = None
 
     def __post_init__(self) -> None:
         fix: dict[str, object] = {
-            "beam_width": check_int("beam_width", self.beam_width, minimum=1),
-            "branch_factor": check_int("branch_factor", self.branch_factor, minimum=1),
-            "max_depth": check_int("max_depth", self.max_depth, minimum=1),
+            "beam_width": validate.check_int("beam_width", self.beam_width, minimum=1),
+            "branch_factor": validate.check_int("branch_factor", self.branch_factor, minimum=1),
+            "max_depth": validate.check_int("max_depth", self.max_depth, minimum=1),
             "dead_end_threshold": check_prob("dead_end_threshold", self.dead_end_threshold),
-            "budget": check_int("budget", self.budget, minimum=1, allow_none=True),
+            "policy_budget": validate.check_int("policy_budget", self.policy_budget, minimum=1, allow_none=True),
+            "critic_budget": validate.check_int("critic_budget", self.critic_budget, minimum=1, allow_none=True),
         }
-        if self.is_terminal is not None and not callable(self.is_terminal):
-            raise TypeError(f"is_terminal: expected a callable is_terminal(env_state) -> bool or None, "
-                            f"got {self.is_terminal!r}")
-        if self.aggregate not in AGGREGATES:
-            raise ValueError(f"aggregate: expected one of {sorted(AGGREGATES)}, got {self.aggregate!r}")
-        if self.is_lost is not None and not callable(self.is_lost):
-            raise TypeError(f"is_lost: expected a callable is_lost(env_state) -> bool or None, got {self.is_lost!r}")
+        for name in ("is_terminal", "is_lost"):
+            if getattr(self, name) is not None and not callable(getattr(self, name)):
+                raise validate.ArgumentError(f"{name}: expected a callable {name}(env_state) -> bool or None, "
+                                             f"got {getattr(self, name)!r}")
+        fix["aggregate"] = validate.check_choice("aggregate", self.aggregate, sorted(AGGREGATES))
         fix["head"] = check_head(self.head)
-        fix["dead_end_mode"] = check_choice("dead_end_mode", self.dead_end_mode, DEAD_END_MODES)
-        fix["on_all_pruned"] = check_choice("on_all_pruned", self.on_all_pruned, ON_ALL_PRUNED)
+        fix["dead_end_mode"] = validate.check_choice("dead_end_mode", self.dead_end_mode, DEAD_END_MODES)
+        fix["on_all_pruned"] = validate.check_choice("on_all_pruned", self.on_all_pruned, ON_ALL_PRUNED)
+        if self.budget is not None:
+            _deprecation.warn("BeamConfig(budget=...) / build_beam_search_graph(budget=...) is deprecated: pass "
+                              "policy_budget= (the budget vocabulary every search shares)", stacklevel=3)
+            fix["budget"] = validate.check_int("budget", self.budget, minimum=1, allow_none=True)
+            if self.policy_budget is not None:
+                raise validate.ArgumentError(f"budget: the deprecated name of policy_budget, given together with "
+                                             f"it (budget={self.budget!r}, policy_budget={self.policy_budget!r})")
+            fix["policy_budget"] = fix["budget"]
         for name, value in fix.items():
             object.__setattr__(self, name, value)
 
     @property
     def guard(self) -> SearchBudget:
-        """The shared budget guard: ``budget`` limits policy calls (each proposal is scored once,
-        so critic calls equal policy calls)."""
-        return SearchBudget(policy_calls=self.budget)
+        """The shared budget guard of ``policy_budget`` and ``critic_budget``."""
+        return SearchBudget(policy_calls=self.policy_budget, critic_calls=self.critic_budget)
+
+
+def build_beam_search_graph(expand: Expand, critic: BaseCritic, config: BeamConfig | None = None, **params: Any):
+    """Build (uncompiled) the beam-search graph of the module doc (:class:`BeamSearch` runs it for you).
+
+    Args:
+        expand: ``expand(env_state, history, k) -> [(step_text, next_env_state), ...]`` with at
+            most ``k`` items; must not mutate ``env_state`` (fork it).
+        critic: a text :class:`~prm_critic.BaseCritic`.
+        config: a :class:`BeamConfig`; or pass its fields as keyword arguments (not both).
+
+    Returns:
+        an uncompiled ``StateGraph``; compile it with your checkpointer, invoke with
+        ``{"prompt": ..., "root": env_state}`` and a ``recursion_limit`` above ``2 * max_depth + 2``;
+        :func:`beam_search_result` turns its final state into a ``SearchResult``.
+    """
+    if not callable(expand):
+        raise TypeError(f"expand: expected a callable expand(env_state, history, k), got {type(expand).__name__} {expand!r}")
+    critic = check_critic(critic)
+    cfg = BeamSearch.make_config(config, **params)
+    expand_node, prune = _Expand(expand), _Prune(critic, cfg)
+    builder = _graph.StateGraph(BeamState)
+    builder.add_node("init", _beam_init)
+    builder.add_node("expand", RunnableLambda(expand_node, afunc=expand_node.acall, name="expand"))
+    builder.add_node("prune", RunnableLambda(prune, afunc=prune.acall, name="prune"))
+    builder.add_edge(_graph.START, "init")
+    fan_out = _make_fan_out(cfg)
+    builder.add_conditional_edges("init", fan_out, ["expand", _graph.END])
+    builder.add_edge("expand", "prune")
+    builder.add_conditional_edges("prune", fan_out, ["expand", _graph.END])
+    return builder
 
 
 def _beam_init(state: BeamState) -> dict:
     """The ``init`` node: check the input and start the beam at the root env state."""
     Overwrite = _types.Overwrite
-    if "root" not in state:
-        raise KeyError("root: the input must hold the initial env state under 'root' (and the task under 'prompt')")
-    prompt = state.get("prompt", "")
-    if not isinstance(prompt, str):
-        raise TypeError(f"prompt: expected str, got {type(prompt).__name__} {prompt!r}")
+    prompt = check_input(state)
     root = {"steps": [], "step_scores": [], "score": 1.0, "state": state["root"], "terminal": False}
     return {
         "prompt": prompt,
@@ -264,26 +279,46 @@ def _beam_init(state: BeamState) -> dict:
     }
 
 
-def _make_expand_node(expand):
-    """The ``expand`` node: ask ``expand`` for up to ``k`` proposals from one beam item."""
+class _Expand:
+    """The ``expand`` node (sync and async): ask ``expand`` for up to ``k`` proposals from one beam item."""
 
-    def expand_node(inp: ExpandInput) -> dict:
+    def __init__(self, expand: Expand):
+        self.expand = expand
+
+    def __call__(self, inp: ExpandInput) -> dict:
         item, k = inp["item"], inp["k"]
-        proposals = check_proposals(expand(item["state"], tuple(item["steps"]), k), k)
-        cands = []
-        for text, next_state, _ in proposals:
-            cands.append({"steps": list(item["steps"]) + [text], "step_scores": list(item["step_scores"]),
-                          "state": next_state, "terminal": False})
-        return {"candidates": cands, "policy_calls": len(proposals)}
+        raw = self.expand(item["state"], tuple(item["steps"]), k)
+        if inspect.isawaitable(raw):
+            if inspect.iscoroutine(raw):
+                raw.close()
+            raise TypeError("expand: returned an awaitable (an async expand); run the search with ainvoke / "
+                            "astream, or pass a sync expand")
+        return self._candidates(item, raw, k)
 
-    return expand_node
+    async def acall(self, inp: ExpandInput) -> dict:
+        """The node in async runs: awaits an async ``expand`` (a sync one runs in a worker thread)."""
+        item, k = inp["item"], inp["k"]
+        if inspect.iscoroutinefunction(self.expand):
+            raw = await self.expand(item["state"], tuple(item["steps"]), k)
+        else:
+            raw = await asyncio.to_thread(self.expand, item["state"], tuple(item["steps"]), k)
+            if inspect.isawaitable(raw):
+                raw = await raw
+        return self._candidates(item, raw, k)
+
+    @staticmethod
+    def _candidates(item: dict, raw: Any, k: int) -> dict:
+        proposals = check_proposals(raw, k)
+        cands = [{"steps": list(item["steps"]) + [text], "step_scores": list(item["step_scores"]),
+                  "state": next_state, "terminal": False} for text, next_state, _ in proposals]
+        return {"candidates": cands, "policy_calls": len(proposals)}
 
 
 def _beam_stop_reason(state, cfg: BeamConfig, *, solved, beam, proposed, depth, used) -> str:
     """The first stop reason that applies after a prune (``""``: keep searching)."""
     if solved:
         return "solved"
-    if cfg.guard.spent(policy_used=used):
+    if cfg.guard.spent(used, used):  # each proposal is scored once: critic calls == policy calls
         return "budget"
     if not beam:
         return "dead_ends" if proposed else "no_proposals"
@@ -294,23 +329,37 @@ def _beam_stop_reason(state, cfg: BeamConfig, *, solved, beam, proposed, depth, 
     return ""
 
 
-def _make_prune_node(critic, cfg: BeamConfig):
-    """The ``prune`` node: score the new candidates in one batch and keep the best ``cfg.beam_width``."""
-    Overwrite = _types.Overwrite
-    is_terminal, dead_end_threshold = cfg.is_terminal, cfg.dead_end_threshold
+class _Prune:
+    """The ``prune`` node (sync and async): score the new candidates in one batch and keep the best
+    ``cfg.beam_width``."""
 
-    def prune(state: BeamState) -> dict:
+    def __init__(self, critic: BaseCritic, cfg: BeamConfig):
+        self.critic, self.cfg = critic, cfg
+
+    def _steps(self, state: BeamState) -> tuple[list[dict], list[TextStep]]:
         cands = list(state.get("candidates") or [])
         prompt = state.get("prompt", "")
+        return cands, [TextStep(prompt, tuple(c["steps"][:-1]), c["steps"][-1]) for c in cands]
+
+    def __call__(self, state: BeamState) -> dict:
+        cands, steps = self._steps(state)
+        scores = score_text_steps(self.critic, steps, head=self.cfg.head) if steps else None
+        return self._finish(state, cands, scores)
+
+    async def acall(self, state: BeamState) -> dict:
+        """The node in async runs: the critic is called with ``ascore``."""
+        cands, steps = self._steps(state)
+        scores = await ascore_text_steps(self.critic, steps, head=self.cfg.head) if steps else None
+        return self._finish(state, cands, scores)
+
+    def _finish(self, state: BeamState, cands: list[dict], step_scores: StepScores | None) -> dict:
+        """Prune and rank the scored candidates, decide whether to stop, emit the depth's event."""
+        Overwrite, cfg = _types.Overwrite, self.cfg
+        new: Any = [] if step_scores is None else step_scores.get(cfg.head)
         depth = int(state.get("depth", 0)) + 1
-        if cands:
-            steps = [TextStep(prompt, tuple(c["steps"][:-1]), c["steps"][-1]) for c in cands]
-            new: Iterable[float] = score_text_steps(critic, steps, head=cfg.head).get(cfg.head)
-        else:
-            new = []
         scored = []
         for c, s in zip(cands, new):
-            terminal = bool(is_terminal(c["state"])) if is_terminal is not None else False
+            terminal = bool(cfg.is_terminal(c["state"])) if cfg.is_terminal is not None else False
             lost = not terminal and cfg.is_lost is not None and bool(cfg.is_lost(c["state"]))
             # the environment's outcome overrides the critic's score of the step
             ss = c["step_scores"] + [1.0 if terminal else 0.0 if lost else float(s)]
@@ -320,9 +369,9 @@ def _make_prune_node(critic, cfg: BeamConfig):
         n_lost = sum(c["lost"] for c in scored)
         open_ = [c for c in scored if not c["terminal"]]
         playable = [c for c in open_ if not c["lost"]]  # a lost game is a dead end whatever its score
-        cut = dead_end_threshold
+        cut = cfg.dead_end_threshold
         if cfg.dead_end_mode == "relative" and playable:
-            cut = dead_end_threshold * max(c["step_scores"][-1] for c in playable)
+            cut = cfg.dead_end_threshold * max(c["step_scores"][-1] for c in playable)
         alive = [c for c in playable if c["step_scores"][-1] >= cut]
         all_pruned = bool(open_) and not alive
         kept_best = all_pruned and bool(playable) and not solved and cfg.on_all_pruned == "keep_best"
@@ -358,11 +407,9 @@ def _make_prune_node(critic, cfg: BeamConfig):
                     "stop_reason": reason})
         return out
 
-    return prune
-
 
 def _make_fan_out(cfg: BeamConfig):
-    """The router after ``init``/``prune``: one ``Send`` per beam item within the budget, or ``END``."""
+    """The router after ``init``/``prune``: one ``Send`` per beam item within the budgets, or ``END``."""
     Send = _types.Send
     branch_factor, guard = cfg.branch_factor, cfg.guard
 
@@ -372,7 +419,7 @@ def _make_fan_out(cfg: BeamConfig):
         granted = int(state.get("policy_calls", 0))  # used so far plus what earlier Sends may use
         sends = []
         for item in state.get("beam") or []:
-            k = guard.grant(branch_factor, policy_used=granted)
+            k = guard.grant(branch_factor, granted, granted)  # each proposal is one critic call too
             if k <= 0:
                 break
             sends.append(Send("expand", {"item": item, "k": k}))
@@ -407,14 +454,23 @@ def beam_search_result(final: dict, events: Sequence[dict] = ()) -> SearchResult
                         events=tuple(events), stats=stats)
 
 
-def _wire_beam_graph(init, expand_node, prune, fan_out):
-    """Wire ``START -> init -> (expand -> prune)* -> END`` into an uncompiled ``StateGraph``."""
-    builder = _graph.StateGraph(BeamState)
-    builder.add_node("init", init)
-    builder.add_node("expand", expand_node)
-    builder.add_node("prune", prune)
-    builder.add_edge(_graph.START, "init")
-    builder.add_conditional_edges("init", fan_out, ["expand", _graph.END])
-    builder.add_edge("expand", "prune")
-    builder.add_conditional_edges("prune", fan_out, ["expand", _graph.END])
-    return builder
+class BeamSearch(GraphSearch):
+    """Critic-guided beam search over a forkable tool environment: one object, sync and async.
+
+    ``BeamSearch(expand, critic, config=None, *, checkpointer=None, **config_fields)``;
+    ``search.invoke({"prompt": task, "root": env_state}, config)`` and ``await search.ainvoke(...)``
+    run the compiled graph of :func:`build_beam_search_graph` and return a
+    :class:`~prm_critic.langgraph.search.SearchResult` (:func:`beam_search_result`, with the run's
+    ``prm_beam_prune`` events); the rest is :class:`~prm_critic.langgraph.search.GraphSearch`'s.
+    ``config`` is a :class:`BeamConfig`, or its fields are given as keyword arguments (not both).
+    Give ``invoke`` a ``recursion_limit`` above ``2 * max_depth + 2`` to let it reach ``max_depth``.
+    """
+
+    config_type = BeamConfig
+    event_type = "prm_beam_prune"
+
+    def build_graph(self, expand: Expand, critic: BaseCritic, config: BeamConfig) -> Any:
+        return build_beam_search_graph(expand, critic, config)
+
+    def result(self, final: Mapping[str, Any], events: tuple[dict, ...]) -> SearchResult:
+        return beam_search_result(dict(final), events)

@@ -2,7 +2,7 @@
 
 Topology (the usual ReAct loop with a critic after the tool node)::
 
-    START -> agent -(tool calls)-> tools -> step_critic -(route_after_critic)-> agent | END
+    START -> agent -(node.agent_router())-> tools -> step_critic -(node.router())-> agent | END
                    \\-(no calls)-> END
 
 :class:`StepCriticNode` renders the latest step -- the last AI message's tool call(s) and their
@@ -38,17 +38,19 @@ later super-step). A node that runs with ``r = 0`` makes the run raise ``GraphRe
 even when the graph ends after it, so the last node of a run must see ``r >= 1``. Another
 agent -> tools -> critic round after a critic that sees ``r`` runs the critic again at ``r - 3``::
 
-    route_after_critic -> "end"  when r < min_remaining_steps = 3 + 1 = 4   (else the verdict)
-    route_after_agent  -> END    when r < 3 = 2 + 1 (tools, critic)         (else "tools")
+    node.router()       -> "end"  when r < min_remaining_steps = 3 + 1 = 4   (else the verdict)
+    node.agent_router() -> END    when r < 3 = 2 + 1 (tools, critic)         (else "tools")
 
 With both routers (``node.router()`` after the critic, ``node.agent_router()`` after the agent
-instead of ``tools_condition``) the loop ends without ``GraphRecursionError`` for every
+instead of ``tools_condition``: the one spelling of each edge; the module-level
+``route_after_critic``, ``critic_router``, ``route_after_agent`` and ``agent_router`` are deprecated)
+the loop ends without ``GraphRecursionError`` for every
 ``recursion_limit >= 2`` (with ``recursion_limit=1`` LangGraph cannot finish any node), using as
 many rounds as fit: ``(recursion_limit - 1) // 3`` scored steps when no step ends the run earlier.
 Why the run ended is in the state: ``state["critic_stop_reason"]`` is ``"max_revisions"``
 (verdict ``"end"``), ``"dead_end"`` (verdict ``"backtrack"``), ``"recursion_limit"`` (the routers
 end it before the limit) or ``""`` (the critic did not end it: the agent answered, or
-``route_after_agent`` ended it before the first tool ran because fewer than 3 super-steps were
+``node.agent_router()`` ended it before the first tool ran because fewer than 3 super-steps were
 left, leaving the last AI message's tool calls unanswered).
 """
 
@@ -58,6 +60,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Callable, Literal, Mapping
 
 from typing_extensions import TypedDict
 
+from prm_critic import _deprecation
 from prm_critic.critic import BaseCritic
 from prm_critic.langgraph._common import (
     check_choice,
@@ -91,10 +94,6 @@ __all__ = [
     "StepCriticNode",
     "CriticState",
     "add_step_records",
-    "route_after_critic",
-    "critic_router",
-    "route_after_agent",
-    "agent_router",
     "Verdict",
 ]
 
@@ -257,19 +256,30 @@ class StepCriticNode(Runnable):
         return p
 
     def router(self, *, min_remaining_steps: int | None = None, remaining_key: str | None = None) -> Callable[[Any], str]:
-        """A router reading this node's verdict key (see :func:`route_after_critic`).
+        """The router after this node: ``route(state) -> "continue" | "retry" | "backtrack" | "end"``.
 
-        ``min_remaining_steps`` and ``remaining_key`` default to the node's, so the router ends the
-        run exactly when the node records ``stop_reason == "recursion_limit"``.
+        Returns the node's verdict (read from its ``verdict_key``), except ``"end"`` when
+        ``state[remaining_key]`` (LangGraph's ``RemainingSteps``; include :class:`CriticState` or
+        that key in your state) is below ``min_remaining_steps``: one more agent -> tools -> critic
+        round needs 3 super-steps and the last node of a run must still see ``RemainingSteps >= 1``.
+        ``min_remaining_steps`` (``>= 2``) and ``remaining_key`` default to the node's, so the
+        router ends the run exactly when the node records ``stop_reason == "recursion_limit"``.
         """
-        return critic_router(verdict_key=self.verdict_key,
+        return _critic_router(verdict_key=self.verdict_key,
                              remaining_key=self.remaining_key if remaining_key is None else remaining_key,
                              min_remaining_steps=self.min_remaining_steps if min_remaining_steps is None
                              else min_remaining_steps)
 
     def agent_router(self, *, min_remaining_steps: int = AGENT_MIN_REMAINING_STEPS) -> Callable[[Any], str]:
-        """A ``tools_condition`` replacement for the agent node (see :func:`route_after_agent`)."""
-        return agent_router(messages_key=self.messages_key, remaining_key=self.remaining_key,
+        """The router after the agent node, a ``tools_condition`` plus the step budget:
+        ``route(state) -> "tools" | END``.
+
+        ``"tools"`` when the last message is an AI message with tool calls and at least
+        ``min_remaining_steps`` (``>= 2``) super-steps remain (default 3: the tool node and the
+        critic, and the critic must still see ``RemainingSteps >= 1``); otherwise ``END``. Ending
+        for the limit leaves the last AI message's tool calls unanswered.
+        """
+        return _agent_router(messages_key=self.messages_key, remaining_key=self.remaining_key,
                             min_remaining_steps=min_remaining_steps)
 
     def _stop_reason(self, state: Any, verdict: str) -> str:
@@ -396,20 +406,14 @@ class StepCriticNode(Runnable):
         return update
 
 
-def route_after_critic(
+def _route_after_critic(
     state: Any,
     *,
     verdict_key: str = "critic_verdict",
     remaining_key: str = "remaining_steps",
     min_remaining_steps: int = DEFAULT_MIN_REMAINING_STEPS,
 ) -> str:
-    """Route after :class:`StepCriticNode`: ``"continue" | "retry" | "backtrack" | "end"``.
-
-    Returns the node's verdict, except ``"end"`` when ``state[remaining_key]`` (LangGraph's
-    ``RemainingSteps``; include :class:`CriticState` or that key in your state) is below
-    ``min_remaining_steps``: one more agent -> tools -> critic round needs 3 super-steps and the
-    last node of a run must still see ``RemainingSteps >= 1``, hence the default 4.
-    """
+    """Route after :class:`StepCriticNode` (:meth:`StepCriticNode.router` says how)."""
     verdict = _get(state, verdict_key) or "continue"
     if verdict not in VERDICTS:
         raise ValueError(f"{verdict_key}: expected one of {list(VERDICTS)}, got {verdict!r}")
@@ -419,42 +423,33 @@ def route_after_critic(
     return verdict
 
 
-def critic_router(
+def _critic_router(
     *,
     verdict_key: str = "critic_verdict",
     remaining_key: str = "remaining_steps",
     min_remaining_steps: int = DEFAULT_MIN_REMAINING_STEPS,
 ) -> Callable[[Any], str]:
-    """Return ``route(state) -> "continue" | "retry" | "backtrack" | "end"`` with fixed settings.
-
-    ``min_remaining_steps >= 2``: the next node must run with ``RemainingSteps >= 1``.
-    """
+    """:func:`_route_after_critic` with fixed, checked settings (``min_remaining_steps >= 2``)."""
     check_str("verdict_key", verdict_key)
     check_str("remaining_key", remaining_key)
     check_int("min_remaining_steps", min_remaining_steps, minimum=2)
 
     def route(state: Any) -> str:
-        return route_after_critic(state, verdict_key=verdict_key, remaining_key=remaining_key,
+        return _route_after_critic(state, verdict_key=verdict_key, remaining_key=remaining_key,
                                   min_remaining_steps=min_remaining_steps)
 
     route.__name__ = "route_after_critic"
     return route
 
 
-def route_after_agent(
+def _route_after_agent(
     state: Any,
     *,
     messages_key: str = "messages",
     remaining_key: str = "remaining_steps",
     min_remaining_steps: int = AGENT_MIN_REMAINING_STEPS,
 ) -> str:
-    """Route after the agent node: ``"tools"`` or LangGraph's ``END`` (a ``tools_condition``).
-
-    ``"tools"`` when the last message is an AI message with tool calls and at least
-    ``min_remaining_steps`` super-steps remain (default 3: the tool node and the critic, and the
-    critic must still see ``RemainingSteps >= 1``); otherwise ``END``. Ending for the limit leaves
-    the last AI message's tool calls unanswered.
-    """
+    """Route after the agent node (:meth:`StepCriticNode.agent_router` says how)."""
     messages = _get(state, messages_key)
     if messages is None:
         raise KeyError(f"messages_key: the state has no {messages_key!r} key")
@@ -467,20 +462,32 @@ def route_after_agent(
     return "tools"
 
 
-def agent_router(
+def _agent_router(
     *,
     messages_key: str = "messages",
     remaining_key: str = "remaining_steps",
     min_remaining_steps: int = AGENT_MIN_REMAINING_STEPS,
 ) -> Callable[[Any], str]:
-    """Return ``route(state) -> "tools" | END`` (:func:`route_after_agent`) with fixed settings."""
+    """:func:`_route_after_agent` with fixed, checked settings (``min_remaining_steps >= 2``)."""
     check_str("messages_key", messages_key)
     check_str("remaining_key", remaining_key)
     check_int("min_remaining_steps", min_remaining_steps, minimum=2)
 
     def route(state: Any) -> str:
-        return route_after_agent(state, messages_key=messages_key, remaining_key=remaining_key,
+        return _route_after_agent(state, messages_key=messages_key, remaining_key=remaining_key,
                                  min_remaining_steps=min_remaining_steps)
 
     route.__name__ = "route_after_agent"
     return route
+
+
+#: the router spellings before ``node.router()`` / ``node.agent_router()`` became the one per edge:
+#: old name -> (its deprecation message, where it is now); read through this module or the package
+OLD_ROUTERS = {
+    old: (f"{old} is deprecated: route with the critic node's {new}, the one spelling of that edge (it reads "
+          f"the node's own state keys); the old name will be removed in a future release",
+          f"prm_critic.langgraph.node:_{old}")
+    for old, new in (("route_after_critic", "node.router()"), ("critic_router", "node.router()"),
+                     ("route_after_agent", "node.agent_router()"), ("agent_router", "node.agent_router()"))
+}
+__getattr__ = _deprecation.module_getattr(__name__, OLD_ROUTERS)

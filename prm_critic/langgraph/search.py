@@ -26,6 +26,14 @@ Every proposal is then scored once by the critic (one critic call per scored ste
 * :func:`emit_event`: a search's progress on ``stream_mode="custom"`` (a no-op outside a graph run).
 * :class:`SearchResult`: what a search found -- the best trajectory and its final env state, its
   score, the calls used, why the search stopped, and the events it emitted.
+* :func:`check_input`: the one check of a search's input ``{"prompt": str, "root": env state}``.
+* :class:`GraphSearch`: the shape of every search object -- a LangChain ``Runnable``
+  ``Search(expand, critic, config=None, *, checkpointer=None, **config_fields)`` whose ``invoke`` /
+  ``ainvoke`` run its compiled graph and return a :class:`SearchResult`. A search subclass names its
+  frozen config (``config_type``) and defines ``build_graph`` and ``result``.
+
+Budgets have one vocabulary in every search's config: ``policy_budget`` (proposals) and
+``critic_budget`` (scored steps), both ``None`` for unlimited, read through :class:`SearchBudget`.
 
 Stop reasons every search uses in the same sense: ``"solved"`` (``is_terminal`` held for a
 state), ``"budget"`` (a call budget is spent), ``"recursion_limit"`` (another round would pass
@@ -35,15 +43,22 @@ state), ``"budget"`` (a call budget is spent), ``"recursion_limit"`` (another ro
 
 from __future__ import annotations
 
+import inspect
 import math
 import numbers
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar, Mapping
 
 from prm_critic import validate
 from prm_critic._optional import require
 
-__all__ = ["SearchBudget", "SearchResult", "check_proposals", "too_few_steps", "emit_event", "SHARED_STOP_REASONS"]
+if TYPE_CHECKING:
+    from langchain_core.runnables import Runnable
+else:  # through require(), so a missing package names the extra to install
+    Runnable = require("langchain_core.runnables", "agents").Runnable
+
+__all__ = ["SearchBudget", "SearchResult", "GraphSearch", "check_input", "check_proposals", "too_few_steps",
+           "emit_event", "SHARED_STOP_REASONS"]
 
 #: stop reasons with one meaning across the searches (each search adds its own)
 SHARED_STOP_REASONS = ("solved", "budget", "recursion_limit")
@@ -176,3 +191,128 @@ def check_proposals(proposals: Any, k: int, *, allow_prior: bool = False) -> lis
         raise validate.ArgumentError(f"expand: expected priors with a positive sum, got "
                                      f"{[prior for _, _, prior in out]}")
     return out
+
+
+def check_input(state: Any) -> str:
+    """The task prompt of a search input ``{"prompt": str, "root": env state}`` (``prompt`` may be left out)."""
+    if not isinstance(state, Mapping):
+        raise TypeError(f"input: expected a mapping {{'prompt': str, 'root': env state}}, got {type(state).__name__}")
+    if "root" not in state:
+        raise KeyError("root: the input must hold the initial env state under 'root' (and the task under 'prompt')")
+    prompt = state.get("prompt", "")
+    if not isinstance(prompt, str):
+        raise TypeError(f"prompt: expected str, got {type(prompt).__name__} {prompt!r}")
+    return prompt
+
+
+def _recursion_limit(config: Any) -> int | None:
+    if config is None:
+        return None
+    if not isinstance(config, Mapping):
+        raise TypeError(f"config: expected a RunnableConfig mapping or None, got {type(config).__name__} {config!r}")
+    if "recursion_limit" not in config:
+        return None
+    return validate.check_int("recursion_limit", config["recursion_limit"], minimum=1)
+
+
+def _no_kwargs(method: str, kwargs: Mapping[str, Any]) -> None:
+    if kwargs:
+        raise TypeError(f"{method}: expected (input, config) only, got keyword arguments {sorted(kwargs)}")
+
+
+class GraphSearch(Runnable[Mapping[str, Any], SearchResult]):
+    """A critic-guided search over a forkable tool environment: one object, sync and async.
+
+    ``search.invoke({"prompt": task, "root": env_state}, config)`` and ``await search.ainvoke(...)``
+    run the compiled graph (``search.graph``; stream it with ``stream_mode="custom"`` for live
+    progress) and return a :class:`SearchResult`. A LangChain ``Runnable`` (``batch``, ``abatch``,
+    ``with_config`` work); ``config`` is the graph's run config (``recursion_limit``, callbacks,
+    ``configurable``). ``recursion_limit=1`` (with which LangGraph finishes no node) returns the root
+    with ``stop_reason="recursion_limit"`` without a run.
+
+    Args:
+        expand: ``expand(env_state, history, k) -> [(step_text, next_env_state), ...]``, at most ``k``
+            items, must not mutate ``env_state`` (fork it); a coroutine function is awaited in async
+            runs (and refused by ``invoke``).
+        critic: a text :class:`~prm_critic.BaseCritic`.
+        config: the search's config (``config_type``); or pass its fields as keyword arguments (not both).
+        checkpointer: passed to ``compile`` (env states must then be serializable).
+
+    A subclass sets ``config_type`` (a frozen dataclass checked in ``__post_init__``) and
+    ``event_type`` (the ``"type"`` of its custom stream events) and defines :meth:`build_graph`
+    (the uncompiled graph) and :meth:`result` (its final state and events to a ``SearchResult``).
+    """
+
+    config_type: ClassVar[type]
+    event_type: ClassVar[str]
+
+    def __init__(self, expand: Any, critic: Any, config: Any = None, *, checkpointer: Any = None, **params: Any):
+        self.config = self.make_config(config, **params)
+        self.expand, self.critic = expand, critic
+        self.graph = self.build_graph(expand, critic, self.config).compile(checkpointer=checkpointer)
+
+    @classmethod
+    def make_config(cls, config: Any = None, **params: Any) -> Any:
+        """``config`` (a ``config_type``), or one built from its fields given as keywords (not both)."""
+        name = cls.config_type.__name__
+        if config is not None and params:
+            raise TypeError(f"config: pass a {name} or its fields as keyword arguments, not both "
+                            f"(got config and {sorted(params)})")
+        if config is None:
+            return cls.config_type(**params)
+        if not isinstance(config, cls.config_type):
+            raise TypeError(f"config: expected a {name} or None, got {type(config).__name__} {config!r}")
+        return config
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({type(self.critic).__name__}, {self.config!r})"
+
+    def build_graph(self, expand: Any, critic: Any, config: Any) -> Any:
+        """The search's uncompiled ``StateGraph``."""
+        raise NotImplementedError
+
+    def result(self, final: Mapping[str, Any], events: tuple[dict, ...]) -> SearchResult:
+        """The :class:`SearchResult` of a finished run: the graph's final state and its custom events."""
+        raise NotImplementedError
+
+    def _early(self, input: Any, config: Any) -> SearchResult | None:
+        """The result without a run: ``recursion_limit=1`` lets LangGraph finish no node."""
+        check_input(input)
+        if _recursion_limit(config) != 1:
+            return None
+        return self.result({"root": input["root"], "stop_reason": "recursion_limit"}, ())
+
+    def _keep(self, mode: str, chunk: Any) -> bool:
+        return mode == "custom" and isinstance(chunk, dict) and chunk.get("type") == self.event_type
+
+    def invoke(self, input: Any, config: Any = None, **kwargs: Any) -> SearchResult:
+        """Run the search to its stop; ``input`` is ``{"prompt": str, "root": env state}``."""
+        _no_kwargs("invoke", kwargs)
+        if inspect.iscoroutinefunction(self.expand):
+            raise TypeError(f"expand: {self.expand!r} is a coroutine function; run the search with ainvoke")
+        early = self._early(input, config)
+        if early is not None:
+            return early
+        final: Any = None
+        events: list[dict] = []
+        for mode, chunk in self.graph.stream(dict(input), config, stream_mode=["custom", "values"]):
+            if mode == "values":
+                final = chunk
+            elif self._keep(mode, chunk):
+                events.append(chunk)
+        return self.result(final, tuple(events))
+
+    async def ainvoke(self, input: Any, config: Any = None, **kwargs: Any) -> SearchResult:
+        """:meth:`invoke` for async code: the critic is called with ``ascore``, an async ``expand`` awaited."""
+        _no_kwargs("ainvoke", kwargs)
+        early = self._early(input, config)
+        if early is not None:
+            return early
+        final: Any = None
+        events: list[dict] = []
+        async for mode, chunk in self.graph.astream(dict(input), config, stream_mode=["custom", "values"]):
+            if mode == "values":
+                final = chunk
+            elif self._keep(mode, chunk):
+                events.append(chunk)
+        return self.result(final, tuple(events))
