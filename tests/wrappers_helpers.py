@@ -123,10 +123,9 @@ def wait_for_handover(wrapper, tries: int = 3000) -> None:
 
     A slow critic's ``finished`` event is set inside the critic, before the worker thread hands its
     result back; a step taken in between would still see the worker busy."""
-    caller = wrapper._caller
+    worker = wrapper._caller._worker
     for _ in range(tries):
-        late = caller._late
-        if late is None or late.done():
+        if not worker._done.locked():
             return
         time.sleep(0.01)
 
