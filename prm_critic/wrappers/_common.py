@@ -502,11 +502,12 @@ def goal_keys(spec: TaskSpec | None, space: Any) -> tuple[str, str] | None:
 
 # The deadline worker is hand-built rather than a one-thread concurrent.futures.ThreadPoolExecutor:
 # `python benchmarks/wrappers_overhead.py --rounds 4 --steps 200 --vec-steps 20 --cold-hot-steps 300
-# --out docs/wrappers_overhead.md` (2 loaded cores, constant critic, deadline_s=1, interleaved) measured
-# the executor's hand-over at 37.4 µs p50 against this worker's 19.4 µs (PointMaze_UMaze-v3), and the
-# stepping thread's CPU time at 118 against 83 µs per step (FetchPush-v4: 1390 against 1272 µs), higher
-# in every round on both tasks. The executor's thread is also joined at interpreter exit, so a critic
-# call that never returns would keep the process from exiting; this worker's thread is a daemon.
+# --out docs/wrappers_overhead.md` (2 cores at load 8, constant critic, deadline_s=1, both interleaved)
+# measured the executor's hand-over (wrapper p50) at 52.7 against this worker's 44.1 µs per step on
+# PointMaze_UMaze-v3 and 7.52 against 6.88 ms on FetchPush-v4 (docs/wrappers_overhead.md; an earlier run
+# of the same command: 37.4 against 19.4 µs, 6.98 against 6.64 ms); the stepping thread's CPU time
+# differed either way. The executor's thread is also joined at interpreter exit, so a critic call that
+# never returns would keep the process from exiting; this worker's thread is a daemon.
 class _Worker:
     """One daemon thread that runs one call at a time, handed over with two bare locks (no future,
     no queue): ``submit`` then ``wait(timeout)``; a call still running after its timeout keeps the
