@@ -73,8 +73,6 @@ last bits across machines and thread counts, which can reorder near-ties.
 
 from __future__ import annotations
 
-import asyncio
-import inspect
 import operator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, Callable, Mapping, Sequence
@@ -86,7 +84,7 @@ from prm_critic.aggregate import AGGREGATES, aggregate as _aggregate
 from prm_critic.critic import BaseCritic, StepScores
 from prm_critic.langgraph._common import ascore_text_steps, check_critic, check_head, check_prob, lg, score_text_steps
 from prm_critic.langgraph.search import (
-    GraphSearch, SearchBudget, SearchResult, check_input, check_proposals, emit_event, too_few_steps,
+    GraphSearch, SearchBudget, SearchResult, acall_expand, call_expand, check_input, emit_event, too_few_steps,
 )
 from prm_critic.text.steps import TextStep
 
@@ -286,32 +284,19 @@ class _Expand:
         self.expand = expand
 
     def __call__(self, inp: ExpandInput) -> dict:
-        item, k = inp["item"], inp["k"]
-        raw = self.expand(item["state"], tuple(item["steps"]), k)
-        if inspect.isawaitable(raw):
-            if inspect.iscoroutine(raw):
-                raw.close()
-            raise TypeError("expand: returned an awaitable (an async expand); run the search with ainvoke / "
-                            "astream, or pass a sync expand")
-        return self._candidates(item, raw, k)
+        item = inp["item"]
+        return _candidates(item, call_expand(self.expand, item["state"], tuple(item["steps"]), inp["k"]))
 
     async def acall(self, inp: ExpandInput) -> dict:
-        """The node in async runs: awaits an async ``expand`` (a sync one runs in a worker thread)."""
-        item, k = inp["item"], inp["k"]
-        if inspect.iscoroutinefunction(self.expand):
-            raw = await self.expand(item["state"], tuple(item["steps"]), k)
-        else:
-            raw = await asyncio.to_thread(self.expand, item["state"], tuple(item["steps"]), k)
-            if inspect.isawaitable(raw):
-                raw = await raw
-        return self._candidates(item, raw, k)
+        item = inp["item"]
+        return _candidates(item, await acall_expand(self.expand, item["state"], tuple(item["steps"]), inp["k"]))
 
-    @staticmethod
-    def _candidates(item: dict, raw: Any, k: int) -> dict:
-        proposals = check_proposals(raw, k)
-        cands = [{"steps": list(item["steps"]) + [text], "step_scores": list(item["step_scores"]),
-                  "state": next_state, "terminal": False} for text, next_state, _ in proposals]
-        return {"candidates": cands, "policy_calls": len(proposals)}
+
+def _candidates(item: dict, proposals: list) -> dict:
+    """The candidates one beam item's checked proposals make (each proposal is one policy call)."""
+    cands = [{"steps": list(item["steps"]) + [text], "step_scores": list(item["step_scores"]),
+              "state": next_state, "terminal": False} for text, next_state, _ in proposals]
+    return {"candidates": cands, "policy_calls": len(proposals)}
 
 
 def _beam_stop_reason(state, cfg: BeamConfig, *, solved, beam, proposed, depth, used) -> str:

@@ -8,7 +8,9 @@ user callable, the same protocol for every search::
 
 ``expand`` proposes next steps (each proposal is one policy call), executes each tool on a *copy*
 of ``env_state`` (it must not mutate ``env_state``: a search keeps and revisits old states) and
-returns the step texts with the forked next states. :func:`check_proposals` checks what it returned.
+returns the step texts with the forked next states. :func:`call_expand` (sync runs) and
+:func:`acall_expand` (async runs: an async ``expand`` is awaited) call it and check what it returned
+with :func:`check_proposals`.
 Every proposal is then scored once by the critic (one critic call per scored step).
 
 * :class:`SearchBudget`: limits on policy calls and critic calls. It holds no counters (a graph
@@ -43,6 +45,7 @@ state), ``"budget"`` (a call budget is spent), ``"recursion_limit"`` (another ro
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import math
 import numbers
@@ -57,8 +60,8 @@ if TYPE_CHECKING:
 else:  # through require(), so a missing package names the extra to install
     Runnable = require("langchain_core.runnables", "agents").Runnable
 
-__all__ = ["SearchBudget", "SearchResult", "GraphSearch", "check_input", "check_proposals", "too_few_steps",
-           "emit_event", "SHARED_STOP_REASONS"]
+__all__ = ["SearchBudget", "SearchResult", "GraphSearch", "check_input", "check_proposals", "call_expand",
+           "acall_expand", "too_few_steps", "emit_event", "SHARED_STOP_REASONS"]
 
 #: stop reasons with one meaning across the searches (each search adds its own)
 SHARED_STOP_REASONS = ("solved", "budget", "recursion_limit")
@@ -193,6 +196,31 @@ def check_proposals(proposals: Any, k: int, *, allow_prior: bool = False) -> lis
     return out
 
 
+def call_expand(expand: Any, env_state: Any, history: tuple[str, ...], k: int, *,
+                allow_prior: bool = False) -> list[tuple[str, Any, float | None]]:
+    """``expand(env_state, history, k)`` in a sync run, checked by :func:`check_proposals`; an
+    awaitable (an async ``expand``) is refused, naming ``ainvoke``."""
+    raw = expand(env_state, history, k)
+    if inspect.isawaitable(raw):
+        if inspect.iscoroutine(raw):
+            raw.close()
+        raise TypeError("expand: returned an awaitable (an async expand); run the search with ainvoke / astream, "
+                        "or pass a sync expand")
+    return check_proposals(raw, k, allow_prior=allow_prior)
+
+
+async def acall_expand(expand: Any, env_state: Any, history: tuple[str, ...], k: int, *,
+                       allow_prior: bool = False) -> list[tuple[str, Any, float | None]]:
+    """:func:`call_expand` in an async run: an async ``expand`` is awaited, a sync one runs in a worker thread."""
+    if inspect.iscoroutinefunction(expand):
+        raw = await expand(env_state, history, k)
+    else:
+        raw = await asyncio.to_thread(expand, env_state, history, k)
+        if inspect.isawaitable(raw):
+            raw = await raw
+    return check_proposals(raw, k, allow_prior=allow_prior)
+
+
 def check_input(state: Any) -> str:
     """The task prompt of a search input ``{"prompt": str, "root": env state}`` (``prompt`` may be left out)."""
     if not isinstance(state, Mapping):
@@ -255,13 +283,15 @@ class GraphSearch(Runnable[Mapping[str, Any], SearchResult]):
     def make_config(cls, config: Any = None, **params: Any) -> Any:
         """``config`` (a ``config_type``), or one built from its fields given as keywords (not both)."""
         name = cls.config_type.__name__
+        acronym = name[1:2].isupper()  # "an MCTSConfig", "a BeamConfig"
+        a_name = f"{'an' if name[:1] in ('AEFHILMNORSX' if acronym else 'AEIOU') else 'a'} {name}"
         if config is not None and params:
-            raise TypeError(f"config: pass a {name} or its fields as keyword arguments, not both "
+            raise TypeError(f"config: pass {a_name} or its fields as keyword arguments, not both "
                             f"(got config and {sorted(params)})")
         if config is None:
             return cls.config_type(**params)
         if not isinstance(config, cls.config_type):
-            raise TypeError(f"config: expected a {name} or None, got {type(config).__name__} {config!r}")
+            raise TypeError(f"config: expected {a_name} or None, got {type(config).__name__} {config!r}")
         return config
 
     def __repr__(self) -> str:
@@ -282,8 +312,13 @@ class GraphSearch(Runnable[Mapping[str, Any], SearchResult]):
             return None
         return self.result({"root": input["root"], "stop_reason": "recursion_limit"}, ())
 
-    def _keep(self, mode: str, chunk: Any) -> bool:
-        return mode == "custom" and isinstance(chunk, dict) and chunk.get("type") == self.event_type
+    def _finish(self, chunks: list[tuple[str, Any]]) -> SearchResult:
+        """The result of a run streamed with ``stream_mode=["custom", "values"]``: the last values and
+        the search's own custom events."""
+        final: Any = next((chunk for mode, chunk in reversed(chunks) if mode == "values"), None)
+        events = tuple(chunk for mode, chunk in chunks
+                       if mode == "custom" and isinstance(chunk, dict) and chunk.get("type") == self.event_type)
+        return self.result(final, events)
 
     def invoke(self, input: Any, config: Any = None, **kwargs: Any) -> SearchResult:
         """Run the search to its stop; ``input`` is ``{"prompt": str, "root": env state}``."""
@@ -293,14 +328,7 @@ class GraphSearch(Runnable[Mapping[str, Any], SearchResult]):
         early = self._early(input, config)
         if early is not None:
             return early
-        final: Any = None
-        events: list[dict] = []
-        for mode, chunk in self.graph.stream(dict(input), config, stream_mode=["custom", "values"]):
-            if mode == "values":
-                final = chunk
-            elif self._keep(mode, chunk):
-                events.append(chunk)
-        return self.result(final, tuple(events))
+        return self._finish(list(self.graph.stream(dict(input), config, stream_mode=["custom", "values"])))
 
     async def ainvoke(self, input: Any, config: Any = None, **kwargs: Any) -> SearchResult:
         """:meth:`invoke` for async code: the critic is called with ``ascore``, an async ``expand`` awaited."""
@@ -308,11 +336,4 @@ class GraphSearch(Runnable[Mapping[str, Any], SearchResult]):
         early = self._early(input, config)
         if early is not None:
             return early
-        final: Any = None
-        events: list[dict] = []
-        async for mode, chunk in self.graph.astream(dict(input), config, stream_mode=["custom", "values"]):
-            if mode == "values":
-                final = chunk
-            elif self._keep(mode, chunk):
-                events.append(chunk)
-        return self.result(final, tuple(events))
+        return self._finish([c async for c in self.graph.astream(dict(input), config, stream_mode=["custom", "values"])])
