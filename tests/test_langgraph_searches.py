@@ -184,7 +184,7 @@ def test_the_registry_names_both_searches_and_builds_them():
     assert searches()[:2] == ("beam", "mcts")
     beam, mcts = get_search("beam"), get_search("mcts")
     assert (beam.search, beam.config, mcts.search, mcts.config) == (BeamSearch, BeamConfig, MCTSSearch, MCTSConfig)
-    assert "policy_budget" in beam.fields() and "policy_budget" in mcts.fields()
+    assert all("policy_budget" in [f.name for f in dataclasses.fields(k.config)] for k in (beam, mcts))
     for kind in (beam, mcts):
         out = kind.build(maze_expand, KeywordCritic(RULES), branch_factor=3, max_depth=6, policy_budget=30,
                          is_terminal=vault).invoke(TASK, {"recursion_limit": 60})
@@ -193,8 +193,8 @@ def test_the_registry_names_both_searches_and_builds_them():
     with pytest.raises(ArgumentError, match=r"search: expected one of \['beam', 'mcts'.*got 'beem'; did you mean "
                                             r"'beam'\?"):
         get_search("beem")
-    with pytest.raises(ArgumentError, match=r"beam config field: expected one of .*got 'beam_widht'; did you mean "
-                                            r"'beam_width'\?"):
+    with pytest.raises(ArgumentError, match=r"beam_widht: not a setting of BeamConfig; expected one of .*did you "
+                                            r"mean 'beam_width'\?"):
         beam.build(maze_expand, KeywordCritic(RULES), beam_widht=2)
 
 

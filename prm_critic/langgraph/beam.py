@@ -242,7 +242,7 @@ def build_beam_search_graph(expand: Expand, critic: BaseCritic, config: BeamConf
     if not callable(expand):
         raise TypeError(f"expand: expected a callable expand(env_state, history, k), got {type(expand).__name__} {expand!r}")
     critic = check_critic(critic)
-    cfg = BeamSearch.make_config(config, **params)
+    cfg = validate.config_from(BeamConfig, config, **params)
     expand_node, prune = _Expand(expand), _Prune(critic, cfg)
     builder = _graph.StateGraph(BeamState)
     builder.add_node("init", _beam_init)

@@ -19,7 +19,6 @@ A search of your own: ``register_search(SearchKind("best_first", BestFirstSearch
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,16 +59,10 @@ class SearchKind:
         if not isinstance(self.description, str):
             raise validate.ArgumentError(f"description: expected a string for search {name!r}, got {self.description!r}")
 
-    def fields(self) -> tuple[str, ...]:
-        """The names of its config's fields (what ``build`` takes as keywords)."""
-        return tuple(f.name for f in dataclasses.fields(self.config))
-
     def build(self, expand: Any, critic: Any, config: Any = None, *, checkpointer: Any = None, **params: Any) -> Any:
         """The search object ``search(expand, critic, config, checkpointer=...)``; ``config`` may be
-        given as its fields instead (an unknown field is refused, with a near miss)."""
-        for key in params:
-            validate.check_choice(f"{self.name} config field", key, self.fields())
-        return self.search(expand, critic, config, checkpointer=checkpointer, **params)
+        given as its fields instead (:func:`prm_critic.validate.config_from`)."""
+        return self.search(expand, critic, validate.config_from(self.config, config, **params), checkpointer=checkpointer)
 
 
 _SEARCHES: dict[str, SearchKind] = {}

@@ -275,24 +275,9 @@ class GraphSearch(Runnable[Mapping[str, Any], SearchResult]):
     event_type: ClassVar[str]
 
     def __init__(self, expand: Any, critic: Any, config: Any = None, *, checkpointer: Any = None, **params: Any):
-        self.config = self.make_config(config, **params)
+        self.config = validate.config_from(self.config_type, config, **params)
         self.expand, self.critic = expand, critic
         self.graph = self.build_graph(expand, critic, self.config).compile(checkpointer=checkpointer)
-
-    @classmethod
-    def make_config(cls, config: Any = None, **params: Any) -> Any:
-        """``config`` (a ``config_type``), or one built from its fields given as keywords (not both)."""
-        name = cls.config_type.__name__
-        acronym = name[1:2].isupper()  # "an MCTSConfig", "a BeamConfig"
-        a_name = f"{'an' if name[:1] in ('AEFHILMNORSX' if acronym else 'AEIOU') else 'a'} {name}"
-        if config is not None and params:
-            raise TypeError(f"config: pass {a_name} or its fields as keyword arguments, not both "
-                            f"(got config and {sorted(params)})")
-        if config is None:
-            return cls.config_type(**params)
-        if not isinstance(config, cls.config_type):
-            raise TypeError(f"config: expected {a_name} or None, got {type(config).__name__} {config!r}")
-        return config
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({type(self.critic).__name__}, {self.config!r})"
