@@ -1,12 +1,11 @@
 """The config objects behind the long public signatures: ``TrainPolicyConfig`` (``train_policy``) and
-``ShaperConfig`` (the reward shapers' ``__init__``) are frozen, take the same names and defaults as the
-public signature, check every value once in ``__post_init__`` and refuse a bad one with the very
-error the public call raises."""
+``ShaperConfig`` (the reward shapers' ``__init__``) are public and frozen, taken whole (``config=``) or
+built from keywords by ``prm_critic.validate.config_from``, check every value once in ``__post_init__``
+and refuse a bad one with the very error the public call raises."""
 
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import math
 
 import numpy as np
@@ -29,18 +28,6 @@ def _same_error(build, call):
     return by_config.value
 
 
-def _defaults_match(config_cls, public, skip=()):
-    fields = {f.name: f for f in dataclasses.fields(config_cls) if f.init}
-    params = {n: p for n, p in inspect.signature(public).parameters.items() if n not in skip}
-    assert set(fields) == set(params)
-    for name, p in params.items():
-        f = fields[name]
-        if p.default is inspect.Parameter.empty:
-            assert f.default is dataclasses.MISSING, name
-        else:
-            assert f.default == p.default, name
-
-
 # --------------------------------------------------------------------------- ShaperConfig
 @pytest.fixture
 def shaper_mod():
@@ -50,12 +37,28 @@ def shaper_mod():
     return _common
 
 
-def test_shaper_config_takes_the_shapers_keywords(shaper_mod):
-    from prm_critic.sb3 import SB3VecPRMRewardShaper
-    from prm_critic.wrappers import GymVectorPRMRewardShaper, PRMRewardShaper
+def test_the_shapers_take_a_shaper_config_or_its_fields(shaper_mod):
+    from prm_critic.validate import ArgumentError
+    from prm_critic.wrappers import PRMRewardShaper, ShaperConfig
 
-    for shaper in (PRMRewardShaper, GymVectorPRMRewardShaper, SB3VecPRMRewardShaper):
-        _defaults_match(shaper_mod.ShaperConfig, shaper.__init__, skip=("self", "env", "venv"))
+    from wrappers_helpers import ListEnv
+
+    assert ShaperConfig is shaper_mod.ShaperConfig
+    critic = ConstantCritic()
+    cfg = ShaperConfig(critic=critic, gamma=0.9, scale=2.0, layout=LAYOUT)
+    by_config = PRMRewardShaper(ListEnv([[0.0, 0.0, 0.0]] * 3), config=cfg)
+    by_keywords = PRMRewardShaper(ListEnv([[0.0, 0.0, 0.0]] * 3), critic, gamma=0.9, scale=2.0, layout=LAYOUT)
+    assert by_config.config is cfg and by_keywords.config == cfg
+    for shaper in (by_config, by_keywords):  # the attributes users read come from the config
+        assert (shaper.critic, shaper.gamma, shaper.mode, shaper.scale) == (critic, 0.9, "potential", 2.0)
+        assert shaper.layout is shaper.config.critic_layout
+    by_config.set_scale(0.5)  # the scale paid now moves; the config stays as built
+    assert (by_config.scale, by_config.config.scale) == (0.5, 2.0)
+    with pytest.raises(ArgumentError, match=r"^config: pass a ShaperConfig or its fields as keyword arguments, not both "
+                                            r"\(got config and \['critic'\]\)"):
+        PRMRewardShaper(ListEnv([[0.0, 0.0, 0.0]] * 3), critic, config=cfg)
+    with pytest.raises(ArgumentError, match=r"^scael: not a setting of ShaperConfig; .*did you mean 'scale'\?$"):
+        PRMRewardShaper(ListEnv([[0.0, 0.0, 0.0]] * 3), critic, gamma=0.9, scael=2.0, layout=LAYOUT)
 
 
 def test_shaper_config_is_frozen_and_holds_the_checked_values(shaper_mod):
@@ -115,8 +118,22 @@ def sb3_train():
     return train
 
 
-def test_train_policy_config_takes_train_policy_s_arguments(sb3_train):
-    _defaults_match(sb3_train.TrainPolicyConfig, sb3_train.train_policy)
+def test_train_policy_takes_a_train_policy_config_or_its_fields(sb3_train):
+    from prm_critic.sb3 import TrainPolicyConfig
+    from prm_critic.validate import ArgumentError
+
+    assert TrainPolicyConfig is sb3_train.TrainPolicyConfig
+    cfg = TrainPolicyConfig(task="PointMaze_UMaze-v3", total_steps=10)
+    with pytest.raises(ArgumentError, match=r"^config: pass a TrainPolicyConfig or its fields as keyword arguments, "
+                                            r"not both \(got config and \['seed', 'task'\]\)"):
+        sb3_train.train_policy("PointMaze_UMaze-v3", config=cfg, seed=1)
+    with pytest.raises(ArgumentError, match=r"^config: expected a TrainPolicyConfig or None, got dict"):
+        sb3_train.train_policy(config={"task": "PointMaze_UMaze-v3", "total_steps": 10})
+    with pytest.raises(ArgumentError, match=r"^total_step: not a setting of TrainPolicyConfig; expected one of \['task', "
+                                            r"'total_steps', .*did you mean 'total_steps'\?$"):
+        sb3_train.train_policy("PointMaze_UMaze-v3", total_step=10)
+    with pytest.raises(TypeError, match="total_steps"):
+        sb3_train.train_policy("PointMaze_UMaze-v3")  # required, as before
 
 
 def test_train_policy_config_is_frozen_and_holds_the_checked_values(sb3_train):

@@ -204,11 +204,11 @@ def test_train_critic_cli_options_reach_the_config(monkeypatch, tmp_path):
 @pytest.mark.parametrize("command, module, function", [
     ("label", "prm_critic.robotics.labels", "label"),
     ("collect", "prm_critic.robotics.collection", "collect"),
-    ("train-policy", "prm_critic.sb3.train", "train_policy"),
+    ("train-policy", "prm_critic.sb3.train", "TrainPolicyConfig"),
 ])
 def test_cli_defaults_equal_library_defaults(command, module, function):
-    """Every option of a command that maps to a parameter of the library function it calls has
-    the library's default (``--n-envs`` -> ``n_envs``, ``--rollout-policy`` -> ``rollout_policy``)."""
+    """Every option of a command that maps to a parameter of the library function it calls (or a field
+    of the config it takes) has the library's default (``--n-envs`` -> ``n_envs``)."""
     import ast
 
     from prm_critic.cli import build_parser
@@ -217,20 +217,23 @@ def test_cli_defaults_equal_library_defaults(command, module, function):
     sub = next(a for a in parser._actions if a.dest == "command").choices[command]
     # the library function's defaults, read from its source (no heavy import needed)
     path = Path(importlib.util.find_spec(module).origin)
-    fn = next(n for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.FunctionDef) and n.name == function)
-    args = fn.args
-    lib = {}
+    fn = next(n for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, (ast.FunctionDef, ast.ClassDef))
+              and n.name == function)
 
     def value(d):
         # a literal, or a module-level constant such as DEFAULT_BACKEND (then read from the module)
         return getattr(importlib.import_module(module), d.id) if isinstance(d, ast.Name) else ast.literal_eval(d)
 
-    pos = args.posonlyargs + args.args
-    for a, d in zip(pos[len(pos) - len(args.defaults):], args.defaults):
-        lib[a.arg] = value(d)
-    for a, d in zip(args.kwonlyargs, args.kw_defaults):
-        if d is not None:
+    if isinstance(fn, ast.ClassDef):  # a config dataclass: its fields' defaults
+        lib = {a.target.id: value(a.value) for a in fn.body if isinstance(a, ast.AnnAssign) and a.value is not None}
+    else:
+        args, lib = fn.args, {}
+        pos = args.posonlyargs + args.args
+        for a, d in zip(pos[len(pos) - len(args.defaults):], args.defaults):
             lib[a.arg] = value(d)
+        for a, d in zip(args.kwonlyargs, args.kw_defaults):
+            if d is not None:
+                lib[a.arg] = value(d)
     checked = {}
     for action in sub._actions:
         if action.dest in lib and action.default is not None:

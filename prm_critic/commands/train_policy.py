@@ -17,11 +17,9 @@ from prm_critic.commands._help import HelpFormatter, install
 
 def library_backend() -> str:
     """``train_policy``'s default backend (imports the SB3 integration)."""
-    import inspect
+    from prm_critic.sb3 import TrainPolicyConfig
 
-    from prm_critic.sb3 import train_policy
-
-    return inspect.signature(train_policy).parameters["backend"].default
+    return TrainPolicyConfig.backend
 
 
 class _BackendDefaultFormatter(HelpFormatter):

@@ -1,6 +1,7 @@
 """Train stable-baselines3 policies with PRM subgoal rewards (needs the ``train`` extra).
 
-* :func:`train_policy` - SAC / TQC / PPO (+ HER) on a task with PRM shaping and dead-end pruning;
+* :func:`train_policy` - SAC / TQC / PPO (+ HER) on a task with PRM shaping and dead-end pruning
+  (its settings: a :class:`TrainPolicyConfig` or its fields as keywords);
   ``backend="sbx"`` trains SAC / TQC / CrossQ with SBX (JAX, the ``sbx`` extra; :data:`BACKENDS`);
 * :func:`save_policy` / :func:`load_policy` - safetensors + JSON policy checkpoints (no pickle);
 * :func:`evaluate_policy` - a saved policy on its own task: unshaped success and return over seeded
@@ -27,11 +28,11 @@ from prm_critic.sb3.resume import (
     load_training_state,
     save_training_state,
 )
-from prm_critic.sb3.train import ALGOS, predict, train_policy
+from prm_critic.sb3.train import ALGOS, TrainPolicyConfig, predict, train_policy
 from prm_critic.sb3.vec_prm_reward_shaper import SB3VecPRMRewardShaper
 
 __all__ = [
-    "train_policy", "predict", "ALGOS", "BACKENDS", "SHAPING_MODES", "save_policy", "load_policy", "PolicyCheckpointError",
+    "train_policy", "TrainPolicyConfig", "predict", "ALGOS", "BACKENDS", "SHAPING_MODES", "save_policy", "load_policy", "PolicyCheckpointError",
     "PRMStatsCallback", "UnshapedSuccessEval", "CriticRefreshCallback", "read_eval_csv", "PRMMonitor", "make_train_env",
     "make_vec_train_env", "resolve_critic", "save_training_state", "load_training_state", "TrainingStateCheckpoint",
     "TrainingStateError", "SB3VecPRMRewardShaper", "evaluate_policy", "PolicyEvaluation", "save_evaluation",

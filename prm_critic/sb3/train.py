@@ -42,7 +42,7 @@ if TYPE_CHECKING:  # the callbacks are imported lazily, with stable-baselines3
     from stable_baselines3.common.callbacks import BaseCallback
 
 __all__ = ["ALGOS", "OFF_POLICY", "BACKENDS", "DEFAULT_BACKEND", "algo_class", "algo_default", "check_algo_kwargs",
-           "train_policy", "build_model", "predict", "fit_rollout", "planned_steps"]
+           "train_policy", "TrainPolicyConfig", "build_model", "predict", "fit_rollout", "planned_steps"]
 
 
 def _is_goal_env(env) -> bool:
@@ -83,19 +83,36 @@ def build_model(algo: str, env, *, her: bool = False, algo_kwargs: Mapping[str, 
     return cls(policy, env, seed=seed, verbose=verbose, tensorboard_log=tensorboard_log, **kw)
 
 
-def train_policy(task: "str | TaskSpec", *, algo: str = "sac", critic: Any = None, shaping: str | None = None,
-                 scale: float = 1.0, head: str = "progress", her: bool = False, prune: Mapping[str, Any] | None = None,
-                 total_steps: int, seed: int = 0, n_envs: int = 1, eval_freq: int | None = None,
-                 eval_episodes: int = 50, log_dir: str | os.PathLike | None = None,
-                 algo_kwargs: Mapping[str, Any] | None = None, normalize_obs: bool = False,
-                 callbacks: list | None = None, progress: bool = True, checkpoint_freq: int | None = None,
-                 resume: bool = False, verbose: int = 0, progress_bar: bool | None = None,
-                 backend: str = DEFAULT_BACKEND, torch_threads: int | None = 1,
-                 early_stop: Mapping[str, Any] | None = None, scale_schedule: Mapping[str, Any] | None = None,
-                 demos: Any = None, demo_buffer: bool = False, demo_starts: float = 0.0):
+def train_policy(task: "str | TaskSpec | None" = None, *, config: TrainPolicyConfig | None = None, **settings: Any):
     """Train a policy on ``task`` with optional PRM shaping, HER, dead-end pruning and demonstrations.
 
     Args:
+        task: built-in spec name, TOML path or :class:`TaskSpec`.
+        config: a :class:`TrainPolicyConfig` (with the task); or, instead, its fields as keyword arguments
+            (``total_steps`` is required; ``algo``, ``critic``, ``shaping``, ``her``, ... as described there).
+
+    Returns:
+        The trained SB3 (or SBX) model. ``model.prm_config`` holds the run's JSON-able configuration,
+        with ``backend`` and ``trained_steps`` (the env steps trained, ``model.num_timesteps``).
+    """
+    if task is not None:
+        settings = {"task": task, **settings}
+    config = validate.config_from(TrainPolicyConfig, config, **settings)
+    with _torch_threads(config.torch_threads):
+        return _train(config)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainPolicyConfig:
+    """The settings of :func:`train_policy`: pass ``config=TrainPolicyConfig(...)`` or these fields as
+    keyword arguments. Checked once, here, before anything is built, and passed whole to the run's phases.
+
+    Checked values replace the given ones: ``progress`` is ``progress_bar`` when that older name is
+    given, ``prune`` has its defaults filled in, ``critic`` is ``"subgoal"`` for ``shaping="subgoal"``
+    without one, and ``early_stop`` has its defaults filled in. ``task`` stays as given:
+    :func:`train_policy` resolves it once, when it builds the run.
+
+    Attributes:
         task: built-in spec name, TOML path or :class:`TaskSpec`.
         algo: ``"sac"``, ``"tqc"`` (sb3-contrib on ``backend="sb3"``), ``"ppo"`` (``"sb3"`` only) or
             ``"crossq"`` (``"sbx"`` only).
@@ -170,32 +187,6 @@ def train_policy(task: "str | TaskSpec", *, algo: str = "sac", critic: Any = Non
             steps so they are never overwritten, and HER relabels them like the learner's own.
         demo_starts: the probability in [0, 1] that a training episode starts from a demonstration state
             (:class:`~prm_critic.wrappers.demo_starts.DemoStarts`; evaluation always starts from the env's reset).
-
-    Returns:
-        The trained SB3 (or SBX) model. ``model.prm_config`` holds the run's JSON-able configuration,
-        with ``backend`` and ``trained_steps`` (the env steps trained, ``model.num_timesteps``).
-    """
-    config = TrainPolicyConfig(
-        task=task, algo=algo, critic=critic, shaping=shaping, scale=scale, head=head, her=her, prune=prune,
-        total_steps=total_steps, seed=seed, n_envs=n_envs, eval_freq=eval_freq, eval_episodes=eval_episodes,
-        log_dir=log_dir, algo_kwargs=algo_kwargs, normalize_obs=normalize_obs, callbacks=callbacks,
-        progress=progress, checkpoint_freq=checkpoint_freq, resume=resume, verbose=verbose,
-        progress_bar=progress_bar, backend=backend, torch_threads=torch_threads, early_stop=early_stop,
-        scale_schedule=scale_schedule, demos=demos, demo_buffer=demo_buffer, demo_starts=demo_starts)
-    with _torch_threads(config.torch_threads):
-        return _train(config)
-
-
-@dataclass(frozen=True, kw_only=True)
-class TrainPolicyConfig:
-    """The arguments of :func:`train_policy` (same names, same defaults), checked once in
-    ``__post_init__`` before anything is built, and passed whole to its phases.
-
-    The checks, their order and their messages are :func:`train_policy`'s. Checked values replace
-    the given ones: ``progress`` is ``progress_bar`` when that older name is given, ``prune`` has its
-    defaults filled in, ``critic`` is ``"subgoal"`` for ``shaping="subgoal"`` without one, and
-    ``early_stop`` has its defaults filled in. ``task`` stays as given: :func:`train_policy` resolves
-    it once, when it builds the run.
     """
 
     task: "str | TaskSpec"

@@ -8,13 +8,12 @@ For gymnasium vector envs (``gym.make_vec``) use
 from __future__ import annotations
 
 import warnings
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
 from prm_critic._optional import require
 from prm_critic.critic import BaseCritic
-from prm_critic.robotics.layout import CriticInputLayout
 from prm_critic.wrappers._common import (
     SB3_VEC_ENV, ObsFlattener, ShaperBase, ShaperConfig, refuse_env_kind, setup_shaper,
 )
@@ -75,22 +74,17 @@ class SB3VecPRMRewardShaper(ShaperBase, vec_env.VecEnvWrapper):
 
     Args:
         venv: a stable-baselines3 ``VecEnv``.
-        critic, gamma, mode, scale, head, layout, spec, subgoal_bonus, deadline_s, fallback,
-            allow_task_mismatch, info_subgoals: as for :class:`~prm_critic.wrappers.PRMRewardShaper` (the task is
-            checked against the first sub-env's id).
+        critic, config, **settings: as for :class:`~prm_critic.wrappers.PRMRewardShaper` (a
+            :class:`~prm_critic.wrappers.ShaperConfig` or its fields; the task is checked against the first
+            sub-env's id).
     """
 
-    def __init__(self, venv, critic: BaseCritic, *, gamma: float, mode: str = "potential", scale: float = 1.0,
-                 head: str = "progress", layout: CriticInputLayout | Mapping | None = None, spec: Any = None,
-                 subgoal_bonus: float = 1.0, deadline_s: float | None = None, fallback: str = "zero",
-                 allow_task_mismatch: bool = False, info_subgoals: bool = False):
+    def __init__(self, venv, critic: BaseCritic | None = None, *, config: ShaperConfig | None = None, **settings: Any):
         if not isinstance(venv, vec_env.VecEnv):
             raise refuse_env_kind(venv, name="venv", expected=SB3_VEC_ENV)
         super().__init__(venv)
-        config = ShaperConfig(critic=critic, gamma=gamma, mode=mode, scale=scale, head=head, layout=layout, spec=spec,
-                              subgoal_bonus=subgoal_bonus, deadline_s=deadline_s, fallback=fallback,
-                              allow_task_mismatch=allow_task_mismatch, info_subgoals=info_subgoals)
-        setup_shaper(self, config, space=venv.observation_space, env_id=_venv_env_id(venv), where="venv")
+        setup_shaper(self, critic, config, settings, space=venv.observation_space, env_id=_venv_env_id(venv),
+                     where="venv")
         if vec_env.unwrap_vec_normalize(venv) is not None:
             warnings.warn(
                 "SB3VecPRMRewardShaper wraps a VecNormalize: it sees normalised observations and off-policy "
@@ -122,7 +116,7 @@ class SB3VecPRMRewardShaper(ShaperBase, vec_env.VecEnvWrapper):
         self._x = x
         self._x_rows = list(x)
         self._phi = self._nan if phi is None else phi
-        h = self._holds(x) if self.mode == "subgoal" else None
+        h = self._holds(x) if self.config.mode == "subgoal" else None
         self._claimed = [set() if h is None else {n for n, b in zip(self.evaluator.names, h[i]) if b}
                          for i in range(self.num_envs)]
         self._started = True
@@ -161,7 +155,7 @@ class SB3VecPRMRewardShaper(ShaperBase, vec_env.VecEnvWrapper):
         # autoreset: Phi(s) of a done env is the score of its reset observation, claims start over
         self._x = x_now
         self._phi = self._nan if fell_back else phi_now
-        if any_done and self.mode == "subgoal":
+        if any_done and self.config.mode == "subgoal":
             h_now = self._holds(x_now[done_idx])
             for j, i in enumerate(done_idx):
                 self._claimed[i] = {nm for nm, b in zip(self.evaluator.names, h_now[j]) if b}
@@ -179,20 +173,19 @@ class SB3VecPRMRewardShaper(ShaperBase, vec_env.VecEnvWrapper):
                  h_next: np.ndarray | None) -> np.ndarray:
         """The shaping term ``(n,)`` of this step; 0 where ``Phi`` is unknown (``phi_next`` is ``None``
         when this step's call fell back, ``self._phi`` is all NaN when the previous one did)."""
-        n = self.num_envs
-        phi = self._phi
-        if self.mode == "subgoal":
+        n, phi, c = self.num_envs, self._phi, self.config
+        if c.mode == "subgoal":
             assert self.evaluator is not None and h_next is not None, "setup_shaper refuses mode 'subgoal' and info_subgoals without a subgoal evaluator"
             shaping = np.zeros(n)
             for i in range(n):
                 new = [nm for nm, b in zip(self.evaluator.names, h_next[i]) if b and nm not in self._claimed[i]]
                 self._claimed[i].update(new)
-                shaping[i] = self.subgoal_bonus * len(new)
+                shaping[i] = c.subgoal_bonus * len(new)
             return shaping
         if phi_next is None or phi is self._nan:  # a fallback now or at the previous step: no shaping
             return np.zeros(n)
-        if self.mode == "potential":  # scale * (gamma * Phi'(s') - Phi(s)), in place
-            shaping = self.gamma * (np.where(terminated, 0.0, phi_next) if any_done else phi_next)
+        if c.mode == "potential":  # scale * (gamma * Phi'(s') - Phi(s)), in place
+            shaping = c.gamma * (np.where(terminated, 0.0, phi_next) if any_done else phi_next)
             shaping -= phi
             if self.scale != 1.0:
                 shaping *= self.scale
@@ -224,7 +217,7 @@ class SB3VecPRMRewardShaper(ShaperBase, vec_env.VecEnvWrapper):
             info["prm_terminated"] = ti
             info["prm_x"] = xi
             info["prm_next_x"] = xni
-        if self.info_subgoals:
+        if self.config.info_subgoals:
             assert self.evaluator is not None, "setup_shaper refuses mode 'subgoal' and info_subgoals without a subgoal evaluator"
             for i in range(n):
                 infos[i]["prm_subgoals"] = {nm: bool(b) for nm, b in zip(self.evaluator.names, h_next[i])}

@@ -270,14 +270,30 @@ def resolve_spec(critic: BaseCritic, spec: Any) -> TaskSpec | None:
 
 @dataclass(frozen=True, kw_only=True)
 class ShaperConfig:
-    """The settings shared by :class:`PRMRewardShaper` and its vector twins (their keyword arguments,
-    same names and defaults), checked once in ``__post_init__`` and passed whole to :func:`setup_shaper`.
+    """The settings of :class:`~prm_critic.wrappers.PRMRewardShaper` and its vector twins
+    (:class:`~prm_critic.wrappers.GymVectorPRMRewardShaper`, :class:`~prm_critic.sb3.SB3VecPRMRewardShaper`):
+    pass ``config=ShaperConfig(...)`` or these fields as keyword arguments. Checked once, here; checked
+    values replace the given ones (``gamma``, ``scale``, ``subgoal_bonus`` and ``deadline_s`` become
+    floats). What needs the env (its observation space, its id, its maze) is checked by the shaper.
 
-    The checks and their messages are the shapers'; checked values replace the given ones (``gamma``,
-    ``scale``, ``subgoal_bonus`` and ``deadline_s`` become floats). ``layout`` and ``spec`` stay as
-    given; what they resolve to is ``critic_layout`` (``layout``, else the critic's declared one) and
-    ``task_spec`` (``spec``, else the critic's, or ``None``). What needs the env (its observation
-    space, its id, its maze) is checked by :func:`setup_shaper`.
+    Attributes:
+        critic: a :class:`~prm_critic.critic.BaseCritic` over flat critic inputs ``(B, D)``.
+        gamma: REQUIRED, the learner's discount, in (0, 1].
+        mode: ``"potential"``, ``"subgoal"`` or ``"replace"``.
+        scale: multiplier of the shaping term (finite).
+        head: critic head used as ``Phi``: ``"progress"`` or ``"success"``.
+        layout: :class:`CriticInputLayout` (or its dict); default the critic's declared
+            ``critic_info().layout``. What it resolves to is ``critic_layout``.
+        spec: task spec (name, path, dict or ``TaskSpec``); default ``critic_info().spec`` if any.
+            What it resolves to (or ``None``) is ``task_spec``.
+        subgoal_bonus: bonus per newly reached subgoal (``mode="subgoal"``).
+        deadline_s: per-call critic deadline in seconds (``None``: call synchronously).
+        fallback: what a late or failed call gives; only ``"zero"`` (no shaping) is supported.
+        allow_task_mismatch: accept a critic made for another task than the env's (a deliberate
+            transfer); by default that is an error.
+        info_subgoals: also evaluate the spec's subgoals on every step and report them in
+            ``info["prm_subgoals"]`` (needs a spec with subgoals). Off by default: it costs a
+            subgoal evaluation per step that only fills the info dict.
     """
 
     critic: BaseCritic
@@ -311,30 +327,23 @@ class ShaperConfig:
         checked("task_spec", resolve_spec(critic, self.spec))
 
 
-def setup_shaper(obj: ShaperBase, config: ShaperConfig, *, space: Any, env_id: str | None, where: str = "env",
-                 env: Any = None) -> None:
-    """The construction shared by :class:`PRMRewardShaper` and its vector twins: set the checked
-    ``config`` on ``obj``, check the observation ``space`` (one env's) against the layout and the
-    critic against the env, attach the subgoal evaluator and the critic caller (``obj._caller``)."""
-    critic = config.critic
-    obj.critic = critic
-    obj.gamma = config.gamma
-    obj.mode = config.mode
-    obj.head = config.head
+def setup_shaper(obj: ShaperBase, critic: BaseCritic | None, config: ShaperConfig | None, settings: Mapping[str, Any],
+                 *, space: Any, env_id: str | None, where: str = "env", env: Any = None) -> None:
+    """The construction shared by :class:`PRMRewardShaper` and its vector twins: set ``obj.config``
+    (``config``, or a :class:`ShaperConfig` of ``critic`` and the keyword ``settings``), check the
+    observation ``space`` (one env's) against the layout and the critic against the env, attach the
+    subgoal evaluator and the critic caller (``obj._caller``)."""
+    if config is None or critic is not None:
+        settings = {"critic": critic, **settings}
+    obj.config = config = validate.config_from(ShaperConfig, config, **settings)
     obj.scale = config.scale
-    obj.subgoal_bonus = config.subgoal_bonus
-    obj.deadline_s = config.deadline_s
-    obj.fallback = config.fallback
-    obj.layout = config.critic_layout
-    obj.info_subgoals = config.info_subgoals
     check_not_shaped(obj, where=where)
-    check_critic_space(critic, obj.layout, space, env_id, where=where)
-    check_critic_env(critic, obj.layout, env_id, space, allow_task_mismatch=config.allow_task_mismatch,
+    check_critic_space(config.critic, config.critic_layout, space, env_id, where=where)
+    check_critic_env(config.critic, config.critic_layout, env_id, space, allow_task_mismatch=config.allow_task_mismatch,
                      explicit_layout=config.layout is not None, stacklevel=4)
-    obj.allow_task_mismatch = config.allow_task_mismatch
     check_make_kwargs(config.task_spec, env, stacklevel=4)
-    attach_subgoal_evaluator(obj, critic, config.task_spec, env)
-    obj._caller = CriticCaller(obj.critic, obj.head, obj.deadline_s)
+    attach_subgoal_evaluator(obj, env)
+    obj._caller = CriticCaller(config.critic, config.head, config.deadline_s)
 
 
 def _inner_envs(env: Any) -> list:
@@ -431,24 +440,31 @@ class CallerStats:
 
 
 class ShaperBase(CallerStats):
-    """What the reward shapers (single env, gymnasium vector, SB3 VecEnv) have in common: the
-    attributes :func:`setup_shaper` sets (declared here for type checkers; the annotations add no
-    class attributes) and :class:`CallerStats`."""
+    """What the reward shapers (single env, gymnasium vector, SB3 VecEnv) have in common: their
+    settings ``config`` (a :class:`ShaperConfig`), the ``scale`` paid now (``config.scale`` until
+    :meth:`set_scale`), the subgoal ``evaluator`` (set by :func:`setup_shaper`) and :class:`CallerStats`.
+    ``critic``, ``gamma``, ``mode`` and ``layout`` (the resolved ``config.critic_layout``) read the config."""
 
-    critic: BaseCritic
-    gamma: float
-    mode: str
-    head: str
+    config: ShaperConfig
     scale: float
-    subgoal_bonus: float
-    deadline_s: float | None
-    fallback: str
-    layout: CriticInputLayout
-    info_subgoals: bool
-    allow_task_mismatch: bool
-    task_spec: TaskSpec | None
     evaluator: SubgoalEvaluator | None
     _eval_subgoals: bool
+
+    @property
+    def critic(self) -> BaseCritic:
+        return self.config.critic
+
+    @property
+    def gamma(self) -> float:
+        return self.config.gamma
+
+    @property
+    def mode(self) -> str:
+        return self.config.mode
+
+    @property
+    def layout(self) -> CriticInputLayout:
+        return self.config.critic_layout
 
     def set_scale(self, scale: float) -> None:
         """Pay ``scale * F`` from the next step on (a finite number >= 0; the constructor's ``scale``
@@ -458,36 +474,35 @@ class ShaperBase(CallerStats):
         self.scale = validate.check_number("scale", scale, low=0.0)
 
 
-def attach_subgoal_evaluator(obj: ShaperBase, critic: BaseCritic, task_spec: TaskSpec | None, env: Any = None) -> None:
-    """Set ``obj.task_spec`` (``task_spec``, resolved by :class:`ShaperConfig`), ``obj.evaluator`` and
-    ``obj._eval_subgoals`` for a shaper.
+def attach_subgoal_evaluator(obj: ShaperBase, env: Any = None) -> None:
+    """Set ``obj.evaluator`` (for ``obj.config.task_spec``) and ``obj._eval_subgoals`` for a shaper.
 
     The critic's own evaluator is reused when it evaluates the same spec on inputs of the same width;
     otherwise one is built (``maze_path`` subgoals need the maze of ``env``: a single env, not a
     vector one). ``mode="subgoal"`` and ``info_subgoals=True`` without an evaluator are refused.
     """
-    obj.task_spec = task_spec
+    c = obj.config
     obj.evaluator = None
-    ts = obj.task_spec
+    ts = c.task_spec
     if ts is not None and ts.subgoals:
-        info = critic.critic_info()
+        info = c.critic.critic_info()
         ev = info.evaluator
-        if ev is not None and info.spec is ts and ev.layout.obs_dim == obj.layout.obs_dim:
+        if ev is not None and info.spec is ts and ev.layout.obs_dim == c.critic_layout.obs_dim:
             obj.evaluator = ev
         else:
             needs_maze = any(s.kind == "maze_path" for s in ts.subgoals)
             if not needs_maze or env is not None:
                 from prm_critic.robotics.subgoals import MazeGeometry, SubgoalEvaluator
 
-                obj.evaluator = SubgoalEvaluator(ts, obj.layout, MazeGeometry.from_env(env) if needs_maze else None)
-    for what, wanted in (("mode 'subgoal'", obj.mode == "subgoal"), ("info_subgoals=True", obj.info_subgoals)):
+                obj.evaluator = SubgoalEvaluator(ts, c.critic_layout, MazeGeometry.from_env(env) if needs_maze else None)
+    for what, wanted in (("mode 'subgoal'", c.mode == "subgoal"), ("info_subgoals=True", c.info_subgoals)):
         if wanted and obj.evaluator is None:
             raise ValueError(
                 f"spec: {what} needs a task spec with [[subgoals]] (critic.spec or spec=...; maze_path "
                 f"subgoals in a vector env need a SubgoalCritic), got "
                 f"{None if ts is None else ts.name + ('' if ts.subgoals else ' without subgoals')}"
             )
-    obj._eval_subgoals = obj.mode == "subgoal" or obj.info_subgoals
+    obj._eval_subgoals = c.mode == "subgoal" or c.info_subgoals
 
 def goal_keys(spec: TaskSpec | None, space: Any) -> tuple[str, str] | None:
     """``(achieved_key, desired_key)`` for a goal-conditioned observation space, else ``None``."""

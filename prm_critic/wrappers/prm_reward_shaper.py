@@ -9,7 +9,6 @@ import numpy as np
 from prm_critic._optional import require
 from prm_critic.critic import BaseCritic
 from prm_critic.robotics.label_rewards import potential_shaping
-from prm_critic.robotics.layout import CriticInputLayout
 from prm_critic.wrappers._common import (
     SINGLE_ENV, ObsFlattener, ShaperBase, ShaperConfig, env_id_of, env_kind, goal_keys, refuse_env_kind, setup_shaper,
 )
@@ -73,21 +72,10 @@ class PRMRewardShaper(ShaperBase, gym.Wrapper, gym.utils.RecordConstructorArgs):
     Args:
         env: a gymnasium env (Dict or Box observations).
         critic: a :class:`~prm_critic.critic.BaseCritic` over flat critic inputs ``(B, D)``.
-        gamma: REQUIRED, the learner's discount, in (0, 1].
-        mode: ``"potential"``, ``"subgoal"`` or ``"replace"``.
-        scale: multiplier of the shaping term (finite).
-        head: critic head used as ``Phi``: ``"progress"`` or ``"success"``.
-        layout: :class:`CriticInputLayout` (or its dict); default the critic's
-            declared ``critic_info().layout``.
-        spec: task spec (name, path, dict or ``TaskSpec``); default ``critic_info().spec`` if any.
-        subgoal_bonus: bonus per newly reached subgoal (``mode="subgoal"``).
-        deadline_s: per-call critic deadline in seconds (``None``: call synchronously).
-        fallback: what a late or failed call gives; only ``"zero"`` (no shaping) is supported.
-        allow_task_mismatch: accept a critic made for another task than the env's (a deliberate
-            transfer); by default that is an error.
-        info_subgoals: also evaluate the spec's subgoals on every step and report them in
-            ``info["prm_subgoals"]`` (needs a spec with subgoals). Off by default: it costs a
-            subgoal evaluation per step that only fills the info dict.
+        config: a :class:`~prm_critic.wrappers.ShaperConfig` (with the critic); or, instead, its fields as
+            keyword arguments: ``gamma`` (REQUIRED, the learner's discount), ``mode``, ``scale``, ``head``,
+            ``layout``, ``spec``, ``subgoal_bonus``, ``deadline_s``, ``fallback``, ``allow_task_mismatch``,
+            ``info_subgoals``. The shaper reads ``self.config``.
 
     Critic/env match (checked here, at construction): a critic that records its task
     (``critic.spec``, ``critic.meta["spec"]``, ``meta["task"]``/``meta["env_id"]``) must be for the
@@ -97,25 +85,16 @@ class PRMRewardShaper(ShaperBase, gym.Wrapper, gym.utils.RecordConstructorArgs):
     that differs. An explicit ``layout=`` must equal the critic's own layout when it has one.
     """
 
-    def __init__(self, env, critic: BaseCritic, *, gamma: float, mode: str = "potential", scale: float = 1.0,
-                 head: str = "progress", layout: CriticInputLayout | Mapping | None = None, spec: Any = None,
-                 subgoal_bonus: float = 1.0, deadline_s: float | None = None, fallback: str = "zero",
-                 allow_task_mismatch: bool = False, info_subgoals: bool = False):
-        # recorded (not copied: the critic is shared) so that env.spec.make() can rebuild the stack
-        gym.utils.RecordConstructorArgs.__init__(
-            self, _disable_deepcopy=True, critic=critic, gamma=gamma, mode=mode, scale=scale, head=head,
-            layout=layout, spec=spec, subgoal_bonus=subgoal_bonus, deadline_s=deadline_s, fallback=fallback,
-            allow_task_mismatch=allow_task_mismatch, info_subgoals=info_subgoals)
+    def __init__(self, env, critic: BaseCritic | None = None, *, config: ShaperConfig | None = None, **settings: Any):
         if env_kind(env) not in (SINGLE_ENV, None):  # a vector env: name its shaper, not gymnasium's TypeError
             raise refuse_env_kind(env, name="env", expected=SINGLE_ENV)
         gym.Wrapper.__init__(self, env)
-        config = ShaperConfig(critic=critic, gamma=gamma, mode=mode, scale=scale, head=head, layout=layout, spec=spec,
-                              subgoal_bonus=subgoal_bonus, deadline_s=deadline_s, fallback=fallback,
-                              allow_task_mismatch=allow_task_mismatch, info_subgoals=info_subgoals)
-        setup_shaper(self, config, space=env.observation_space, env_id=env_id_of(env), env=env)
+        setup_shaper(self, critic, config, settings, space=env.observation_space, env_id=env_id_of(env), env=env)
+        # recorded (not copied: the critic is shared) so that env.spec.make() can rebuild the stack
+        gym.utils.RecordConstructorArgs.__init__(self, _disable_deepcopy=True, config=self.config)
         self._flatten = ObsFlattener(self.layout).one  # its per-step function (no call through the instance)
         # (achieved, desired) keys; a critic whose input lacks them is goal-independent under relabelling
-        self.goal_keys = goal_keys(self.task_spec, env.observation_space)
+        self.goal_keys = goal_keys(self.config.task_spec, env.observation_space)
         self._x: np.ndarray | None = None
         self._phi: float | None = None
         self._claimed: set[str] = set()
@@ -133,7 +112,7 @@ class PRMRewardShaper(ShaperBase, gym.Wrapper, gym.utils.RecordConstructorArgs):
         self._x = self._flatten(obs)
         self._phi = self._caller.one(self._x)
         self._claimed = set()
-        if self.mode == "subgoal":
+        if self.config.mode == "subgoal":
             sg = self._subgoals(self._x)
             assert sg is not None  # mode "subgoal": setup_shaper refuses a spec without an evaluator
             self._claimed = {n for n, b in sg.items() if b}
@@ -153,18 +132,19 @@ class PRMRewardShaper(ShaperBase, gym.Wrapper, gym.utils.RecordConstructorArgs):
         heads = caller.last_heads
         phi = self._phi
         r = float(reward)
-        mode = self.mode
+        c = self.config
+        mode = c.mode
         subgoals = self._subgoals(x_next) if self._eval_subgoals else None
         if mode == "subgoal":  # needs no critic call to be right
             assert subgoals is not None  # mode "subgoal" evaluates them (setup_shaper)
             new = [n for n, b in subgoals.items() if b and n not in self._claimed]
             self._claimed.update(new)
-            shaping = self.subgoal_bonus * len(new)
+            shaping = c.subgoal_bonus * len(new)
         elif phi_next is None or phi is None:  # fell back: no shaping this step
             shaping = 0.0
         elif mode == "potential":
             # potential_shaping's formula on floats (no numpy call on the per-step path)
-            shaping = self.scale * (self.gamma * (0.0 if terminated else phi_next) - phi)
+            shaping = self.scale * (c.gamma * (0.0 if terminated else phi_next) - phi)
         else:  # replace
             shaping = self.scale * phi_next - r
         # a copy (the inner env's dict is left as it was) and the keys set one by one: the same dict as
@@ -178,7 +158,7 @@ class PRMRewardShaper(ShaperBase, gym.Wrapper, gym.utils.RecordConstructorArgs):
         info["prm_terminated"] = bool(terminated)
         info["prm_x"] = x
         info["prm_next_x"] = x_next
-        if self.info_subgoals:
+        if c.info_subgoals:
             info["prm_subgoals"] = subgoals
         if heads is not None:  # every head of s' (a DeadEndPruner on top reuses it)
             info["prm_next_scores"] = heads
@@ -312,7 +292,7 @@ class PRMRewardShaper(ShaperBase, gym.Wrapper, gym.utils.RecordConstructorArgs):
             xn[:, ach_sl] = ag[todo]
         term = rows.terminated[todo]
         k = int(todo.size)
-        if self.mode == "subgoal":
+        if self.config.mode == "subgoal":
             i = int(todo[0])
             raise ValueError(
                 f"compute_reward: mode='subgoal' cannot relabel goals ({k} of {n} goals differ from the stored "
@@ -323,8 +303,8 @@ class PRMRewardShaper(ShaperBase, gym.Wrapper, gym.utils.RecordConstructorArgs):
             )
         phi = self._caller.direct(np.concatenate([x, xn]))
         phi_s, phi_n = phi[:k], phi[k:]
-        if self.mode == "potential":
-            shaping[todo] = potential_shaping(phi_s, phi_n, term, gamma=self.gamma, scale=self.scale)
+        if self.config.mode == "potential":
+            shaping[todo] = potential_shaping(phi_s, phi_n, term, gamma=self.config.gamma, scale=self.scale)
         else:  # replace: r' = scale * Phi(s'), expressed as a shaping term on top of the base reward
             shaping[todo] = self.scale * phi_n - base[todo]
         return shaping

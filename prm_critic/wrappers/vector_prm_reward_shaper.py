@@ -10,7 +10,6 @@ import numpy as np
 from prm_critic._optional import require
 from prm_critic.critic import BaseCritic
 from prm_critic.robotics.label_rewards import potential_shaping
-from prm_critic.robotics.layout import CriticInputLayout
 from prm_critic.wrappers._common import (
     GYM_VECTOR_ENV, ObsFlattener, ShaperBase, ShaperConfig, env_id_of, refuse_env_kind, setup_shaper,
 )
@@ -72,16 +71,12 @@ class GymVectorPRMRewardShaper(ShaperBase, gym.vector.VectorWrapper):
 
     Args:
         env: a ``gymnasium.vector.VectorEnv`` with Dict or Box single observations.
-        critic, gamma, mode, scale, head, layout, spec, subgoal_bonus, deadline_s, fallback,
-            allow_task_mismatch, info_subgoals: as for :class:`~prm_critic.wrappers.PRMRewardShaper`
-            (the task is checked against ``env.spec.id``; ``maze_path`` subgoals need a
-            ``SubgoalCritic``).
+        critic, config, **settings: as for :class:`~prm_critic.wrappers.PRMRewardShaper` (a
+            :class:`~prm_critic.wrappers.ShaperConfig` or its fields; the task is checked against
+            ``env.spec.id``; ``maze_path`` subgoals need a ``SubgoalCritic``).
     """
 
-    def __init__(self, env, critic: BaseCritic, *, gamma: float, mode: str = "potential", scale: float = 1.0,
-                 head: str = "progress", layout: CriticInputLayout | Mapping | None = None, spec: Any = None,
-                 subgoal_bonus: float = 1.0, deadline_s: float | None = None, fallback: str = "zero",
-                 allow_task_mismatch: bool = False, info_subgoals: bool = False):
+    def __init__(self, env, critic: BaseCritic | None = None, *, config: ShaperConfig | None = None, **settings: Any):
         if not isinstance(env, gym.vector.VectorEnv):
             raise refuse_env_kind(env, name="env", expected=GYM_VECTOR_ENV)
         super().__init__(env)
@@ -94,10 +89,7 @@ class GymVectorPRMRewardShaper(ShaperBase, gym.vector.VectorWrapper):
                 "(with DISABLED the partial resets happen outside the wrapper)"
             )
         self.same_step = mode_ar == AutoresetMode.SAME_STEP
-        config = ShaperConfig(critic=critic, gamma=gamma, mode=mode, scale=scale, head=head, layout=layout, spec=spec,
-                              subgoal_bonus=subgoal_bonus, deadline_s=deadline_s, fallback=fallback,
-                              allow_task_mismatch=allow_task_mismatch, info_subgoals=info_subgoals)
-        setup_shaper(self, config, space=env.single_observation_space, env_id=env_id_of(env),
+        setup_shaper(self, critic, config, settings, space=env.single_observation_space, env_id=env_id_of(env),
                      where="vector env's single")
         self._flatten = ObsFlattener(self.layout)
         n = self.num_envs
@@ -120,7 +112,7 @@ class GymVectorPRMRewardShaper(ShaperBase, gym.vector.VectorWrapper):
         x.flags.writeable = False
         self._x = x
         self._phi = np.full(self.num_envs, np.nan) if phi is None else phi
-        self._claimed = self._claims(x) if self.mode == "subgoal" else [set() for _ in range(self.num_envs)]
+        self._claimed = self._claims(x) if self.config.mode == "subgoal" else [set() for _ in range(self.num_envs)]
         self._autoreset = np.zeros(self.num_envs, dtype=bool)
         self._started = True
         info = dict(info)
@@ -162,7 +154,7 @@ class GymVectorPRMRewardShaper(ShaperBase, gym.vector.VectorWrapper):
         if heads is not None:  # every head of s' (the scores of x_next)
             infos["prm_next_scores"] = {h: _rows_of_next(v, n, done_idx) for h, v in heads.items()}
             infos["_prm_next_scores"] = live
-        if self.info_subgoals:
+        if self.config.info_subgoals:
             infos["prm_subgoals"] = {nm: h_next[:, j].copy() for j, nm in enumerate(self.evaluator.names)}
             infos["_prm_subgoals"] = live
         self._advance(x_now, phi_now, done, done_idx)
@@ -188,18 +180,18 @@ class GymVectorPRMRewardShaper(ShaperBase, gym.vector.VectorWrapper):
     def _shaping(self, r: np.ndarray, phi: np.ndarray, phi_next: np.ndarray, terminated: np.ndarray,
                  live: np.ndarray, h_next: np.ndarray | None) -> np.ndarray:
         """The shaping term ``(n,)``: 0 on no-op autoreset steps and where ``Phi`` is unknown (NaN)."""
-        n = self.num_envs
-        if self.mode == "subgoal":
+        n, c = self.num_envs, self.config
+        if c.mode == "subgoal":
             shaping = np.zeros(n)
             ev = self.evaluator
             assert ev is not None and h_next is not None  # mode "subgoal": setup_shaper refuses a missing evaluator
             for i in np.flatnonzero(live):
                 new = [nm for nm, b in zip(ev.names, h_next[i]) if b and nm not in self._claimed[i]]
                 self._claimed[i].update(new)
-                shaping[i] = self.subgoal_bonus * len(new)
+                shaping[i] = c.subgoal_bonus * len(new)
         else:
-            if self.mode == "potential":
-                shaping = potential_shaping(phi, phi_next, terminated, gamma=self.gamma, scale=self.scale)
+            if c.mode == "potential":
+                shaping = potential_shaping(phi, phi_next, terminated, gamma=c.gamma, scale=self.scale)
             else:  # replace
                 shaping = self.scale * phi_next - r
             shaping[np.isnan(phi) | np.isnan(phi_next)] = 0.0
@@ -213,11 +205,11 @@ class GymVectorPRMRewardShaper(ShaperBase, gym.vector.VectorWrapper):
         self._x = x_now
         self._phi = phi_now
         if self.same_step:
-            if len(done_idx) and self.mode == "subgoal":
+            if len(done_idx) and self.config.mode == "subgoal":
                 for j, c in zip(done_idx, self._claims(x_now[done_idx])):
                     self._claimed[j] = c
         else:
-            if self.mode == "subgoal" and self._autoreset.any():  # reset observations: claims start over
+            if self.config.mode == "subgoal" and self._autoreset.any():  # reset observations: claims start over
                 idx = np.flatnonzero(self._autoreset)
                 for j, c in zip(idx, self._claims(x_now[idx])):
                     self._claimed[j] = c
