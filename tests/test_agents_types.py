@@ -193,3 +193,10 @@ def test_provenance_lines_read_the_label_summary(tmp_path):
          "mean_label": 0.25, "frac_zero": 0.5}))
     lines = tr.provenance_lines(plan.TYPES["twx-twc"], tmp_path)
     assert lines[0].startswith("Labels: 96 base-policy trajectories (40 won, 3 lost), 1000 steps, k = 4")
+
+
+def test_mcts_goal_compares_the_games_both_searches_played():
+    fx = _fixture(10, 6)  # the beam wins games 0-9 of 20
+    fx["prm_mcts+twx-coin"] = _episodes("prm_mcts+twx-coin", [True] * 10, 55)  # MCTS played games 0-9 only
+    v = tr.mcts_vs_beam(fx, "twx-coin")
+    assert v["met"] is True and "on the 10 games both played" in v["why"] and "vs beam 1.00" in v["why"]
