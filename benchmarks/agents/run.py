@@ -85,8 +85,10 @@ sys.path.insert(0, str(ROOT))
 
 from agents.textworld_agent.env import DEFAULT_DIFFICULTY, ensure_game  # noqa: E402
 from agents.textworld_agent.labels import parse_seeds  # noqa: E402
+from agents.textworld_agent.policy import BasePolicy  # noqa: E402
 from agents.textworld_agent.search import (  # noqa: E402
-    oracle_score_fn, prm_score_fn, run_base, run_beam, run_gold, run_mcts, run_outcome_bon, run_step_bon)
+    EpisodeResult, open_game, oracle_score_fn, prm_score_fn, run_base, run_gold, run_outcome_bon, run_step_bon)
+from agents.textworld_agent.text import step_text  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from report import METHODS, plot, summary, table as summary_table  # noqa: E402
@@ -175,6 +177,44 @@ class MCTSSettings:
         return tag + ("" if self.prior == "policy" else f"-{self.prior}prior")
 
 
+#: the search methods, dispatched through prm_critic.langgraph's registry of searches: method ->
+#: (registered search, its config fields from run_one's settings); every search also gets
+#: max_depth=max_steps and the game's is_terminal / is_lost (run_search). MCTS: max_iterations
+#: 2 * budget + 1, which the budget always reaches first (agents/textworld_agent/search.py, run_mcts).
+SEARCH_METHODS = {
+    "prm_beam": ("beam", lambda s: dict(beam_width=2, branch_factor=2, aggregate="last",
+                                        dead_end_threshold=s["dead_end_threshold"], on_all_pruned=s["on_all_pruned"])),
+    "prm_beam_noprune": ("beam", lambda s: dict(beam_width=2, branch_factor=2, aggregate="last",
+                                                dead_end_threshold=NO_PRUNING)),
+    "prm_mcts": ("mcts", lambda s: dict(branch_factor=s["mcts"].branch, policy_budget=s["mcts_budget"],
+                                        max_iterations=2 * s["mcts_budget"] + 1, aggregate=s["mcts"].aggregate,
+                                        exploration=s["mcts"].exploration, selection=s["mcts"].selection,
+                                        seed=s["seed"], prior=s["mcts"].prior)),
+}
+
+
+def run_search(method: str, path, rng: np.random.Generator, critic, max_steps: int, policy=None,
+               **settings) -> EpisodeResult:
+    """One episode of a search method: the registered search of ``SEARCH_METHODS[method]`` over the
+    game's ``TextEnvExpand``. ``dead_ends_avoided``: the candidates a search pruned as dead ends where
+    it reports them (the beam), else the proposals that lost the game, less the answer's own."""
+    from prm_critic.langgraph import TextEnvExpand, get_search
+
+    name, fields = SEARCH_METHODS[method]
+    sim = open_game(path, max_steps)
+    try:
+        ex = TextEnvExpand(sim, policy or BasePolicy(), int(rng.integers(2**63)), step_text=step_text)
+        search = get_search(name).build(ex, critic, max_depth=max_steps, is_terminal=ex.is_won, is_lost=ex.is_lost,
+                                        **fields(settings))
+        out = search.invoke({"prompt": ex.prompt, "root": ex.root})
+        st = out.state
+        avoided = out.stats.get("pruned_dead_end", ex.lost - int(bool(st["lost"])))
+        return EpisodeResult(bool(st["won"]), bool(st["lost"]), len(st["commands"]), out.policy_calls, ex.tool_calls,
+                             out.critic_calls, avoided, list(st["commands"]), out.stop_reason)
+    finally:
+        sim.close()
+
+
 def run_one(method: str, path, rng: np.random.Generator, max_steps: int, critic=None,
             dead_end_threshold: float = 0.05, on_all_pruned: str = "keep_best", policy=None, *,
             mcts_budget: int = MCTS_BUDGET, seed: int = 0, mcts: MCTSSettings = MCTSSettings()) -> dict:
@@ -186,17 +226,9 @@ def run_one(method: str, path, rng: np.random.Generator, max_steps: int, critic=
         r = run_step_bon(path, rng, prm_score_fn(critic), n=3, max_steps=max_steps, policy=policy)
     elif method == "oracle_bon3":
         r = run_step_bon(path, rng, oracle_score_fn(), n=3, max_steps=max_steps, policy=policy)
-    elif method == "prm_beam":
-        r = run_beam(path, rng, critic, beam_width=2, branch_factor=2, max_steps=max_steps,
-                     dead_end_threshold=dead_end_threshold, aggregate="last", on_all_pruned=on_all_pruned,
-                     policy=policy)
-    elif method == "prm_beam_noprune":
-        r = run_beam(path, rng, critic, beam_width=2, branch_factor=2, max_steps=max_steps,
-                     dead_end_threshold=NO_PRUNING, aggregate="last", policy=policy)
-    elif method == "prm_mcts":
-        r = run_mcts(path, rng, critic, branch_factor=mcts.branch, max_steps=max_steps, budget=mcts_budget,
-                     aggregate=mcts.aggregate, exploration=mcts.exploration, selection=mcts.selection, seed=seed,
-                     policy=policy, prior=mcts.prior)
+    elif method in SEARCH_METHODS:
+        r = run_search(method, path, rng, critic, max_steps, policy, dead_end_threshold=dead_end_threshold,
+                       on_all_pruned=on_all_pruned, mcts_budget=mcts_budget, seed=seed, mcts=mcts)
     elif method == "gold":
         r = run_gold(path, rng, max_steps=max_steps)
     else:
