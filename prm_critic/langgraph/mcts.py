@@ -69,8 +69,6 @@ module's note on determinism).
 
 from __future__ import annotations
 
-import asyncio
-import inspect
 import math
 import operator
 import random
@@ -84,18 +82,17 @@ from prm_critic.aggregate import AGGREGATES, aggregate as _aggregate
 from prm_critic.critic import BaseCritic, StepScores
 from prm_critic.langgraph._common import ascore_text_steps, check_critic, check_head, lg, score_text_steps
 from prm_critic.langgraph.search import (
-    SearchBudget, SearchResult, check_proposals, emit_event, too_few_steps,
+    GraphSearch, SearchBudget, SearchResult, acall_expand, call_expand, check_input, emit_event, too_few_steps,
 )
 from prm_critic.text.steps import TextStep
 
 _graph = lg("langgraph.graph")
 _types = lg("langgraph.types")
 if TYPE_CHECKING:
-    from langchain_core.runnables import Runnable, RunnableLambda
+    from langchain_core.runnables import RunnableLambda
     from langgraph.managed import RemainingSteps
 else:  # through require(), so a missing package names the extra to install
     RemainingSteps = lg("langgraph.managed").RemainingSteps
-    Runnable = lg("langchain_core.runnables").Runnable
     RunnableLambda = lg("langchain_core.runnables").RunnableLambda
 
 __all__ = ["MCTSConfig", "MCTSSearch", "MCTSState", "build_mcts_graph", "mcts_search_result"]
@@ -202,18 +199,6 @@ class MCTSState(TypedDict, total=False):
 
 
 # --------------------------------------------------------------------------- input and tree
-def _check_input(state: Mapping[str, Any]) -> str:
-    """The task prompt of a search input ``{"prompt": str, "root": env state}``."""
-    if not isinstance(state, Mapping):
-        raise TypeError(f"input: expected a mapping {{'prompt': str, 'root': env state}}, got {type(state).__name__}")
-    if "root" not in state:
-        raise KeyError("root: the input must hold the initial env state under 'root' (and the task under 'prompt')")
-    prompt = state.get("prompt", "")
-    if not isinstance(prompt, str):
-        raise TypeError(f"prompt: expected str, got {type(prompt).__name__} {prompt!r}")
-    return prompt
-
-
 def _node(parent: int | None, step: str | None, env_state: Any, depth: int, step_scores: list[float],
           value: float, prior: float, terminal: bool, closed: bool) -> dict:
     visits = 0 if parent is None else 1  # a child's evaluation is its first visit
@@ -313,7 +298,7 @@ def _mcts_init(cfg: MCTSConfig) -> Callable[[MCTSState], dict]:
 
     def init(state: MCTSState) -> dict:
         """The ``init`` node: check the input and plant the root."""
-        prompt = _check_input(state)
+        prompt = check_input(state)
         terminal = bool(cfg.is_terminal(state["root"])) if cfg.is_terminal is not None else False
         root = _node(None, None, state["root"], 0, [], 0.0, 1.0, terminal, closed=terminal)
         reason = "solved" if terminal else "recursion_limit" if too_few_steps(state, MIN_REMAINING_STEPS) else ""
@@ -342,15 +327,7 @@ class _Iterate:
 
     def __call__(self, state: MCTSState) -> dict:
         leaf, k, history = self._plan(state)
-        proposals: list = []
-        if k > 0:
-            raw = self.expand(state["nodes"][leaf]["state"], history, k)
-            if inspect.isawaitable(raw):
-                if inspect.iscoroutine(raw):
-                    raw.close()
-                raise TypeError("expand: returned an awaitable (an async expand); run the search with "
-                                "ainvoke / astream, or pass a sync expand")
-            proposals = check_proposals(raw, k, allow_prior=True)
+        proposals = call_expand(self.expand, state["nodes"][leaf]["state"], history, k, allow_prior=True) if k > 0 else []
         scores = score_text_steps(self.critic, self._steps(state, history, proposals), head=self.cfg.head) if proposals else None
         return self._finish(state, leaf, k, proposals, scores)
 
@@ -358,16 +335,8 @@ class _Iterate:
         """The node in async runs: awaits an async ``expand`` (a sync one runs in a worker thread)
         and scores with ``critic.ascore``."""
         leaf, k, history = self._plan(state)
-        proposals: list = []
-        if k > 0:
-            env_state = state["nodes"][leaf]["state"]
-            if inspect.iscoroutinefunction(self.expand):
-                raw = await self.expand(env_state, history, k)
-            else:
-                raw = await asyncio.to_thread(self.expand, env_state, history, k)
-                if inspect.isawaitable(raw):
-                    raw = await raw
-            proposals = check_proposals(raw, k, allow_prior=True)
+        proposals = (await acall_expand(self.expand, state["nodes"][leaf]["state"], history, k, allow_prior=True)
+                     if k > 0 else [])
         scores = await ascore_text_steps(self.critic, self._steps(state, history, proposals), head=self.cfg.head) if proposals else None
         return self._finish(state, leaf, k, proposals, scores)
 
@@ -461,76 +430,28 @@ def mcts_search_result(final: Mapping[str, Any]) -> SearchResult:
                         stats=stats)
 
 
-def _recursion_limit(config: Mapping[str, Any] | None) -> int | None:
-    if config is None:
-        return None
-    if not isinstance(config, Mapping):
-        raise TypeError(f"config: expected a RunnableConfig mapping or None, got {type(config).__name__} {config!r}")
-    if "recursion_limit" not in config:
-        return None
-    return validate.check_int("recursion_limit", config["recursion_limit"], minimum=1)
-
-
-def _no_kwargs(method: str, kwargs: Mapping[str, Any]) -> None:
-    if kwargs:
-        raise TypeError(f"{method}: expected (input, config) only, got keyword arguments {sorted(kwargs)}")
-
-
-class MCTSSearch(Runnable[Mapping[str, Any], SearchResult]):
+class MCTSSearch(GraphSearch):
     """MCTS with PRM values over a forkable tool environment: one object, sync and async.
 
+    ``MCTSSearch(expand, critic, config=None, *, checkpointer=None, **config_fields)``;
     ``search.invoke({"prompt": task, "root": env_state}, config)`` and ``await search.ainvoke(...)``
     run the compiled graph of :func:`build_mcts_graph` and return a
-    :class:`~prm_critic.langgraph.search.SearchResult` (the module doc says what it holds). It is a
-    LangChain ``Runnable`` (``batch``, ``abatch``, ``with_config`` work); ``config`` is the graph's run
-    config (``recursion_limit``, callbacks, ``configurable``). For live progress stream
-    ``search.graph`` with ``stream_mode="custom"`` (``prm_mcts_iteration`` events).
-
-    Args:
-        expand: ``expand(env_state, history, k) -> [(step_text, next_env_state[, prior]), ...]``,
-            at most ``k`` items, must not mutate ``env_state`` (fork it); a coroutine function is
-            awaited in async runs (and refused by ``invoke``).
-        critic: a text :class:`~prm_critic.BaseCritic` (its ``head`` score is the value estimate).
-        config: an :class:`MCTSConfig`; or pass its fields as keyword arguments (not both).
-        checkpointer: passed to ``compile`` (env states must then be serializable).
+    :class:`~prm_critic.langgraph.search.SearchResult` (the module doc says what it holds; its events
+    are the ``prm_mcts_iteration`` events the run kept in its state); the rest is
+    :class:`~prm_critic.langgraph.search.GraphSearch`'s. ``expand`` may give a prior per proposal:
+    ``[(step_text, next_env_state[, prior]), ...]``. ``config`` is an :class:`MCTSConfig`, or its
+    fields are given as keyword arguments (not both).
     """
 
-    def __init__(self, expand: Expand, critic: BaseCritic, config: MCTSConfig | None = None, *,
-                 checkpointer: Any = None, **params: Any):
-        if config is not None and params:
-            raise TypeError(f"config: pass an MCTSConfig or its fields as keyword arguments, not both "
-                            f"(got config and {sorted(params)})")
-        self.config = config if config is not None else MCTSConfig(**params)
-        self.expand = expand
-        self.graph = build_mcts_graph(expand, critic, self.config).compile(checkpointer=checkpointer)
-        self.critic = critic
+    config_type = MCTSConfig
+    event_type = "prm_mcts_iteration"
 
-    def __repr__(self) -> str:
-        return f"MCTSSearch({type(self.critic).__name__}, {self.config!r})"
+    def build_graph(self, expand: Expand, critic: BaseCritic, config: MCTSConfig) -> Any:
+        return build_mcts_graph(expand, critic, config)
 
-    def _early(self, input: Any, config: Any) -> SearchResult | None:
-        """The result without a run: ``recursion_limit=1`` lets LangGraph finish no node."""
-        _check_input(input)
-        if _recursion_limit(config) != 1:
-            return None
-        return SearchResult(steps=(), state=input["root"], score=None, step_scores=(), solved=False,
-                            stop_reason="recursion_limit", policy_calls=0, critic_calls=0, events=(),
-                            stats={"iterations": 0, "nodes": 0})
-
-    def invoke(self, input: Any, config: Any = None, **kwargs: Any) -> SearchResult:
-        """Run the search to its stop; ``input`` is ``{"prompt": str, "root": env state}``."""
-        _no_kwargs("invoke", kwargs)
-        if inspect.iscoroutinefunction(self.expand):
-            raise TypeError(f"expand: {self.expand!r} is a coroutine function; run the search with ainvoke")
-        early = self._early(input, config)
-        if early is not None:
-            return early
-        return mcts_search_result(self.graph.invoke(dict(input), config))
-
-    async def ainvoke(self, input: Any, config: Any = None, **kwargs: Any) -> SearchResult:
-        """:meth:`invoke` for async code: the critic is called with ``ascore``, an async ``expand`` awaited."""
-        _no_kwargs("ainvoke", kwargs)
-        early = self._early(input, config)
-        if early is not None:
-            return early
-        return mcts_search_result(await self.graph.ainvoke(dict(input), config))
+    def result(self, final: Mapping[str, Any], events: tuple[dict, ...]) -> SearchResult:
+        if not final.get("nodes"):  # recursion_limit=1: no node ran
+            return SearchResult(steps=(), state=final["root"], score=None, step_scores=(), solved=False,
+                                stop_reason="recursion_limit", policy_calls=0, critic_calls=0, events=(),
+                                stats={"iterations": 0, "nodes": 0})
+        return mcts_search_result(final)
