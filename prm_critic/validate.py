@@ -227,3 +227,16 @@ def check_one_env(name: str, env: Any, *, what: str, fix: str) -> Any:
         of = f" of {n} envs" if isinstance(n, int) else ""
         raise ArgumentError(f"{name}: {what} takes one env, got {type(env).__name__}, a {kind}{of}; {fix}")
     return env
+
+
+def register(table: dict, item: Any, cls: Any, *, arg: str, cls_name: str, noun: str, replace: bool) -> Any:
+    """Add ``item`` (an instance of ``cls``, keyed by its ``name``) to a registry ``table`` and return it; a name
+    already taken is refused unless ``replace``. The one body of every ``register_*`` function."""
+    if not isinstance(item, cls):
+        raise ArgumentError(f"{arg}: expected a {cls_name}, got {type(item).__name__} {item!r}")
+    check_flag("replace", replace)
+    if item.name in table and not replace:
+        raise ArgumentError(f"{arg}: a {noun} named {item.name!r} is already registered; pass replace=True to "
+                            "replace it")
+    table[item.name] = item
+    return item

@@ -70,15 +70,8 @@ _SEARCHES: dict[str, SearchKind] = {}
 
 def register_search(kind: SearchKind, *, replace: bool = False) -> SearchKind:
     """Add ``kind`` to the registry (``replace=True`` replaces one of the same name); returns it."""
-    if not isinstance(kind, SearchKind):
-        raise validate.ArgumentError(f"kind: expected a prm_critic.langgraph.SearchKind, got {type(kind).__name__} "
-                                     f"{kind!r}")
-    validate.check_flag("replace", replace)
-    if kind.name in _SEARCHES and not replace:
-        raise validate.ArgumentError(f"kind: a search named {kind.name!r} is already registered; pass replace=True "
-                                     f"to replace it")
-    _SEARCHES[kind.name] = kind
-    return kind
+    return validate.register(_SEARCHES, kind, SearchKind, arg="kind", cls_name="prm_critic.langgraph.SearchKind",
+                             noun="search", replace=replace)
 
 
 def unregister_search(name: str) -> SearchKind:

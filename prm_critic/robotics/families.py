@@ -134,15 +134,8 @@ def register_label_family(family: LabelFamily, *, replace: bool = False) -> Labe
     Raises:
         ArgumentError: ``family`` is not a :class:`LabelFamily`, or its name is taken and not ``replace``.
     """
-    if not isinstance(family, LabelFamily):
-        raise validate.ArgumentError(f"family: expected a prm_critic.robotics.families.LabelFamily, "
-                                     f"got {type(family).__name__} {family!r}")
-    validate.check_flag("replace", replace)
-    if family.name in _FAMILIES and not replace:
-        raise validate.ArgumentError(f"family: a label family named {family.name!r} is already registered; "
-                                     f"pass replace=True to replace it")
-    _FAMILIES[family.name] = family
-    return family
+    return validate.register(_FAMILIES, family, LabelFamily, arg="family",
+                             cls_name="prm_critic.robotics.families.LabelFamily", noun="label family", replace=replace)
 
 
 def unregister_label_family(name: str) -> LabelFamily:
