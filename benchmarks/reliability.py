@@ -1,12 +1,13 @@
 """Reliability report: every fault the fault-injection suite tries, with the library's answer.
 
-    python benchmarks/reliability.py --run   # runs `pytest -m fault`, writes the raw data, then the doc
-    python benchmarks/reliability.py         # rewrites docs/reliability.md from the committed raw data
+    python -m benchmarks.reliability --run   # runs `pytest -m fault`, writes the raw data, then the doc
+    python -m benchmarks.reliability         # rewrites docs/reliability.md from the committed raw data
 
-Raw data: ``benchmarks/results/reliability.json`` (one row per fault, from ``tests/faults.py``, and
-the tests that failed). A fault test fails when the fault goes through without the expected error or
-correct result; such a fault is counted as *silent*. The doc is written from the raw data only, so
-``tests/test_results_docs.py`` can regenerate it and fail on drift.
+Raw data: ``benchmarks/results/reliability.json`` (one row per fault, recorded by ``tests/faults.py``,
+and the tests that failed); the doc's sections are the fault areas of ``tests/faults.py`` ``ITEMS``.
+A fault test fails when the fault goes through without the expected error or correct result; such a
+fault is counted as *silent*. The doc is written from the raw data only, so ``tests/test_results_docs.py``
+can regenerate it and fail on drift.
 """
 
 from __future__ import annotations
@@ -21,69 +22,13 @@ import xml.etree.ElementTree as ET
 from collections import defaultdict
 from pathlib import Path
 
+from tests.faults import ITEMS
+
 ROOT = Path(__file__).resolve().parents[1]
 RAW = ROOT / "benchmarks" / "results" / "reliability.json"
 DOC = ROOT / "docs" / "reliability.md"
-COMMAND = "python benchmarks/reliability.py --run"
+COMMAND = "python -m benchmarks.reliability --run"
 
-# the areas the suite covers, in the order the report lists them
-ITEMS = {
-    1: "MC labels: snapshot hooks per env, restore + replay self-check",
-    2: "FetchPickAndPlace restore + replay",
-    3: "Spec constants and expressions",
-    4: "Dataset meta.json layout width",
-    5: "Artifact integrity (weights hash in checkpoint JSON and ONNX metadata)",
-    6: "Critic/env match (task and layout) in shaper and pruner",
-    7: "Normaliser std floor and input clipping",
-    8: "Loaders: policy.json allowlist, pickle trust flag, ONNX metadata first, paths inside folder",
-    9: "OnnxCritic strict accelerator providers",
-    10: "One deadline-bound critic call per step for shaper + pruner",
-    11: "HER relabelling in subgoal mode",
-    12: "Router and recursion limits",
-    13: "Judge score parsing and prompt-injection fencing",
-    14: "Token-classification PRM with a newly initialised head",
-    15: "Packaging: Python 3.10 imports, only prm_critic importable",
-    16: "Results docs written by their scripts, shared defaults",
-    17: "Repository speaks of the project only",
-    18: "Training budgets honoured or stated",
-    19: "Label cost records survive a kill after a label shard's write",
-    20: "Checkpoint JSON integrity (architecture and metadata hashed with the weights hash)",
-    21: "Label options per family; MC labels of data without snapshots",
-    22: "Lazy package names resolve to the documented objects",
-    23: "Minari import: make kwargs recorded in the dataset",
-    24: "Local model server: expected GGUF hash",
-    25: "Text PRM separators outside the tokenizer's vocabulary",
-    26: "Tool output that is not valid UTF-8, sanitised at the step boundary",
-    27: "Step critic across user turns of a checkpointed thread; stop reason at every limit",
-    28: "Re-saved ONNX exports: unverified loading with a warning, deliberate re-seal",
-    29: "Ray executor: bounded connection to a cluster address; the joined cluster named",
-    30: "Best-of-N candidates cut at max_tokens or identical",
-    31: "Declared critic metadata: a critic without a task, another task's critic with other widths",
-    32: "ONNX critic on a device provider (CUDA): refilled IOBinding buffers scored, not the bound snapshot",
-    33: "Local model server: tools / tool_choice served as schema-constrained tool calls, or refused, never dropped",
-    34: "Local model server: OpenAI's errors for an unknown model name (404) and malformed tools (400)",
-    35: "rl-baselines3-zoo YAML: PRMWrapper gamma against the algorithm's, critic given by name or path",
-    36: "Minari export with PRM rewards: unknown or unlabelled family, non-finite label, gamma outside (0, 1]",
-    37: "MCTS over a forkable tool environment: policy and critic call budgets honoured, with the stop reason",
-    38: "Ecosystem fit: install hints from the installed distribution, vector shapers given the other env kind, collect into a folder of other settings, Ctrl-C",
-    39: "Served agent threads (a new game, a finished episode continued) and ONNX IR versions below the opset's",
-    40: "Every critic path gives score's result: a fast path inherited past an overridden score, check_critic on fast paths",
-    41: "StepScores contract (shape, range [0, 1], finite, extra heads) at the critic node, best-of-N, beam and MCTS",
-    42: "Ensemble members and train_policy's resume fingerprint: architecture and layout hashed with the weights",
-    43: "Critic inputs: the env's own observation (dict or array) where the critic knows its layout",
-    44: "Tool-call ids reused by a model ('call_0' every time, or '') in the critic node, best-of-N and the backtracker",
-    45: "CheckpointBacktracker after the critic node's backtrack verdict, in the README's graph, default as_node",
-    50: "Searches a lost state cannot fool: a lost game never the kept best nor the answer (beam, MCTS), terminal outcomes over the critic's score",
-    51: "Searches deterministic under their seed, however the beam's expand threads interleave",
-    60: "Output folders: the same run resumes, another is refused naming what differs, --overwrite replaces it whole",
-    61: "Shaping under plain stable-baselines3: gamma against the algorithm's, a shaper wrapped twice, make_kwargs",
-    62: "PRMStatsCallback under plain stable-baselines3: the env's own return, with or without PRMMonitor",
-    63: "A policy checkpoint on another task's env",
-    64: "Clear errors instead of tracebacks: files where folders go, ensemble files, graphs, Ray, Ctrl-C, --resume",
-    65: "distill --data: extra folders holding the teacher's held-out episodes, compared by content",
-    66: "serve-llm tool calls validated against the tool's whole JSON schema (maximum, multipleOf, uniqueItems)",
-    67: "Judge injection detector: zero-width and soft-hyphen characters, look-alike letters, markdown, base64",
-}
 
 
 def run_suite() -> dict:
@@ -156,17 +101,19 @@ def render(raw: dict) -> str:
     return "\n".join(lines)
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--run", action="store_true", help="run the fault suite first and rewrite the raw data")
-    args = ap.parse_args()
+    ap.add_argument("--raw", type=Path, default=RAW, help="the raw data (default %(default)s)")
+    ap.add_argument("--md", type=Path, default=DOC, help="the doc written from it (default %(default)s)")
+    args = ap.parse_args(argv)
     if args.run:
         raw = run_suite()
-        RAW.parent.mkdir(parents=True, exist_ok=True)
-        RAW.write_text(json.dumps(raw, indent=1, ensure_ascii=False) + "\n")
-    raw = json.loads(RAW.read_text())
-    DOC.write_text(render(raw))
-    print(f"wrote {DOC.relative_to(ROOT)}: {len(raw['faults'])} faults, {len(raw['failed'])} silent")
+        args.raw.parent.mkdir(parents=True, exist_ok=True)
+        args.raw.write_text(json.dumps(raw, indent=1, ensure_ascii=False) + "\n")
+    raw = json.loads(args.raw.read_text())
+    args.md.write_text(render(raw))
+    print(f"wrote {args.md}: {len(raw['faults'])} faults, {len(raw['failed'])} silent")
     return 0 if not raw["failed"] else 1
 
 

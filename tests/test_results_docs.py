@@ -124,29 +124,20 @@ def test_changed_measurement_changes_the_rendered_doc(doc, tmp_path):
             f"{doc} rendered from it differs from the committed doc (drift detected)")
 
 
-def test_reliability_doc_matches_its_raw_data():
+def test_reliability_doc_matches_its_raw_data(tmp_path):
     """``benchmarks/reliability.py`` (without ``--run``) renders docs/reliability.md from
-    benchmarks/results/reliability.json; compare byte for byte."""
-    import importlib.util
-    import json
-
-    raw = REPO / "benchmarks" / "results" / "reliability.json"
-    doc = REPO / "docs" / "reliability.md"
-    if not raw.exists():
-        pytest.skip("benchmarks/results/reliability.json is not in the repository yet "
-                    "(written by `python benchmarks/reliability.py --run`)")
-    assert doc.exists(), "docs/reliability.md is missing: write it with `python benchmarks/reliability.py`"
-    spec = importlib.util.spec_from_file_location("reliability_report", REPO / "benchmarks" / "reliability.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    fresh = mod.render(json.loads(raw.read_text()))
-    if fresh != doc.read_text():
+    benchmarks/results/reliability.json, its sections the fault areas of ``tests/faults.py``; compare byte for byte."""
+    out = tmp_path / "reliability.md"
+    proc = _render("benchmarks/reliability.py", ["--md", "{out}"], out)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    committed = (REPO / "docs" / "reliability.md").read_text()
+    if out.read_text() != committed:
         import difflib
 
-        diff = "".join(difflib.unified_diff(doc.read_text().splitlines(True), fresh.splitlines(True),
+        diff = "".join(difflib.unified_diff(committed.splitlines(True), out.read_text().splitlines(True),
                                             "docs/reliability.md", "regenerated", n=1))
         pytest.fail("docs/reliability.md differs from what benchmarks/reliability.py renders from "
-                    f"benchmarks/results/reliability.json; rewrite it with `python benchmarks/reliability.py`:\n{diff[:4000]}")
+                    f"benchmarks/results/reliability.json; rewrite it with `python -m benchmarks.reliability`:\n{diff[:4000]}")
 
 
 def test_rendered_docs_name_their_generator():
