@@ -5,12 +5,13 @@ floats. The subgoal rule is written once (``prm_critic.robotics.subgoals``: ``_r
 ``_rule_holds``, ``_rule_progress``, ``_rule_success``); this compares, per row, in µs of CPU time:
 
 * ``generated``: the rule traced once into straight-line Python and compiled (what the library runs);
-* ``generated at REV``: the same critic's one-row function from ``prm_critic/robotics/subgoals.py`` as
-  it was at the git revision ``--before`` (read with ``git show``, no frozen copy), the before/after;
+* ``generated at REV`` (with ``--against REV``): the same critic's one-row function of the library as it
+  was at git revision ``REV`` (checked out by ``benchmarks.against_rev``, timed in a subprocess), the
+  before/after;
 * ``rule, no exec``: the rule itself run on the row's floats (operations on Python lists and floats,
   no generated code), the derived alternative to generating code.
 
-All three give the same floats on every row (checked before timing). The library keeps the generated
+All give the same floats on every row (checked before timing). The library keeps the generated
 code unless ``rule, no exec`` is within 1 µs of it. Rows: states of random-action episodes of each
 task. Variants run in interleaved rounds (A over all rows, B over all rows, ...; round 0 is warm-up),
 so load from other processes hits all alike; CPU time is the thread's (``time.thread_time_ns``); the
@@ -19,24 +20,26 @@ table shows the median over rounds; the load average is taken before and after.
 Run (about a minute; ``--md`` writes the raw data to ``benchmarks/results/subgoal_one_row.json`` and
 renders the doc from it; ``--render`` rewrites the doc from the raw data alone)::
 
-    python benchmarks/subgoal_one_row.py --before 2fa91dc --md docs/subgoal_one_row.md
-    python benchmarks/subgoal_one_row.py --render --md docs/subgoal_one_row.md
+    python -m benchmarks.subgoal_one_row --against 2fa91dc --md docs/subgoal_one_row.md
+    python -m benchmarks.subgoal_one_row --render --md docs/subgoal_one_row.md
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import os
 import platform
 import statistics
-import subprocess
+import sys
 import time
-import types
 from pathlib import Path
 
 import numpy as np
+
+from benchmarks.against_rev import Worker, checkout, serve
 
 ROOT = Path(__file__).resolve().parents[1]
 RAW = ROOT / "benchmarks" / "results" / "subgoal_one_row.json"
@@ -149,13 +152,33 @@ def rule_score(ev):
     return score
 
 
-def module_at(rev: str) -> types.ModuleType:
-    """``prm_critic/robotics/subgoals.py`` as it was at git revision ``rev``, loaded as a module."""
-    src = subprocess.run(["git", "show", f"{rev}:prm_critic/robotics/subgoals.py"], cwd=ROOT, check=True,
-                         capture_output=True, text=True).stdout
-    mod = types.ModuleType(f"subgoals_at_{rev}")
-    exec(compile(src, f"<prm_critic/robotics/subgoals.py at {rev}>", "exec"), mod.__dict__)  # noqa: S102 - the project's own file
-    return mod
+def _time_round(fn, rows) -> float:
+    """µs of the thread's CPU time per row over one pass of ``fn`` over ``rows``."""
+    t0 = time.thread_time_ns()
+    for row in rows:
+        fn(row)
+    return (time.thread_time_ns() - t0) / 1e3 / len(rows)
+
+
+def _worker(config: dict):
+    """``--worker``: each task's generated one-row function, of the library this process imports."""
+    from prm_critic.robotics.make import make_env
+    from prm_critic.robotics.subgoals import SubgoalCritic
+
+    fns, rows = {}, {}
+    for task in config["tasks"]:
+        env = make_env(task)
+        fns[task] = SubgoalCritic(task, env)._score_row
+        env.close()
+
+    def step(req: dict) -> dict:
+        task = req["task"]
+        if "rows" in req:
+            rows[task] = req["rows"]
+            return {"out": [[float(v) for v in fns[task](r)] for r in rows[task]]}
+        return {"us": _time_round(fns[task], rows[task])}
+
+    return {}, step
 
 
 def rows_of(env, layout, n: int, seed: int) -> list[list[float]]:
@@ -169,59 +192,62 @@ def rows_of(env, layout, n: int, seed: int) -> list[list[float]]:
     return rows
 
 
-def measure(args) -> dict:
+def measure(args, worker: Worker | None = None, commit: str | None = None) -> dict:
     from prm_critic.robotics.make import make_env
     from prm_critic.robotics.subgoals import SubgoalCritic
 
-    old = module_at(args.before)
+    before = f"generated at {args.against}"
     out = []
     load0 = os.getloadavg()
     for task in TASKS:
         env = make_env(task)
         critic = SubgoalCritic(task, env)
-        variants = {"generated": critic._score_row, f"generated at {args.before}": old.SubgoalCritic(task, env)._score_row,
-                    "rule, no exec": rule_score(critic.evaluator)}
+        variants = {"generated": critic._score_row, "rule, no exec": rule_score(critic.evaluator)}
         rows = rows_of(env, critic.layout, args.rows, seed=0)
         env.close()
-        want = [variants["generated"](r) for r in rows]
-        for name, fn in variants.items():
-            got = [fn(r) for r in rows]
-            if got != want:
+        want = [[float(v) for v in variants["generated"](r)] for r in rows]
+        got = {name: [[float(v) for v in fn(r)] for r in rows] for name, fn in variants.items()}
+        if worker is not None:
+            got[before] = worker({"task": task, "rows": rows})["out"]
+        for name, g in got.items():
+            if g != want:
                 raise AssertionError(f"{task}: {name} gives other floats than the generated code")
-        per_round: dict[str, list[float]] = {name: [] for name in variants}
-        for r in range(args.rounds + 1):
-            for name, fn in variants.items():
-                t0 = time.thread_time_ns()
-                for row in rows:
-                    fn(row)
-                if r:  # round 0 warms up
-                    per_round[name].append((time.thread_time_ns() - t0) / 1e3 / len(rows))
+        per_round: dict[str, list[float]] = {name: [] for name in got}
+        timed = {name: functools.partial(_time_round, fn) for name, fn in variants.items()}
+        if worker is not None:
+            timed[before] = lambda rows: worker({"task": task})["us"]
+        for r in range(args.rounds + 1):  # round 0 warms up
+            for name, fn in timed.items():
+                us = fn(rows)
+                if r:
+                    per_round[name].append(us)
         out.append({"task": task, "subgoals": len(critic.spec.subgoals), "progress": critic.spec.progress,
                     "us": {name: statistics.median(v) for name, v in per_round.items()},
                     "rounds_us": per_round})
     load1 = os.getloadavg()
-    return {"command": " ".join(["python benchmarks/subgoal_one_row.py", *args.argv]), "before": args.before,
-            "rows": args.rows, "rounds": args.rounds, "load_before": load0[0], "load_after": load1[0],
+    return {"command": " ".join(["python -m benchmarks.subgoal_one_row", *args.argv]), "before": args.against,
+            "commit": commit, "rows": args.rows, "rounds": args.rounds, "load_before": load0[0],
+            "load_after": load1[0],
             "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}",
             "tasks": out}
 
 
 def render(raw: dict) -> str:
-    before = f"generated at {raw['before']}"
+    cols = ["generated", *([f"generated at {raw['before']}"] if raw.get("before") else []), "rule, no exec"]
+    commit = f" `{raw['before']}` is commit {raw['commit']}." if raw.get("commit") else ""
     lines = ["# One-row cost of the subgoal rule", "",
              f"Measured by `{raw['command']}` on {raw['machine']}; load average {raw['load_before']:.2f} before, "
              f"{raw['load_after']:.2f} after (other processes share the CPUs). {raw['rows']} rows per task, "
              f"median over {raw['rounds']} interleaved rounds, µs of CPU time per row. Raw data: "
-             "`benchmarks/results/subgoal_one_row.json`.", "",
-             "| task | subgoals | generated | " + before + " | rule, no exec | no exec - generated |",
-             "|---|---|---|---|---|---|"]
+             f"`benchmarks/results/subgoal_one_row.json`.{commit}", "",
+             "| task | subgoals | " + " | ".join(cols) + " | no exec - generated |", "|---" * (len(cols) + 3) + "|"]
     worst = -math.inf
     for r in raw["tasks"]:
         us = r["us"]
         diff = us["rule, no exec"] - us["generated"]
         worst = max(worst, diff)
-        lines.append(f"| {r['task']} | {r['subgoals']} ({r['progress']}) | {us['generated']:.2f} | {us[before]:.2f} | "
-                     f"{us['rule, no exec']:.2f} | {diff:+.2f} |")
+        lines.append(f"| {r['task']} | {r['subgoals']} ({r['progress']}) | "
+                     + "".join(f"{us[c]:.2f} | " for c in cols) + f"{diff:+.2f} |")
     keep = "the rule run directly" if worst <= KEEP_WITHIN_US else "the generated code"
     lines += ["", f"Running the rule directly on the row costs up to {worst:+.2f} µs per row against the generated code; "
               f"the library keeps {keep} (the rule: keep the direct one when within {KEEP_WITHIN_US:g} µs).", ""]
@@ -236,20 +262,27 @@ def _write(path: Path, text: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--before", default="HEAD", help="git revision whose generated code is the before (default HEAD)")
+    p.add_argument("--against", metavar="REV", help="also time the generated code of git revision REV (tag or commit)")
+    p.add_argument("--worker", help=argparse.SUPPRESS)
     p.add_argument("--rows", type=int, default=400)
     p.add_argument("--rounds", type=int, default=15)
     p.add_argument("--md", type=Path, help="write the raw data and render this doc from it")
     p.add_argument("--render", action="store_true", help="render --md (default the doc) from the raw data alone")
     p.add_argument("--raw", type=Path, default=RAW, help="with --render: the raw data (default %(default)s)")
     args = p.parse_args(argv)
+    if args.worker:
+        return serve(args.worker, _worker)
     if args.render:
         _write(args.md or DOC, render(json.loads(args.raw.read_text(encoding="utf-8"))))
         return 0
     if args.rows < 1 or args.rounds < 1:
         p.error(f"--rows and --rounds: expected at least 1, got {args.rows} and {args.rounds}")
-    args.argv = list(argv) if argv is not None else __import__("sys").argv[1:]
-    raw = measure(args)
+    args.argv = list(argv) if argv is not None else sys.argv[1:]
+    if args.against:
+        with checkout(args.against) as (path, commit), Worker("benchmarks.subgoal_one_row", path, {"tasks": TASKS}) as worker:
+            raw = measure(args, worker, commit)
+    else:
+        raw = measure(args)
     print(render(raw))
     if args.md:
         _write(RAW, json.dumps(raw, indent=1) + "\n")

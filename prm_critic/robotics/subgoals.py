@@ -511,7 +511,7 @@ def _compile_rows(ev: "SubgoalEvaluator"):
     subgoals than that), where the one-row path could round differently.
 
     Generated rather than run on the row's floats through the rule directly: that costs several
-    microseconds more per row (``python benchmarks/subgoal_one_row.py``)."""
+    microseconds more per row (``python -m benchmarks.subgoal_one_row``)."""
     n = len(ev.spec.subgoals)
     if n == 0 or max(ev.widths) > _SEQUENTIAL_SUM or (ev.spec.progress == "mean" and n > _SEQUENTIAL_SUM):
         return None
