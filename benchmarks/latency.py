@@ -1,11 +1,11 @@
 """Critic latency: torch eager vs onnxruntime (plain ``run`` and IOBinding), and the env wrappers'
 overhead in the control loop, side by side in one run: a FetchPush-v4 step raw, with the reward
-shaper (constant critic, OnnxCritic, SubgoalCritic, + dead-end pruner, ``deadline_s``, and the per-step work of
-earlier versions: ``score()`` instead of the batch-1 path and ``info_subgoals=True``, the previous
-release's flattening), a PointMaze step with and without a deadline, and 16 FetchPush envs with the
-SB3 vector shaper (current and the previous release's step) and the gymnasium one.
-Each step splits into the inner env's time, the critic's time and the wrapper's own time, all
-measured inside the same step (a pass-through timer below the wrapper, a timer around the critic).
+shaper (constant critic, OnnxCritic, SubgoalCritic, + dead-end pruner, ``deadline_s``, ``info_subgoals=True``),
+a PointMaze step with and without a deadline, and 16 FetchPush envs with the SB3 vector shaper and the
+gymnasium one. Each step splits into the inner env's time, the critic's time and the wrapper's own time,
+all measured inside the same step (a pass-through timer below the wrapper, a timer around the critic).
+``--against REV`` times the same shaper variants over the library as it was at git revision ``REV`` in
+the same rounds (``benchmarks.against_rev``; REV's commit is recorded in the raw data).
 
 The critic is a FetchPush-sized state critic (obs_dim 31, hidden 256x256, ReLU), exported by
 ``prm_critic.onnx.export_state_critic``. All methods run on one thread (``torch.set_num_threads(1)``;
@@ -16,13 +16,14 @@ burst of load from other processes hits every method alike; percentiles pool all
 Run (about 5 minutes; ``--out docs/latency.md`` writes the raw data to ``benchmarks/results/latency.json``
 and renders the doc and its plot from it; ``--render`` rewrites the doc from the raw data alone)::
 
-    python benchmarks/latency.py --out docs/latency.md
-    python benchmarks/latency.py --render
+    python -m benchmarks.latency --out docs/latency.md
+    python -m benchmarks.latency --render
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -32,6 +33,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+from benchmarks.against_rev import Worker, checkout, serve
 
 ROOT = Path(__file__).resolve().parents[1]
 RAW = ROOT / "benchmarks" / "results" / "latency.json"
@@ -197,135 +200,6 @@ class _CriticClock:
         return critic
 
 
-class _EarlierFlattener:
-    """The observation flattening of the previous release (one slice copy per key), kept here so
-    that the benchmark can put the earlier per-step work side by side with the current one."""
-
-    def __init__(self, layout):
-        self._fields = tuple((k, layout.slices[k], layout.sizes[k]) for k in layout.keys)
-        self._dim = layout.obs_dim
-        self._probe = np.full(layout.obs_dim, 1e-30, np.float32)
-
-    def __call__(self, obs, name="observation"):
-        import math
-
-        out = np.empty(self._dim, np.float32)
-        for k, sl, size in self._fields:
-            a = obs.get(k)
-            assert type(a) is np.ndarray and a.size == size and a.dtype.kind in "fiub"
-            out[sl] = a.reshape(-1)
-        assert math.isfinite(float(out.dot(self._probe)))
-        return out
-
-    def batch(self, obs, name="observation"):
-        import math
-
-        n = obs[self._fields[0][0]].shape[0]
-        out = np.empty((n, self._dim), np.float32)
-        for k, sl, size in self._fields:
-            a = obs.get(k)
-            assert type(a) is np.ndarray and a.ndim >= 1 and a.shape[0] == n and a.size == n * size \
-                and a.dtype.kind in "fiub"
-            out[:, sl] = a.reshape(n, size)
-        assert math.isfinite(float(out.dot(self._probe).sum()))
-        return out
-
-
-def _with_flattener(shaper):
-    """``shaper`` with the previous release's flattening."""
-    shaper._flatten = _EarlierFlattener(shaper.layout)
-    return shaper
-
-
-def _earlier_vec_shaper():
-    """``SB3VecPRMRewardShaper`` with the previous release's ``step_wait`` (per-env ``info.update``
-    with keyword dicts, NaN masks every step) and flattening; pair it with a critic without
-    ``score_rows`` (the previous path through ``score()``)."""
-    from prm_critic.sb3 import SB3VecPRMRewardShaper
-
-    _NO_ROWS = np.zeros(0, dtype=np.intp)
-
-    class EarlierVecShaper(SB3VecPRMRewardShaper):
-        def __init__(self, *a, **k):
-            super().__init__(*a, **k)
-            self._flatten = _EarlierFlattener(self.layout)
-
-        def step_wait(self):
-            if not self._started:
-                raise RuntimeError("step: call reset() before step()")
-            obs, rews, dones, infos = self.venv.step_wait()
-            n = self.num_envs
-            x_now = self._flatten.batch(obs)
-            dones_b = np.asarray(dones, dtype=bool)
-            any_done = bool(dones_b.any())
-            done_idx = np.flatnonzero(dones_b) if any_done else _NO_ROWS
-            if any_done:
-                missing = [int(i) for i in done_idx if "terminal_observation" not in infos[i]]
-                if missing:
-                    raise KeyError(f"infos: done env(s) {missing} have no 'terminal_observation' (not an SB3 VecEnv?)")
-                x_term = np.stack([self._flatten(infos[i]["terminal_observation"],
-                                                   name=f"infos[{i}]['terminal_observation']") for i in done_idx])
-                batch = np.concatenate([x_now, x_term])
-            else:
-                batch = x_now
-            scores = self._caller(batch)  # the one critic call of this vector step
-            fell_back = scores is None
-            # steps without a done env (almost all of them) copy nothing: s' is the returned observation
-            x_next = x_now
-            if fell_back:
-                phi_now = phi_next = np.full(n, np.nan)
-            else:
-                phi_now = phi_next = scores[:n]
-            terminated = dones_b
-            if any_done:
-                x_next = x_now.copy()
-                x_next[done_idx] = batch[n:]
-                if not fell_back:
-                    phi_next = phi_now.copy()
-                    phi_next[done_idx] = scores[n:]
-                terminated = dones_b.copy()
-                for i in done_idx:
-                    terminated[i] = not infos[i].get("TimeLimit.truncated", False)
-            r = np.asarray(rews, dtype=np.float64)
-            phi = self._phi
-            h_next = self._holds(x_next)
-            if self.mode == "potential":
-                shaping = self.scale * (self.gamma * (np.where(terminated, 0.0, phi_next) if any_done else phi_next) - phi)
-            elif self.mode == "replace":
-                shaping = self.scale * phi_next - r
-            else:
-                shaping = np.zeros(n)
-                for i in range(n):
-                    new = [nm for nm, b in zip(self.evaluator.names, h_next[i]) if b and nm not in self._claimed[i]]
-                    self._claimed[i].update(new)
-                    shaping[i] = self.subgoal_bonus * len(new)
-            if self.mode != "subgoal":  # Phi unknown (a fallback now or at the previous step): no shaping
-                unknown = np.isnan(phi) | np.isnan(phi_next)
-                if unknown.any():
-                    shaping[unknown] = 0.0
-            new_rews = (r + shaping).astype(np.asarray(rews).dtype, copy=False)
-            # the rows handed out in the infos are views of this step's arrays, which are never written again
-            x_now.flags.writeable = False
-            x_next.flags.writeable = False
-            cols = zip(r.tolist(), phi.tolist(), phi_next.tolist(), shaping.tolist(), terminated.tolist(), self._x, x_next)
-            for info, (ri, pi, pni, si, ti, xi, xni) in zip(infos, cols):
-                info.update(prm_original_reward=ri, prm_phi=pi, prm_next_phi=pni, prm_shaping=si, prm_fallback=fell_back,
-                            prm_terminated=ti, prm_x=xi, prm_next_x=xni)
-            if self.info_subgoals:
-                for i in range(n):
-                    infos[i]["prm_subgoals"] = {nm: bool(b) for nm, b in zip(self.evaluator.names, h_next[i])}
-            # autoreset: Phi(s) of a done env is the score of its reset observation, claims start over
-            self._x = x_now
-            self._phi = phi_now
-            if len(done_idx) and self.mode == "subgoal":
-                h_now = self._holds(x_now[done_idx])
-                for j, i in enumerate(done_idx):
-                    self._claimed[i] = {nm for nm, b in zip(self.evaluator.names, h_now[j]) if b}
-            return obs, new_rews, dones, infos
-
-    return EarlierVecShaper
-
-
 def _find_timed(env):
     e = env
     while not hasattr(e, "inner_ns"):
@@ -333,52 +207,66 @@ def _find_timed(env):
     return e
 
 
-def _step_rounds(variants: dict, actions: dict, rounds: int, per_round: int, bar, clock: _CriticClock) -> dict:
-    """Interleaved rounds over ``variants`` (name -> (env, kind)); per step: total ns, the ns spent
-    in the timed inner env and the ns spent in critic calls. Round 0 is warm-up."""
-    pc, tt = time.perf_counter_ns, time.thread_time_ns
-    total: dict[str, list[int]] = {k: [] for k in variants}
-    inner: dict[str, list[int]] = {k: [] for k in variants}
-    crit: dict[str, list[int]] = {k: [] for k in variants}
-    cpu: dict[str, list[float]] = {k: [] for k in variants}  # the thread's CPU µs per step, one per round
+def _reset(variants: dict) -> None:
     for e, kind in variants.values():
         if kind == "sb3":
             e.reset()
         else:
             e.reset(seed=0)
-    counter = {k: 0 for k in variants}
+
+
+def _step_round(variants: dict, actions: dict, per_round: int, clock: _CriticClock, step_no: dict) -> dict:
+    """One round over ``variants`` (name -> (env, kind)), ``per_round`` steps each: per step the total ns, the
+    ns spent in the timed inner env and in critic calls; the thread's CPU µs per step over the round."""
+    pc, tt = time.perf_counter_ns, time.thread_time_ns
+    out = {}
+    for k, (e, kind) in variants.items():
+        timed = _find_timed(e)
+        acts = actions[kind] if kind != "single" else actions[kind][:, :e.action_space.shape[0]]
+        total, inner, crit = [], [], []
+        c_start = tt()
+        for _ in range(per_round):
+            a = acts[step_no[k] % len(acts)]
+            step_no[k] += 1
+            before, c0 = timed.inner_ns, clock.ns
+            t0 = pc()
+            res = e.step(a)
+            total.append(pc() - t0)
+            inner.append(timed.inner_ns - before)
+            crit.append(clock.ns - c0)
+            if kind == "single" and (res[2] or res[3]):
+                r0 = tt()
+                e.reset()
+                c_start += tt() - r0  # resets are not steps: a pruner that ends episodes early resets more
+        out[k] = {"total": total, "inner": inner, "critic": crit, "cpu": (tt() - c_start) / per_round / 1e3}
+    return out
+
+
+def _step_rounds(variants: dict, actions: dict, rounds: int, per_round: int, bar, clock: _CriticClock,
+                 against=None, group: str = "") -> dict:
+    """Interleaved rounds over ``variants`` and, with ``against`` (``(worker, tag)``), the worker's variants of
+    ``group`` at the revision, in the same rounds (rows tagged ``tag``). Round 0 is warm-up."""
+    res: dict[str, dict[str, list]] = {m: {} for m in ("total", "inner", "critic", "cpu")}
+    _reset(variants)
+    step_no = {k: 0 for k in variants}
     for r in range(rounds + 1):
-        for k, (e, kind) in variants.items():
-            timed = _find_timed(e)
-            acts = actions[kind] if kind != "single" else actions[kind][:, :e.action_space.shape[0]]
-            c_start = tt()
-            for _ in range(per_round):
-                a = acts[counter[k] % len(acts)]
-                counter[k] += 1
-                before, c0 = timed.inner_ns, clock.ns
-                t0 = pc()
-                out = e.step(a)
-                dt = pc() - t0
-                if r:
-                    total[k].append(dt)
-                    inner[k].append(timed.inner_ns - before)
-                    crit[k].append(clock.ns - c0)
-                if kind == "single" and (out[2] or out[3]):
-                    r0 = tt()
-                    e.reset()
-                    c_start += tt() - r0  # resets are not steps: a pruner that ends episodes early resets more
-            if r:
-                cpu[k].append((tt() - c_start) / per_round / 1e3)
-        if r and bar is not None:
-            bar.update(1)
-    return {"total": total, "inner": inner, "critic": crit, "cpu": cpu}
+        got = _step_round(variants, actions, per_round, clock, step_no)
+        if against is not None:
+            worker, tag = against
+            got.update({f"{k} {tag}": v for k, v in worker({"group": group}).items()})
+        if r:
+            for k, v in got.items():
+                for m in ("total", "inner", "critic"):
+                    res[m].setdefault(k, []).extend(v[m])
+                res["cpu"].setdefault(k, []).append(v["cpu"])
+            if bar is not None:
+                bar.update(1)
+    return res
 
 
-def bench_shaper(args, paths, bar) -> dict:
-    """Single FetchPush-v4 env: raw, shaper (constant critic / OnnxCritic / + pruner / deadline /
-    the earlier per-step work: ``score()`` and ``info_subgoals``); PointMaze_UMaze-v3 with a constant critic with and without a deadline; and
-    ``args.n_envs`` FetchPush envs in an SB3 DummyVecEnv and a gymnasium SyncVectorEnv, raw and with
-    the vector shapers (OnnxCritic, dynamic batch). All in one interleaved run."""
+def _shaper_variants(n: int, paths: dict, spin: bool, clock: _CriticClock, raw_rows: bool = True) -> tuple[dict, dict]:
+    """The shaper section's single-env variants (name -> env) and vector ones (name -> (env, kind)), over the
+    library this process imports; ``raw_rows=False`` leaves out the raw envs (no library code in them)."""
     import gymnasium as gym
     from stable_baselines3.common.vec_env import DummyVecEnv
 
@@ -393,8 +281,6 @@ def bench_shaper(args, paths, bar) -> dict:
     TimedEnv, TimedVector, TimedVecEnv = _timed_wrappers()
     push = "FetchPush-v4"
     maze = "PointMaze_UMaze-v3"
-    spin = args.spinning
-    clock = _CriticClock()
     critic = OnnxCritic(paths[1], provider="cpu", allow_spinning=spin)
     critic.check_env(make_env(push))
     critic_layout = critic.layout
@@ -417,30 +303,10 @@ def bench_shaper(args, paths, bar) -> dict:
         def score_one(self, x):
             return 0.0, 0.0
 
-    class ScoreOnly(BaseCritic):
-        """The OnnxCritic without its batch-1 entry: the shaper calls ``score(x[None])``, as earlier versions did."""
-
-        def __init__(self, inner):
-            self.inner, self.layout, self.obs_dim = inner, inner.layout, inner.obs_dim
-
-        def critic_info(self):
-            return self.inner.critic_info()
-
-        def score(self, steps):
-            return self.inner.score(steps)
-
     maze_env = make_env(maze)
     maze_const = clock.wrap(ConstantCritic(CriticInputLayout.from_space(load_spec(maze), maze_env.observation_space)))
     push_const = clock.wrap(ConstantCritic(critic_layout))
-
-    class BatchedSubgoalCritic(SubgoalCritic):
-        """The SubgoalCritic without its batch-1 path: the shaper calls ``score(x[None])``, as earlier versions did."""
-
-        score_one = None  # type: ignore[assignment]
-
     push_sub = clock.wrap(SubgoalCritic(push, make_env(push)))
-    push_sub_batched = clock.wrap(BatchedSubgoalCritic(push, make_env(push)))
-    n = args.n_envs
 
     def push_env():
         return TimedEnv(make_env(push))
@@ -453,18 +319,12 @@ def bench_shaper(args, paths, bar) -> dict:
         "FetchPush: PRMRewardShaper(OnnxCritic)": PRMRewardShaper(push_env(), critic, gamma=0.98),
         "FetchPush: DeadEndPruner(PRMRewardShaper(OnnxCritic))": DeadEndPruner(
             PRMRewardShaper(push_env(), critic, gamma=0.98), critic, threshold=0.0, patience=10),
-        "FetchPush: PRMRewardShaper(OnnxCritic) [earlier flattening: one copy per key]": _with_flattener(
-            PRMRewardShaper(push_env(), critic, gamma=0.98)),
         "FetchPush: PRMRewardShaper(OnnxCritic, info_subgoals=True)": PRMRewardShaper(
             push_env(), critic, gamma=0.98, spec=push, info_subgoals=True),
-        "FetchPush: PRMRewardShaper(OnnxCritic via score(), info_subgoals=True) [earlier per-step work]":
-            PRMRewardShaper(push_env(), ScoreOnly(critic), gamma=0.98, spec=push, info_subgoals=True),
         "FetchPush: PRMRewardShaper(OnnxCritic, deadline_s=0.005)": PRMRewardShaper(
             push_env(), clock.wrap(OnnxCritic(paths[1], provider="cpu", allow_spinning=spin)), gamma=0.98,
             deadline_s=0.005),
         "FetchPush: PRMRewardShaper(SubgoalCritic)": PRMRewardShaper(push_env(), push_sub, gamma=0.98),
-        "FetchPush: PRMRewardShaper(SubgoalCritic via score()) [earlier per-step work]": PRMRewardShaper(
-            push_env(), push_sub_batched, gamma=0.98),
         "PointMaze: env.step (raw)": TimedEnv(make_env(maze)),
         "PointMaze: PRMRewardShaper(constant critic)": PRMRewardShaper(TimedEnv(make_env(maze)), maze_const,
                                                                        gamma=0.99),
@@ -477,22 +337,39 @@ def bench_shaper(args, paths, bar) -> dict:
         f"DummyVecEnv({n}): raw": (TimedVecEnv(DummyVecEnv([lambda: make_env(push)] * n)), "sb3"),
         f"DummyVecEnv({n}): VecPRMRewardShaper(OnnxCritic)": (
             SB3VecPRMRewardShaper(TimedVecEnv(DummyVecEnv([lambda: make_env(push)] * n)), dyn, gamma=0.98), "sb3"),
-        f"DummyVecEnv({n}): VecPRMRewardShaper(OnnxCritic via score()) [earlier per-step work]": (
-            _earlier_vec_shaper()(TimedVecEnv(DummyVecEnv([lambda: make_env(push)] * n)), ScoreOnly(dyn),
-                                  gamma=0.98), "sb3"),
         f"make_vec({n}, sync): raw": (TimedVector(gym.make_vec(push, num_envs=n, vectorization_mode="sync")), "gym"),
         f"make_vec({n}, sync): PRMRewardShaperVector(OnnxCritic)": (
             GymVectorPRMRewardShaper(TimedVector(gym.make_vec(push, num_envs=n, vectorization_mode="sync")), dyn,
                                      gamma=0.98), "gym"),
     }
+    if not raw_rows:
+        for k in [k for k in single if k.endswith("(raw)")]:
+            single.pop(k).close()
+        for k in [k for k in vec if k.endswith(": raw")]:
+            vec.pop(k)[0].close()
+    return single, vec
+
+
+def _actions(n: int) -> dict:
     rng = np.random.default_rng(0)
     actions = {"single": rng.uniform(-1, 1, (512, 4)).astype(np.float32)}
     actions["sb3"] = actions["gym"] = rng.uniform(-1, 1, (64, n, 4)).astype(np.float32)
-    per_round = max(1, args.shaper_steps // args.rounds)
-    vec_per_round = max(1, args.vec_steps // args.rounds)
-    res_single = _step_rounds({k: (e, "single") for k, e in single.items()}, actions, args.rounds, per_round, bar,
-                              clock)
-    res_vec = _step_rounds(vec, actions, args.rounds, vec_per_round, bar, clock)
+    return actions
+
+
+def bench_shaper(args, paths, bar, against=None) -> dict:
+    """Single FetchPush-v4 env: raw, shaper (constant critic / OnnxCritic / + pruner / ``info_subgoals`` /
+    deadline / SubgoalCritic); PointMaze_UMaze-v3 with a constant critic with and without a deadline; and
+    ``args.n_envs`` FetchPush envs in an SB3 DummyVecEnv and a gymnasium SyncVectorEnv, raw and with the
+    vector shapers (OnnxCritic, dynamic batch). All in one interleaved run; with ``against`` (``(worker,
+    tag)``, ``--against REV``) the same variants at the revision take their turn in every round."""
+    clock = _CriticClock()
+    n = args.n_envs
+    single, vec = _shaper_variants(n, paths, args.spinning, clock)
+    actions = _actions(n)
+    res_single = _step_rounds({k: (e, "single") for k, e in single.items()}, actions, args.rounds,
+                              max(1, args.shaper_steps // args.rounds), bar, clock, against, "single")
+    res_vec = _step_rounds(vec, actions, args.rounds, max(1, args.vec_steps // args.rounds), bar, clock, against, "vec")
     out = {"single": {}, "vec": {}, "n_envs": n}
     for group, res in (("single", res_single), ("vec", res_vec)):
         for k in res["total"]:
@@ -506,11 +383,56 @@ def bench_shaper(args, paths, bar) -> dict:
                              "wrapper_p50": float(np.median(wrap)) / 1e3, "wrapper_mean": float(wrap.mean()) / 1e3,
                              "cpu": float(np.median(res["cpu"][k])), "n": len(tot)}
     out["deadline_fallbacks"] = {k: e.stats["fallbacks"] for k, e in single.items() if "deadline" in k}
+    if against is not None:
+        worker, tag = against
+        out["deadline_fallbacks"].update({f"{k} {tag}": v for k, v in worker({"fallbacks": True}).items()})
     for e in single.values():
         e.close()
     for e, _ in vec.values():
         e.close()
     return out
+
+
+def _worker(config: dict):
+    """``--worker``: the shaper section's variants without the raw envs, over the library this process
+    imports (``--against``): one round of a group per request, the deadline variants' fallbacks at the end."""
+    import torch
+
+    torch.set_num_threads(1)
+    clock = _CriticClock()
+    with tempfile.TemporaryDirectory(prefix="prm_latency_worker_") as d:  # the critics read their files when built
+        single, vec = _shaper_variants(config["n_envs"], _critic_files(Path(d))[1], config["spinning"], clock,
+                                       raw_rows=False)
+    groups = {"single": {k: (e, "single") for k, e in single.items()}, "vec": vec}
+    actions = _actions(config["n_envs"])
+    step_no = {k: 0 for g in groups.values() for k in g}
+    for g in groups.values():
+        _reset(g)
+
+    def step(req: dict) -> dict:
+        if "fallbacks" in req:
+            return {k: e.stats["fallbacks"] for k, e in single.items() if "deadline" in k}
+        g = req["group"]
+        return _step_round(groups[g], actions, config["per_round"][g], clock, step_no)
+
+    return {}, step
+
+
+def _critic_files(d: Path) -> tuple:
+    """The FetchPush-sized state critic (seeded) and its batch-1 and dynamic ONNX exports in ``d``."""
+    import torch
+
+    from prm_critic.models.state_critic import StateCriticNet
+    from prm_critic.onnx import export_state_critic
+
+    torch.manual_seed(0)
+    net = StateCriticNet(31, hidden=(256, 256), activation="relu").eval()
+    rng = np.random.default_rng(0)
+    net.set_normalization(rng.normal(0, 1, 31), rng.uniform(0.1, 2.0, 31))
+    layout = {"keys": ["observation", "achieved_goal", "desired_goal"],
+              "sizes": {"observation": 25, "achieved_goal": 3, "desired_goal": 3}}
+    return net, {1: export_state_critic(net, d / "c.b1.onnx", batch=1, task="FetchPush-v4", layout=layout),
+                 "dynamic": export_state_critic(net, d / "c.onnx", task="FetchPush-v4", layout=layout)}
 
 
 def bench_in_loop(args, paths, bar) -> dict:
@@ -689,7 +611,7 @@ def render(raw: dict, gpu: dict | None = None) -> str:
     lines = ["# Critic latency: torch eager vs onnxruntime", ""]
     lines += ["Reproduce (from the repository root, CPU, about 5 minutes on 2 shared cores):", "", "```bash",
               raw["command"], "```", "",
-              f"Generated by `python benchmarks/latency.py --render` from `{RAW.relative_to(ROOT).as_posix()}`, "
+              f"Generated by `python -m benchmarks.latency --render` from `{RAW.relative_to(ROOT).as_posix()}`, "
               "the raw data that command measured.", ""]
     lines += ["Measured on: " + raw["machine"], ""]
     lines += _render_headline(in_loop, shaper)
@@ -713,7 +635,7 @@ def render(raw: dict, gpu: dict | None = None) -> str:
               f"- ONNX >= 4x faster than torch eager (p50): **{'met' if io['speedup'] >= 4 else 'not met'}** "
               f"({io['speedup']:.2f}x; `score_one` {b1['OnnxCritic.score_one']['speedup']:.2f}x)", ""]
     if shaper is not None:
-        lines += _render_shaper(shaper)
+        lines += _render_shaper(shaper, raw.get("against"))
     if in_loop is not None:
         fast = FAST_COLD_KEY in in_loop
         lines += ["## The critic inside a control loop (µs per `OnnxCritic.score_one`, batch-1 export)", "",
@@ -785,7 +707,46 @@ def _pct(part: float, whole: float) -> str:
     return f"{100 * part / whole:.1f}%"
 
 
-def _render_shaper(sh: dict) -> list[str]:
+def _table(first: str, rows: dict, raw_of, cols: list) -> list[str]:
+    """A markdown table: one row per ``rows`` entry, a cell per ``(header, cell(v, raw))`` of ``cols``, where
+    ``raw`` is the raw env's measurement of the row's group (``raw_of(label)``)."""
+    lines = [f"| {first} | " + " | ".join(h for h, _ in cols) + " |", "|---" + "|---:" * len(cols) + "|"]
+    for k, v in rows.items():
+        lines.append(f"| {k} | " + " | ".join(cell(v, raw_of(k)) for _, cell in cols) + " |")
+    return lines
+
+
+def _rel(key: str):
+    return lambda v, raw: f"{100 * (v[key] - raw[key]) / raw[key]:+.1f}%"
+
+
+def _col(key: str, fmt: str = ".1f", div: float = 1):
+    return lambda v, raw: f"{v[key] / div:{fmt}}" if div != 1 else f"{v[key]:{fmt}}"
+
+
+_CPU = [("CPU", _col("cpu")), ("CPU vs raw", lambda v, raw: f"{v['cpu'] / raw['cpu']:.3f}x")]
+_SPLIT = [("self p50", _col("self_p50")), ("critic p50", _col("critic_p50")), ("wrapper p50", _col("wrapper_p50"))]
+
+
+def _revision_notes(sh: dict, against: dict | None) -> list[str]:
+    """What the tagged rows ran: ``[at COMMIT]`` the library at ``--against REV``; ``[earlier ...]`` (older raw
+    data) copies of the previous release's code that the script then carried."""
+    keys = [*sh["single"], *sh["vec"]]
+    lines = []
+    if against:
+        lines.append(f"Rows marked `[at {against['commit'][:10]}]` ran the library as it was at `{against['rev']}` "
+                     f"(commit {against['commit']}), checked out with `git worktree` and stepped in a subprocess "
+                     "in the same interleaved rounds (`--against REV`); their *vs raw* figures are against the "
+                     "raw env of this run.")
+    if any("[earlier" in k for k in keys):
+        lines.append("Rows marked `[earlier ...]` ran copies of the previous release's per-step code (the critic "
+                     "through `score()` instead of the batch-1 path, the earlier flattening and vector `step_wait`) "
+                     "that this script carried when this data was measured; earlier code is now timed against a "
+                     "git revision (`--against REV`).")
+    return lines + ([""] if lines else [])
+
+
+def _render_shaper(sh: dict, against: dict | None = None) -> list[str]:
     single, vec, n = sh["single"], sh["vec"], sh["n_envs"]
     lines = ["## Wrapper overhead in the control loop (µs per step, one interleaved run)", "",
              "Every env sits on a pass-through timer and every critic on a call timer, so each step splits, "
@@ -796,21 +757,14 @@ def _render_shaper(sh: dict) -> list[str]:
              "shown too and is the noisier figure. The critic is called right after a MuJoCo step, with its "
              "weights evicted from the caches (see the control-loop section below).", "",
              "*CPU*: the thread's CPU time per step over each round (resets excluded; median of rounds) and its ratio to the raw "
-             "env's: the end-to-end figure least touched by other processes.", "",
-             "| env | p50 | p99 | mean | vs raw (p50) | vs raw (mean) | CPU | CPU vs raw | self p50 | critic p50 "
-             "| wrapper p50 | self / raw p50 | wrapper / raw p50 | steps |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "env's: the end-to-end figure least touched by other processes.", "", *_revision_notes(sh, against)]
     raws = {k.split(":")[0]: v for k, v in single.items() if k.endswith("(raw)")}
-    for k, v in single.items():
-        raw = raws[k.split(":")[0]]
-        lines.append(f"| {k} | {v['p50']:.1f} | {v['p99']:.1f} | {v['mean']:.1f} | "
-                     f"{100 * (v['p50'] - raw['p50']) / raw['p50']:+.1f}% | "
-                     f"{100 * (v['mean'] - raw['mean']) / raw['mean']:+.1f}% | {v['cpu']:.1f} | "
-                     f"{v['cpu'] / raw['cpu']:.3f}x | {v['self_p50']:.1f} | "
-                     f"{v['critic_p50']:.1f} | {v['wrapper_p50']:.1f} | {_pct(v['self_p50'], raw['p50'])} | "
-                     f"{_pct(v['wrapper_p50'], raw['p50'])} | {v['n']} |")
+    lines += _table("env", single, lambda k: raws[k.split(":")[0]], [
+        ("p50", _col("p50")), ("p99", _col("p99")), ("mean", _col("mean")), ("vs raw (p50)", _rel("p50")),
+        ("vs raw (mean)", _rel("mean")), *_CPU, *_SPLIT,
+        ("self / raw p50", lambda v, raw: _pct(v["self_p50"], raw["p50"])),
+        ("wrapper / raw p50", lambda v, raw: _pct(v["wrapper_p50"], raw["p50"])), ("steps", _col("n", "d"))])
     key = "FetchPush: PRMRewardShaper(OnnxCritic)"
-    old = next((k for k in single if k.endswith("[earlier per-step work]")), None)
     raw = raws["FetchPush"]
     cur = single[key]
     share = 100 * cur["self_p50"] / raw["p50"]
@@ -819,60 +773,33 @@ def _render_shaper(sh: dict) -> list[str]:
               f"**{'met' if share <= 5 else 'not met'}** (self time {cur['self_p50']:.1f} µs = {share:.1f}% of the "
               f"raw step's p50 {raw['p50']:.1f} µs: critic {cur['critic_p50']:.1f} µs, wrapper "
               f"{cur['wrapper_p50']:.1f} µs = {_pct(cur['wrapper_p50'], raw['p50'])}; end-to-end p50 {e2e:+.1f}%)."]
-    if old is not None:
-        o = single[old]
-        lines += [f"The earlier per-step work (`score()` instead of the batch-1 path, subgoals evaluated every "
-                  f"step) costs {o['self_p50']:.1f} µs = {_pct(o['self_p50'], raw['p50'])} (critic "
-                  f"{o['critic_p50']:.1f} µs, wrapper {o['wrapper_p50']:.1f} µs), so the default path takes "
-                  f"{100 * (1 - cur['self_p50'] / o['self_p50']):.0f}% less time."]
-    flat_old = next((k for k in single if k.endswith("[earlier flattening: one copy per key]")), None)
-    if flat_old is not None:
-        f = single[flat_old]
-        lines += [f"With the previous release's flattening (one copy per key) the wrapper's own work is "
-                  f"{f['wrapper_p50']:.1f} µs against {cur['wrapper_p50']:.1f} µs now (self {f['self_p50']:.1f} µs = "
-                  f"{_pct(f['self_p50'], raw['p50'])})."]
-    sk, sko = "FetchPush: PRMRewardShaper(SubgoalCritic)", "FetchPush: PRMRewardShaper(SubgoalCritic via score()) [earlier per-step work]"
-    if sk in single and sko in single:
-        c, co = single[sk]["critic_p50"], single[sko]["critic_p50"]
+    sk = "FetchPush: PRMRewardShaper(SubgoalCritic)"
+    if sk in single:
+        c = single[sk]["critic_p50"]
         lines += [f"Goal: `SubgoalCritic` batch-1 call <= 20 µs in the control loop: **{'met' if c <= 20 else 'not met'}** "
-                  f"({c:.1f} µs; through `score()` as earlier {co:.1f} µs; CPU per step "
-                  f"{single[sk]['cpu'] / raws['FetchPush']['cpu']:.3f}x the raw env's against "
-                  f"{single[sko]['cpu'] / raws['FetchPush']['cpu']:.3f}x)."]
+                  f"({c:.1f} µs; CPU per step {single[sk]['cpu'] / raws['FetchPush']['cpu']:.3f}x the raw env's)."]
     mk = "PointMaze: PRMRewardShaper(constant critic)"
     if "PointMaze" in raws and mk in single and "cpu" in raws["PointMaze"]:
         m = single[mk]["cpu"] / raws["PointMaze"]["cpu"] - 1
         lines += [f"Goal: PointMaze constant-critic overhead <= 10% (CPU time per step): "
                   f"**{'met' if m <= 0.10 else 'not met'}** ({100 * m:+.1f}%)."]
+    tag = lambda k: k.split(":")[0] + (k[k.index(" [at "):] if " [at " in k else "")
     lines += ["Deadline variants fell back "
-              + ", ".join(f"{v} times ({k.split(':')[0]})" for k, v in sh["deadline_fallbacks"].items())
+              + ", ".join(f"{v} times ({tag(k)})" for k, v in sh["deadline_fallbacks"].items())
               + " (critic later than 5 ms).", ""]
     lines += [f"### {n} FetchPush-v4 envs, one critic call per vector step (µs per vector step)", "",
-              f"The critic scores all sub-envs' observations in one batch-{n} call of the dynamic export.",
-              "",
-              "| vector env | p50 | mean | vs raw (p50) | CPU | CPU vs raw | self p50 | critic p50 | wrapper p50 "
-              "| self per env-step | wrapper per env-step | steps |",
-              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+              f"The critic scores all sub-envs' observations in one batch-{n} call of the dynamic export.", ""]
     vraws = {k.split(":")[0]: v for k, v in vec.items() if k.endswith("raw")}
-    for k, v in vec.items():
-        raw = vraws[k.split(":")[0]]
-        lines.append(f"| {k} | {v['p50']:.1f} | {v['mean']:.1f} | {100 * (v['p50'] - raw['p50']) / raw['p50']:+.1f}% | "
-                     f"{v['cpu']:.1f} | {v['cpu'] / raw['cpu']:.3f}x | {v['self_p50']:.1f} | {v['critic_p50']:.1f} | {v['wrapper_p50']:.1f} | "
-                     f"{v['self_p50'] / n:.2f} | {v['wrapper_p50'] / n:.2f} | {v['n']} |")
+    lines += _table("vector env", vec, lambda k: vraws[k.split(":")[0]], [
+        ("p50", _col("p50")), ("mean", _col("mean")), ("vs raw (p50)", _rel("p50")), *_CPU, *_SPLIT,
+        ("self per env-step", _col("self_p50", ".2f", n)), ("wrapper per env-step", _col("wrapper_p50", ".2f", n)),
+        ("steps", _col("n", "d"))])
     vk = f"DummyVecEnv({n}): VecPRMRewardShaper(OnnxCritic)"
     per, wper = vec[vk]["self_p50"] / n, vec[vk]["wrapper_p50"] / n
     lines += ["", f"Goal: `VecPRMRewardShaper` <= 3 µs per env-step over {n} envs: "
               f"**{'met' if per <= 3 else 'not met'}** with the critic call ({per:.2f} µs: critic "
               f"{vec[vk]['critic_p50'] / n:.2f} µs, wrapper {wper:.2f} µs); the wrapper's own work alone: "
-              f"**{'met' if wper <= 3 else 'not met'}** ({wper:.2f} µs)."]
-    vold = next((k for k in vec if k.startswith(f"DummyVecEnv({n})") and k.endswith("[earlier per-step work]")), None)
-    if vold is not None:
-        o = vec[vold]
-        lines += [f"The earlier per-step work (the previous release's `step_wait` and flattening, the critic through "
-                  f"`score()`) costs {o['self_p50'] / n:.2f} µs per env-step (critic {o['critic_p50'] / n:.2f} µs, "
-                  f"wrapper {o['wrapper_p50'] / n:.2f} µs), so the current path takes "
-                  f"{100 * (1 - vec[vk]['self_p50'] / o['self_p50']):.0f}% less time "
-                  f"({100 * (1 - vec[vk]['wrapper_p50'] / o['wrapper_p50']):.0f}% less wrapper work)."]
-    lines += [""]
+              f"**{'met' if wper <= 3 else 'not met'}** ({wper:.2f} µs).", ""]
     return lines
 
 
@@ -907,8 +834,7 @@ def plot(raw: dict, path: Path) -> None:
         ax.barh(y, [st[k]["critic_p50"] for k in names], color="tab:blue", label="critic (in the step)")
         ax.barh(y, [st[k]["wrapper_p50"] for k in names], left=[st[k]["critic_p50"] for k in names],
                 color="tab:red", label="wrapper's own work")
-        short = [n.replace("PRMRewardShaper", "Shaper").replace("DeadEndPruner", "Pruner")
-                 .replace(" [earlier per-step work]", " [earlier]") for n in names]
+        short = [n.replace("PRMRewardShaper", "Shaper").replace("DeadEndPruner", "Pruner") for n in names]
         ax.set_yticks(y, short, fontsize=6)
         ax.invert_yaxis()
         ax.set_xlabel("µs per env.step (p50)")
@@ -943,7 +869,12 @@ def main(argv: list[str] | None = None) -> int:
                    help="measure only the GPU section (needs onnxruntime-gpu and a CUDA device) and write it to "
                         "--gpu-raw, which --render merges into the doc")
     p.add_argument("--gpu-raw", type=Path, default=GPU_RAW, help="GPU raw-data JSON (--gpu-only writes, --render reads)")
+    p.add_argument("--against", metavar="REV", help="also time the shaper section's variants over the library at git "
+                                                    "revision REV (tag or commit), in the same rounds")
+    p.add_argument("--worker", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.worker:
+        return serve(args.worker, _worker)
     if args.render:
         print(f"wrote {render_file(args.raw, args.md, args.gpu_raw)}")
         return 0
@@ -951,32 +882,30 @@ def main(argv: list[str] | None = None) -> int:
     for name in ("iters", "min_calls", "rounds", "warmup", "shaper_steps", "vec_steps", "n_envs"):
         if getattr(args, name) <= 0:
             p.error(f"--{name.replace('_', '-')}: expected a positive int, got {getattr(args, name)}")
+    if args.against and (args.no_shaper or args.gpu_only):
+        p.error("--against times the shaper section: expected it without --no-shaper and --gpu-only")
 
     import onnxruntime as ort
     import torch
     from tqdm import tqdm
 
-    from prm_critic.models.state_critic import StateCriticNet
-    from prm_critic.onnx import export_state_critic
-
     torch.set_num_threads(1)
-    torch.manual_seed(0)
-    net = StateCriticNet(31, hidden=(256, 256), activation="relu").eval()
-    rng = np.random.default_rng(0)
-    net.set_normalization(rng.normal(0, 1, 31), rng.uniform(0.1, 2.0, 31))
-    with tempfile.TemporaryDirectory() as d:
-        layout = {"keys": ["observation", "achieved_goal", "desired_goal"],
-                  "sizes": {"observation": 25, "achieved_goal": 3, "desired_goal": 3}}
-        paths = {1: export_state_critic(net, Path(d) / "c.b1.onnx", batch=1, task="FetchPush-v4", layout=layout),
-                 "dynamic": export_state_critic(net, Path(d) / "c.onnx", task="FetchPush-v4", layout=layout)}
+    with tempfile.TemporaryDirectory() as d, contextlib.ExitStack() as stack:
+        net, paths = _critic_files(Path(d))
         args.net = net
         if args.gpu_only:
             return _gpu_only(args, paths)
         total = len(BATCHES) * args.rounds + (0 if args.no_shaper else 3 * args.rounds)
         load0 = os.getloadavg() if hasattr(os, "getloadavg") else None
+        against = commit = None
+        if args.against:
+            path, commit = stack.enter_context(checkout(args.against))
+            config = {"n_envs": args.n_envs, "spinning": args.spinning, "per_round": {
+                "single": max(1, args.shaper_steps // args.rounds), "vec": max(1, args.vec_steps // args.rounds)}}
+            against = (stack.enter_context(Worker("benchmarks.latency", path, config)), f"[at {commit[:10]}]")
         with tqdm(total=total, desc="latency rounds", file=sys.stderr) as bar:
             rows = bench_critic(args, paths, net, bar)
-            shaper = None if args.no_shaper else bench_shaper(args, paths, bar)
+            shaper = None if args.no_shaper else bench_shaper(args, paths, bar, against)
             in_loop = None if args.no_shaper else bench_in_loop(args, paths, bar)
         gpu_rows, gpu_note = bench_gpu(args, paths)
     load = os.getloadavg() if hasattr(os, "getloadavg") else None
@@ -987,8 +916,8 @@ def main(argv: list[str] | None = None) -> int:
                  f"allow_spinning={'1' if args.spinning else '0'}; {time.strftime('%Y-%m-%d')}")
     raw = {"about": "Latencies in microseconds measured by benchmarks/latency.py; docs/latency.md is rendered "
                     "from this file (--render).",
-           "command": f"python benchmarks/latency.py {' '.join(args.argv)}".rstrip(), "machine": env_info,
-           "rows": rows, "shaper": shaper,
+           "command": f"python -m benchmarks.latency {' '.join(args.argv)}".rstrip(), "machine": env_info,
+           **({"against": {"rev": args.against, "commit": commit}} if args.against else {}), "rows": rows, "shaper": shaper,
            "in_loop": None if in_loop is None else {k: [list(p), n] for k, (p, n) in in_loop.items()},
            "gpu_rows": gpu_rows, "gpu_note": gpu_note}
     text = render(raw, _read_gpu(args.gpu_raw))
@@ -1017,7 +946,7 @@ def _gpu_only(args, paths) -> int:
         return 1
     raw = {"about": "GPU latencies in microseconds measured by benchmarks/latency.py --gpu-only; "
                     "docs/latency.md renders them in its GPU section.",
-           "command": f"python benchmarks/latency.py {' '.join(args.argv)}".rstrip(), "machine": gpu_machine(),
+           "command": f"python -m benchmarks.latency {' '.join(args.argv)}".rstrip(), "machine": gpu_machine(),
            "gpu_rows": gpu_rows, "gpu_note": gpu_note}
     from prm_critic._io import atomic_write_bytes
 
