@@ -3,33 +3,23 @@ from steps-to-80% on the mean curves, including budgets where HER never reached 
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from benchmarks.rl import report as rl_report, run as rl_run
+from benchmarks.stats import bootstrap_mean, sign_test_p
+
 HERE = Path(__file__).resolve().parents[1] / "benchmarks" / "rl"
 
 
-def _report():
-    sys.path.insert(0, str(HERE))
-    try:
-        spec = importlib.util.spec_from_file_location("rl_report", HERE / "report.py")
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-        return mod
-    finally:
-        sys.path.remove(str(HERE))
-
-
 def _verdicts(summary):
-    return [line for line in _report().goals(summary) if line.startswith("- ")]
+    return [line for line in rl_report.goals(summary) if line.startswith("- ")]
 
 
 def test_steps_to_threshold_uses_first_eval_at_or_above():
-    r = _report()
+    r = rl_report
     steps, mean = np.array([0, 10, 20, 30]), np.array([0.1, 0.5, 0.79, 0.8])
     assert r.steps_to(steps, mean, 0.5) == 10 and r.steps_to(steps, mean, 0.8) == 30
     assert r.steps_to(steps, mean, 0.9) is None
@@ -56,17 +46,10 @@ def test_goals_when_her_never_reaches_80():
     assert v == ["- PRM alone <= HER's steps to 80% (prm_s10): **met**: 90k while HER did not reach 80%"]
 
 
-def _run_module():
-    spec = importlib.util.spec_from_file_location("rl_run", HERE / "run.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def test_run_label_names_the_spec_file_and_bad_specs_are_refused(tmp_path):
     import pytest
 
-    run = _run_module()
+    run = rl_run
     assert run.config_label("prm_her", 10, False) == "prm_her_s10"
     assert run.config_label("prm_her", 10, True, HERE / "specs" / "near_object.toml") == "prm_her_s10_prune_near_object"
     with pytest.raises(ValueError, match=r"--spec: expected a spec TOML file, got '.*nope.toml' \(no such file\)"):
@@ -80,27 +63,27 @@ def test_goals_per_seed_when_seeds_ran_to_different_budgets():
     # seed 0 of PRM+HER reached 80% at 100k, seed 1 at 70k; HER: 150k and 160k
     per_prm = {0: (1e5, 1.5e5), 1: (7e4, 1.5e5)}
     per_her = {0: (1.5e5, 2e5), 1: (1.6e5, 2e5)}
-    v = _report().goals({"her": (1.2e5, 1.6e5, 2e5, per_her), "prm_her_s10": (6e4, 1e5, 1.5e5, per_prm)})
+    v = rl_report.goals({"her": (1.2e5, 1.6e5, 2e5, per_her), "prm_her_s10": (6e4, 1e5, 1.5e5, per_prm)})
     assert "- PRM+HER <= half of HER's steps to 80% (prm_her_s10): **not met**: prm_her_s10 100k vs HER 160k (goal <= 80k)" in v
     assert "  - seed 0: **not met**: prm_her_s10 100k vs HER 150k (goal <= 75k)" in v
     assert "  - seed 1: **met**: prm_her_s10 70k vs HER 160k (goal <= 80k)" in v
     # seed sets that differ: the mean-curve verdict says so, and every seed both ran gets its own
     # verdict (a seed only one of the two configs ran gets none)
-    v = _report().goals({"her": (1e5, 1.5e5, 2e5, {0: (1.5e5, 2e5)}), "prm_her_s10": (5e4, 7e4, 1e5, per_prm)})
+    v = rl_report.goals({"her": (1e5, 1.5e5, 2e5, {0: (1.5e5, 2e5)}), "prm_her_s10": (5e4, 7e4, 1e5, per_prm)})
     assert any("(mean over seeds 0, 1 vs HER's over 0: see the per-seed verdicts)" in x for x in v)
     assert [x for x in v if x.startswith("  - seed")] == ["  - seed 0: **not met**: prm_her_s10 100k vs HER 150k (goal <= 75k)"]
     # one seed of a variant against HER's three: the variant's single seed is judged against HER's seed 0
     her3 = {0: (1.5e5, 2e5), 1: (None, 2e5), 2: (None, 2e5)}
-    v = _report().goals({"her": (1e5, None, 2e5, her3), "prm_her_s10_x": (8e4, 1e5, 1e5, {0: (1e5, 1e5)})})
+    v = rl_report.goals({"her": (1e5, None, 2e5, her3), "prm_her_s10_x": (8e4, 1e5, 1e5, {0: (1e5, 1e5)})})
     assert any(x.startswith("- PRM+HER") and "vs HER's over 0, 1, 2" in x for x in v)
     assert "  - seed 0: **not met**: prm_her_s10_x 100k vs HER 150k (goal <= 75k)" in v
     # the same seeds: no note, and one shared seed gives no per-seed lines
-    v = _report().goals({"her": (1e5, 1.5e5, 2e5, {0: (1.5e5, 2e5)}), "prm_her_s10": (5e4, 7e4, 1e5, {0: (7e4, 1e5)})})
+    v = rl_report.goals({"her": (1e5, 1.5e5, 2e5, {0: (1.5e5, 2e5)}), "prm_her_s10": (5e4, 7e4, 1e5, {0: (7e4, 1e5)})})
     assert not any(x.startswith("  - seed") or "see the per-seed" in x for x in v)
 
 
 def test_runs_in_progress_stay_out_of_the_mean_curve():
-    r = _report()
+    r = rl_report
     row = lambda s, v: {"env_steps": s, "success_rate": v}  # noqa: E731
     done = {"seed": 0, "done": {"steps": 30}, "rows": [row(0, 0.0), row(10, 0.5), row(20, 0.9), row(30, 1.0)]}
     running = {"seed": 1, "done": None, "rows": [row(0, 0.0), row(10, 0.1)]}
@@ -116,7 +99,7 @@ def _run(seed, curve, step=10_000):
 
 
 def test_bootstrap_interval_over_seeds():
-    rep = _report()
+    rep = rl_report
     bootstrap_steps_to, fmt_interval, mean_curve, steps_to = (rep.bootstrap_steps_to, rep.fmt_interval, rep.mean_curve,
                                                               rep.steps_to)
 
@@ -144,7 +127,7 @@ def _runs(values, budget):
 
 
 def test_learned_potential_goal_verdicts():
-    rep = _report()
+    rep = rl_report
     budget = rep.TASKS["FetchPush-v4"]["steps"]
     base = {"her": _runs([0.1] * 5, budget), "prm_her_s10": _runs([0.7] * 5, budget)}
     noise = {"FetchPush-v4": {"critic-c-progress": {"random_dphi": 0.02, "scripted_dphi": 0.03,
@@ -169,7 +152,7 @@ def test_learned_potential_goal_verdicts():
                        "2): mean +0.10 [+0.00, +0.20]; learned higher on 2, lower on 0; exact sign test p = 0.5"]
     assert controls == ["- prm_her_s10_critic-c-progress minus prm_her_s10_critic-c-progress_randw0, paired by seed "
                         "(seeds 0, 1, 2): mean +0.45; learned higher on 2, lower on 1; exact sign test p = 1"]
-    assert rep.sign_test_p(6, 0) == 2 / 64 and rep.sign_test_p(0, 0) == 1.0
+    assert sign_test_p(6, 6) == 2 / 64 and sign_test_p(0, 0) == 1.0
     table = "\n".join(rep.learned_potentials({"FetchPush-v4": {**base, "prm_her_s10_critic-c-progress":
                                                                _runs([0.68] * 5, budget)}}, noise))
     assert "| prm_her_s10_critic-c-progress | 0.68 [0.68, 0.68] (n=5) | 0.020 | 0.030 |" in table
@@ -177,14 +160,13 @@ def test_learned_potential_goal_verdicts():
 
 
 def test_bootstrap_mean_interval():
-    rep = _report()
-    assert rep.bootstrap_mean([0.5]) is None
-    lo, hi = rep.bootstrap_mean([0.0, 1.0, 0.0, 1.0])
+    assert bootstrap_mean([0.5]) is None
+    lo, hi = bootstrap_mean([0.0, 1.0, 0.0, 1.0])
     assert 0.0 <= lo < 0.5 < hi <= 1.0
 
 
 def test_critics_of_one_recipe_are_pooled_into_one_verdict():
-    rep = _report()
+    rep = rl_report
     budget = rep.TASKS["FetchPush-v4"]["steps"]
     base = {"her": _runs([0.1] * 5, budget), "prm_her_s10": _runs([0.7] * 5, budget)}
     a, b, other = ("prm_her_s10_critic-a-progress", "prm_her_s10_critic-a_s1-progress",
@@ -226,7 +208,7 @@ def test_critic_recipes_from_the_committed_critics_and_a_changed_critic_is_refus
     from prm_critic.models.checkpoint import load_state_critic
     from prm_critic.sb3.envs import critic_fingerprint
 
-    rep = _report()
+    rep = rl_report
     crit = "benchmarks/rl/critics/{}.json"
     fps = {c: critic_fingerprint(load_state_critic(HERE.parents[1] / crit.format(c)))
            for c in ("push_cov", "push_cov_s1", "push_cov_big", "push_mc")}
@@ -251,7 +233,7 @@ def test_critic_recipes_from_the_committed_critics_and_a_changed_critic_is_refus
 
 
 def test_an_annealed_learned_potential_shows_its_potential_noise_and_is_paired_with_the_spec():
-    rep = _report()
+    rep = rl_report
     budget = rep.TASKS["FetchPush-v4"]["steps"]
     noise = {"FetchPush-v4": {"critic-c-progress": {"random_dphi": 0.02, "scripted_dphi": 0.03,
                                                     "spec": {"random_dphi": 0.021, "scripted_dphi": 0.029}}}}
@@ -264,7 +246,7 @@ def test_an_annealed_learned_potential_shows_its_potential_noise_and_is_paired_w
 
 
 def test_a_config_without_its_own_control_is_paired_with_its_shaper_configs_control(monkeypatch):
-    rep = _report()
+    rep = rl_report
     budget = rep.TASKS["FetchPush-v4"]["steps"]
     own, other, ctrl = ("prm_her_s10_critic-c-progress", "prm_her_s10_critic-e-progress",
                         "prm_her_s10_critic-c-progress_randw0")
@@ -281,7 +263,7 @@ def test_a_config_without_its_own_control_is_paired_with_its_shaper_configs_cont
 
 
 def test_a_screened_config_is_also_compared_on_its_untouched_seeds(monkeypatch):
-    rep = _report()
+    rep = rl_report
     budget = rep.TASKS["FetchPush-v4"]["steps"]
     label = "prm_her_s10_critic-c-progress"
     monkeypatch.setattr(rep, "SCREENED_ON", {"FetchPush-v4": {label: (3,)}})
@@ -300,7 +282,7 @@ def test_a_screened_config_is_also_compared_on_its_untouched_seeds(monkeypatch):
 
 
 def test_a_config_is_confirmed_on_its_fresh_seeds_alone(monkeypatch):
-    rep = _report()
+    rep = rl_report
     budget = rep.TASKS["FetchPush-v4"]["steps"]
     label = "prm_her_s10_critic-c-progress"
     monkeypatch.setattr(rep, "CONFIRM_ON", {"FetchPush-v4": {label: (5, 6, 7)}})
@@ -328,7 +310,7 @@ def test_a_config_is_confirmed_on_its_fresh_seeds_alone(monkeypatch):
 
 
 def test_headline_gives_every_seed_at_the_budget_and_at_a_longer_budget(monkeypatch):
-    rep = _report()
+    rep = rl_report
     budget = rep.TASKS["FetchPush-v4"]["steps"]
     monkeypatch.setattr(rep, "HEADLINE", {"FetchPush-v4": ("her", "prm_her_s10", "missing")})
     her = _runs([0.1, 0.0, 0.2], budget)
@@ -349,7 +331,7 @@ def test_headline_gives_every_seed_at_the_budget_and_at_a_longer_budget(monkeypa
 
 
 def test_summary_cells_at_the_budget_and_beyond_and_short_runs(monkeypatch):
-    rep = _report()
+    rep = rl_report
     budget = rep.TASKS["FetchPush-v4"]["steps"]
     monkeypatch.setattr(rep, "HEADLINE", {"FetchPush-v4": ("her", "prm_her_s10_critic-c-progress_randw0",
                                                            "prm_her_s10_critic-c-progress")})
@@ -369,7 +351,7 @@ def test_summary_cells_at_the_budget_and_beyond_and_short_runs(monkeypatch):
 
 
 def test_write_guide_replaces_only_the_marked_table_and_refuses_missing_markers(tmp_path):
-    rep = _report()
+    rep = rl_report
     guide = tmp_path / "guide.md"
     guide.write_text(f"intro\n{rep.GUIDE_START}\n| old |\n{rep.GUIDE_END}\nafter\n")
     rep.write_guide(guide, ["| a |", "|---|"])
@@ -385,17 +367,17 @@ def test_write_guide_replaces_only_the_marked_table_and_refuses_missing_markers(
 def test_the_user_guides_summary_table_matches_the_committed_runs():
     """docs/readme/train_policy.md's figures are the report's, from the committed runs: a run committed
     without rewriting the guide fails here."""
-    rep = _report()
+    rep = rl_report
     text = rep.GUIDE.read_text()
     assert text.count(rep.GUIDE_START) == 1 and text.count(rep.GUIDE_END) == 1
     committed = text.split(rep.GUIDE_START, 1)[1].split(rep.GUIDE_END, 1)[0].strip().splitlines()
     fresh = rep.summary(rep.load_runs())
     assert committed == fresh, ("docs/readme/train_policy.md's summary differs from the runs; rewrite it with "
-                                "`python benchmarks/rl/report.py --guide docs/readme/train_policy.md`")
+                                "`python -m benchmarks.rl.report --guide docs/readme/train_policy.md`")
 
 
 def test_paired_plot_is_written_only_with_a_common_seed(monkeypatch, tmp_path):
-    rep = _report()
+    rep = rl_report
     budget = rep.TASKS["FetchPush-v4"]["steps"]
     label = "prm_her_s10_critic-c-progress"
     monkeypatch.setattr(rep, "HEADLINE", {"FetchPush-v4": ("her", "prm_her_s10", label)})
@@ -412,7 +394,7 @@ def test_the_goal_compares_with_the_spec_on_the_same_seeds_only():
     """A seed the spec potential ran and the learned one did not (or the other way round) stays out of
     the goal: the spec's extra seed 5 at 1.0 would otherwise raise its mean from 0.70 to 0.75 and turn
     the verdict to not met."""
-    rep = _report()
+    rep = rl_report
     budget = rep.TASKS["FetchPush-v4"]["steps"]
     label = "prm_her_s10_critic-c-progress"
     data = {"FetchPush-v4": {"her": _runs([0.1] * 5, budget), "prm_her_s10": _runs([0.7] * 5 + [1.0], budget),
@@ -426,7 +408,7 @@ def test_the_goal_compares_with_the_spec_on_the_same_seeds_only():
 
 
 def test_the_demonstration_goal_waits_for_every_declared_run_then_judges_all_three_conditions():
-    r = _report()
+    r = rl_report
     plan = {"potential": "pot", "random": "rand", "her": "her", "spec": "spec", "controls": ("buf", "starts"),
             "screen": (0,), "declared": (10, 11, 12)}
 
@@ -448,3 +430,16 @@ def test_the_demonstration_goal_waits_for_every_declared_run_then_judges_all_thr
     assert "fails: +0.10 over the best control `buf`" in "\n".join(r.demo_goal(close, plan))
     lucky = vals([0.9, 0.8, 0.85], [0.3, 0.2, 0.25], [0.05] * 3, [0.2] * 3, [0.1] * 3)
     assert "fails: random-weights control +0.20 from HER" in "\n".join(r.demo_goal(lucky, plan))
+    # decided before every run finished: even success 1 on the unfinished seeds cannot reach the goal
+    hopeless = {k: dict(v) for k, v in low.items()}
+    hopeless["pot"] = {10: 0.1, 11: 0.2}
+    text = "\n".join(r.demo_goal(hopeless, plan))
+    assert "Verdict: **not met**, decided before every run finished (the potential's mean is at most 0.43" in text
+    assert "not finished: `pot` seeds 12" in text
+    beaten = {k: dict(v) for k, v in good.items()}
+    beaten["pot"], beaten["buf"] = {10: 0.9, 11: 0.8}, {10: 1.0, 11: 0.96, 12: 1.0}
+    assert "the potential minus `buf` is at most -0.09 < +0.15" in "\n".join(r.demo_goal(beaten, plan))
+    beaten["buf"] = {10: 1.0, 11: 0.96}  # the control unfinished on seed 12 too: +0.25 still possible
+    assert "**pending**" in "\n".join(r.demo_goal(beaten, plan))
+    # one seed short of deciding: still pending
+    assert "**pending**" in "\n".join(r.demo_goal({**good, "pot": {10: 0.9}}, plan))

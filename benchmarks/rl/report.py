@@ -3,7 +3,7 @@ band; per task and config), and a markdown table (steps to 50% / 80% success, fi
 wall-clock) written to ``docs/rl_benchmark.md``; ``--guide`` also rewrites the summary table of the
 user guide ``docs/readme/train_policy.md``.
 
-    python benchmarks/rl/report.py --guide docs/readme/train_policy.md
+    python -m benchmarks.rl.report --guide docs/readme/train_policy.md
 
 "success AUC" is the mean of the mean-over-seeds success over the evaluations from 0 to the task's
 budget (also for a run given a larger budget, so that it compares across configs): higher means
@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import math
 import re
 import sys
 from collections import defaultdict
@@ -25,26 +24,26 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.report_io import write_text
+from benchmarks.rl.run import RESULTS, TASKS, config_label
+from benchmarks.stats import bootstrap_mean, resample_indices, sign_test_p
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-sys.path.insert(0, str(HERE))
-from rl_sibling import sibling  # noqa: E402
-
-RESULTS, TASKS, config_label = sibling("run").RESULTS, sibling("run").TASKS, sibling("run").config_label
 
 ORDER = ["sparse", "her", "prm", "prm_her"]
 COMMANDS = """\
 # FetchReach-v4 and PointMaze_UMaze-v3, resumable: finished runs are skipped
-OMP_NUM_THREADS=1 python benchmarks/rl/sweep.py --plan core more
+OMP_NUM_THREADS=1 python -m benchmarks.rl.sweep --plan core more
 # PointMaze_Medium-v3 and FetchPush-v4: two sweeps share two cores (per-run lock)
-OMP_NUM_THREADS=1 python benchmarks/rl/sweep.py --plan push medium lever seeds &
-OMP_NUM_THREADS=1 python benchmarks/rl/sweep.py --plan medium push lever seeds &
+OMP_NUM_THREADS=1 python -m benchmarks.rl.sweep --plan push medium lever seeds &
+OMP_NUM_THREADS=1 python -m benchmarks.rl.sweep --plan medium push lever seeds &
 # more seeds at the task budgets (two sweeps share the two cores, per-run lock)
-OMP_NUM_THREADS=1 python benchmarks/rl/sweep.py --plan seeds5 &
-OMP_NUM_THREADS=1 python benchmarks/rl/sweep.py --plan seeds5 &
+OMP_NUM_THREADS=1 python -m benchmarks.rl.sweep --plan seeds5 &
+OMP_NUM_THREADS=1 python -m benchmarks.rl.sweep --plan seeds5 &
 # the spec-free potential from demonstrations, its controls (DEMO_PLAN: screening seeds 0-2, declared seeds 10-19)
 prm-critic collect --task FetchPush-v4 --out critic_data/push_demo --episodes 300 --seed 50000
-python benchmarks/rl/train_potential.py --data critic_data/push_demo --label demo_progress --demos 100 --relabel 4 \
+python -m benchmarks.rl.train_potential --data critic_data/push_demo --label demo_progress --demos 100 --relabel 4 \
     --branches 3000 --branch-steps 10 --epochs 30 --out benchmarks/rl/critics/push_demo
 for s in 0 1 2 10 11 12 13 14 15 16 17 18 19; do
   R="OMP_NUM_THREADS=1 python benchmarks/rl/run.py --task FetchPush-v4 --seed $s"
@@ -55,7 +54,7 @@ for s in 0 1 2 10 11 12 13 14 15 16 17 18 19; do
 done
 # the second task, PointMaze_Medium-v3 as a continuing task, the same recipe, declared seeds 10-14
 prm-critic collect --task benchmarks/rl/specs/continuing.toml --out critic_data/maze_demo --episodes 300 --seed 50000
-python benchmarks/rl/train_potential.py --data critic_data/maze_demo --label demo_progress --demos 100 --relabel 4 \\
+python -m benchmarks.rl.train_potential --data critic_data/maze_demo --label demo_progress --demos 100 --relabel 4 \\
     --branches 3000 --branch-steps 10 --epochs 30 --out benchmarks/rl/critics/maze_demo
 for s in 10 11 12 13 14; do
   R="OMP_NUM_THREADS=1 python benchmarks/rl/run.py --task PointMaze_Medium-v3 --spec benchmarks/rl/specs/continuing.toml --seed $s"
@@ -64,8 +63,8 @@ for s in 10 11 12 13 14; do
   eval $R --config prm_her --scale 10 --critic benchmarks/rl/critics/maze_demo.json --head progress
   eval $R --config prm_her --scale 10 --critic benchmarks/rl/critics/maze_demo.json --head progress --random-weights 0
 done
-python benchmarks/rl/critic_order.py                                             # value order and AUROC of every critic
-python benchmarks/rl/report.py --guide docs/readme/train_policy.md               # this file, the plot, the guide's summary
+python -m benchmarks.rl.critic_order                                             # value order and AUROC of every critic
+python -m benchmarks.rl.report --guide docs/readme/train_policy.md               # this file, the plot, the guide's summary
 # one run:
 OMP_NUM_THREADS=1 python benchmarks/rl/run.py --task FetchReach-v4 --config prm_her --scale 10 --seed 0"""
 
@@ -129,9 +128,7 @@ def bootstrap_steps_to(runs: list[dict], thr: float, *, n: int = 2000, seed: int
     common = sorted(set.intersection(*[{r["env_steps"] for r in run["rows"]} for run in runs]))
     steps = np.array(common, dtype=float)
     vals = np.array([[success_by_step(run)[s] for s in common] for run in runs])  # (seeds, steps)
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, len(runs), size=(n, len(runs)))
-    means = vals[idx].mean(1)  # (n, steps)
+    means = vals[resample_indices(len(runs), n=n, seed=seed)].mean(1)  # (n, steps)
     hit = means >= thr
     first = np.where(hit.any(1), steps[hit.argmax(1)], np.inf)
     lo, hi = np.percentile(first, [2.5, 97.5], method="inverted_cdf")
@@ -355,32 +352,12 @@ def goal_verdict(mine: dict[int, float], spec: dict[int, float], her: list[float
             f"{seed_list(common)}, and HER {mh:.2f} + {GOAL_VS_HER:g})")
 
 
-def bootstrap_mean(values: list[float], *, n: int = 2000, seed: int = 0) -> tuple[float, float] | None:
-    """95 % bootstrap interval of the mean of ``values`` (``None`` for fewer than 2)."""
-    if len(values) < 2:
-        return None
-    rng = np.random.default_rng(seed)
-    v = np.asarray(values, dtype=float)
-    means = v[rng.integers(0, len(v), size=(n, len(v)))].mean(axis=1)
-    return float(np.quantile(means, 0.025)), float(np.quantile(means, 0.975))
-
-
 def fmt_mean(vals) -> str:
     """``0.76 [0.66, 0.84] (n=10)``: mean, 95 % bootstrap interval (2 or more values) and count; ``-`` for none."""
     if not vals:
         return "-"
     ci = bootstrap_mean(vals)
     return f"{np.mean(vals):.2f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "") + f" (n={len(vals)})"
-
-
-def sign_test_p(pos: int, neg: int) -> float:
-    """Two-sided exact sign test over ``pos`` wins and ``neg`` losses (ties dropped): 1.0 with none."""
-    n = pos + neg
-    if n == 0:
-        return 1.0
-    k = min(pos, neg)
-    tail = sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n
-    return min(1.0, 2 * tail)
 
 
 def critic_recipes(data) -> dict[str, dict[str, tuple[str, int]]]:
@@ -394,7 +371,8 @@ def critic_recipes(data) -> dict[str, dict[str, tuple[str, int]]]:
     from prm_critic.models.state_critic import TorchStateCritic
     from prm_critic.sb3.envs import critic_fingerprint, resolve_critic
 
-    recipe = sibling("train_potential").recipe
+    from benchmarks.rl.train_potential import recipe
+
     out: dict[str, dict[str, tuple[str, int]]] = {}
     for task, configs in data.items():
         for label, runs in configs.items():
@@ -504,7 +482,7 @@ def learned_potentials(data, noise: dict, recipes: dict | None = None) -> list[s
             ci = bootstrap_mean(diffs) if interval else None
             return (f"- {label} minus {name}, paired by seed (seeds {', '.join(map(str, common))}): "
                     f"mean {np.mean(diffs):+.2f}" + (f" [{ci[0]:+.2f}, {ci[1]:+.2f}]" if ci else "")
-                    + f"; learned higher on {pos}, lower on {neg}; exact sign test p = {sign_test_p(pos, neg):.3g}")
+                    + f"; learned higher on {pos}, lower on {neg}; exact sign test p = {sign_test_p(pos, pos + neg):.3g}")
 
         learned = [lb for lb in labels if "_randw" not in lb]
         controls = []
@@ -802,6 +780,24 @@ def plot_demo(data, path: Path) -> bool:
     return True
 
 
+def demo_goal_bound(on: dict[str, dict[int, float]], plan: dict) -> str:
+    """Why the goal fails whatever the unfinished declared runs give, or ``""``: the learned potential's
+    mean with success 1 on each of its unfinished seeds is under :data:`DEMO_GOAL_MIN`, or its mean minus a
+    demonstrations-only control's with 1 for the potential and 0 for the control on each seed either has
+    not finished is under :data:`DEMO_GOAL_OVER_CONTROL` (the best control's mean is at least that
+    control's). The estimates themselves are only ever taken over finished runs."""
+    seeds, mine = plan["declared"], on[plan["potential"]]
+    top = float(np.mean([mine.get(k, 1.0) for k in seeds]))
+    if top < DEMO_GOAL_MIN:
+        return f"the potential's mean is at most {top:.2f} < {DEMO_GOAL_MIN:.2f} with success 1 on its unfinished seeds"
+    for ctrl in plan["controls"]:
+        gap = float(np.mean([mine.get(k, 1.0) - on[ctrl].get(k, 0.0) for k in seeds]))
+        if gap < DEMO_GOAL_OVER_CONTROL:
+            return (f"the potential minus `{ctrl}` is at most {gap:+.2f} < {DEMO_GOAL_OVER_CONTROL:+.2f} with 1 for "
+                    f"the potential and 0 for the control on every unfinished seed")
+    return ""
+
+
 def demo_goal(vals: dict[str, dict[int, float]], plan: dict) -> list[str]:
     """The goal's verdict on the declared seeds."""
     seeds = plan["declared"]
@@ -819,13 +815,17 @@ def demo_goal(vals: dict[str, dict[int, float]], plan: dict) -> list[str]:
             lines.append(f"- learned potential minus `{ctrl}`: {mean:+.2f}"
                          + (f" [{ci[0]:+.2f}, {ci[1]:+.2f}]" if ci else "")
                          + f" on seeds {seed_list(common)}; higher on {w}, lower on {lo}, sign test p = "
-                         f"{sign_test_p(w, lo):.3g}")
+                         f"{sign_test_p(w, w + lo):.3g}")
     common, mean, ci, w, lo = paired_diff(on[plan["random"]], on[plan["her"]])
     if common:
         lines.append(f"- random-weights control minus HER: {mean:+.2f}" + (f" [{ci[0]:+.2f}, {ci[1]:+.2f}]" if ci else "")
                      + f" on seeds {seed_list(common)}")
     if any(missing.values()):
         todo = "; ".join(f"`{label}` seeds {seed_list(ks)}" for label, ks in missing.items() if ks)
+        decided = demo_goal_bound(on, plan)
+        if decided:
+            return lines + ["", f"Verdict: **not met**, decided before every run finished ({decided}; "
+                                f"not finished: {todo}).", ""]
         return lines + ["", f"Verdict: **pending** (not finished: {todo}).", ""]
     best = max(plan["controls"], key=lambda c: np.mean(list(on[c].values())))
     _, over, ci, _, _ = paired_diff(mine, on[best])
@@ -968,9 +968,7 @@ def write_guide(path: Path, table: list[str]) -> None:
         raise ValueError(f"{path}: expected one {GUIDE_START!r} line followed by one {GUIDE_END!r} line")
     head, rest = text.split(GUIDE_START, 1)
     tail = rest.split(GUIDE_END, 1)[1]
-    from prm_critic.models.checkpoint import atomic_write_bytes
-
-    atomic_write_bytes(path, (head + GUIDE_START + "\n" + "\n".join(table) + "\n" + GUIDE_END + tail).encode())
+    write_text(path, head + GUIDE_START + "\n" + "\n".join(table) + "\n" + GUIDE_END + tail)
 
 
 def main(argv=None) -> int:
@@ -1031,9 +1029,7 @@ def main(argv=None) -> int:
         *buffer_diagnosis(json.loads(BUFFER.read_text()) if BUFFER.is_file() else {}, data),
         "## Reproduce", "", "```bash", COMMANDS, "```", "",
     ])
-    from prm_critic.models.checkpoint import atomic_write_bytes
-
-    atomic_write_bytes(a.out_md, md.encode())
+    write_text(a.out_md, md)
     print(f"wrote {a.out_md}")
     if a.guide is not None:
         write_guide(a.guide, summary(data))
