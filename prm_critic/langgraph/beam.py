@@ -75,7 +75,7 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Any, Callable, Mapping, Sequence
+from typing import Annotated, Any, Callable, Mapping, Sequence
 
 from typing_extensions import TypedDict
 
@@ -84,22 +84,15 @@ from prm_critic.aggregate import AGGREGATES, aggregate as _aggregate
 from prm_critic.critic import BaseCritic, StepScores
 from prm_critic.langgraph._common import ascore_text_steps, check_critic, check_head, check_prob, lg, score_text_steps
 from prm_critic.langgraph.search import (
-    GraphSearch, SearchBudget, SearchResult, acall_expand, call_expand, check_input, emit_event, too_few_steps,
+    Expand, GraphSearch, RemainingSteps, RunnableLambda, SearchBudget, SearchResult, acall_expand, call_expand,
+    check_input, emit_event, too_few_steps,
 )
 from prm_critic.text.steps import TextStep
 
 _graph = lg("langgraph.graph")
 _types = lg("langgraph.types")
-if TYPE_CHECKING:
-    from langchain_core.runnables import RunnableLambda
-    from langgraph.managed import RemainingSteps
-else:  # through require(), so a missing package names the extra to install
-    RemainingSteps = lg("langgraph.managed").RemainingSteps
-    RunnableLambda = lg("langchain_core.runnables").RunnableLambda
 
 __all__ = ["BeamSearch", "BeamConfig", "build_beam_search_graph", "BeamState", "beam_search_result"]
-
-Expand = Callable[[Any, tuple, int], Any]
 
 STOP_REASONS = ("solved", "dead_ends", "no_proposals", "max_depth", "budget", "recursion_limit")
 #: stops where the search ran out of candidates before ``max_depth`` and any limit

@@ -73,7 +73,7 @@ import math
 import operator
 import random
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Any, Callable, Mapping, Sequence
+from typing import Annotated, Any, Callable, Mapping, Sequence
 
 from typing_extensions import TypedDict
 
@@ -82,18 +82,13 @@ from prm_critic.aggregate import AGGREGATES, aggregate as _aggregate
 from prm_critic.critic import BaseCritic, StepScores
 from prm_critic.langgraph._common import ascore_text_steps, check_critic, check_head, lg, score_text_steps
 from prm_critic.langgraph.search import (
-    GraphSearch, SearchBudget, SearchResult, acall_expand, call_expand, check_input, emit_event, too_few_steps,
+    Expand, GraphSearch, RemainingSteps, RunnableLambda, SearchBudget, SearchResult, acall_expand, call_expand,
+    check_input, emit_event, too_few_steps,
 )
 from prm_critic.text.steps import TextStep
 
 _graph = lg("langgraph.graph")
 _types = lg("langgraph.types")
-if TYPE_CHECKING:
-    from langchain_core.runnables import RunnableLambda
-    from langgraph.managed import RemainingSteps
-else:  # through require(), so a missing package names the extra to install
-    RemainingSteps = lg("langgraph.managed").RemainingSteps
-    RunnableLambda = lg("langchain_core.runnables").RunnableLambda
 
 __all__ = ["MCTSConfig", "MCTSSearch", "MCTSState", "build_mcts_graph", "mcts_search_result"]
 
@@ -103,8 +98,6 @@ SELECTIONS = ("puct", "uct")
 PRIORS = ("policy", "critic")
 #: super-steps one more iteration needs (1), plus the one LangGraph needs after it
 MIN_REMAINING_STEPS = 2
-
-Expand = Callable[[Any, tuple, int], Any]
 
 
 @dataclass(frozen=True)

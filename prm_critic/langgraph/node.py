@@ -406,13 +406,8 @@ class StepCriticNode(Runnable):
         return update
 
 
-def _route_after_critic(
-    state: Any,
-    *,
-    verdict_key: str = "critic_verdict",
-    remaining_key: str = "remaining_steps",
-    min_remaining_steps: int = DEFAULT_MIN_REMAINING_STEPS,
-) -> str:
+def _route_after_critic(state: Any, *, verdict_key: str = "critic_verdict", remaining_key: str = "remaining_steps",
+                        min_remaining_steps: int = DEFAULT_MIN_REMAINING_STEPS) -> str:
     """Route after :class:`StepCriticNode` (:meth:`StepCriticNode.router` says how)."""
     verdict = _get(state, verdict_key) or "continue"
     if verdict not in VERDICTS:
@@ -423,32 +418,29 @@ def _route_after_critic(
     return verdict
 
 
-def _critic_router(
-    *,
-    verdict_key: str = "critic_verdict",
-    remaining_key: str = "remaining_steps",
-    min_remaining_steps: int = DEFAULT_MIN_REMAINING_STEPS,
-) -> Callable[[Any], str]:
+def _critic_router(*, verdict_key: str = "critic_verdict", remaining_key: str = "remaining_steps",
+                   min_remaining_steps: int = DEFAULT_MIN_REMAINING_STEPS) -> Callable[[Any], str]:
     """:func:`_route_after_critic` with fixed, checked settings (``min_remaining_steps >= 2``)."""
-    check_str("verdict_key", verdict_key)
+    return _fixed_router(_route_after_critic, "verdict_key", verdict_key, remaining_key, min_remaining_steps)
+
+
+def _fixed_router(route_fn: Callable[..., str], key_name: str, key: str, remaining_key: str,
+                  min_remaining_steps: int) -> Callable[[Any], str]:
+    """``route_fn`` with its state keys and ``min_remaining_steps`` checked and fixed."""
+    check_str(key_name, key)
     check_str("remaining_key", remaining_key)
     check_int("min_remaining_steps", min_remaining_steps, minimum=2)
+    settings = {key_name: key, "remaining_key": remaining_key, "min_remaining_steps": min_remaining_steps}
 
     def route(state: Any) -> str:
-        return _route_after_critic(state, verdict_key=verdict_key, remaining_key=remaining_key,
-                                  min_remaining_steps=min_remaining_steps)
+        return route_fn(state, **settings)
 
-    route.__name__ = "route_after_critic"
+    route.__name__ = route_fn.__name__.lstrip("_")
     return route
 
 
-def _route_after_agent(
-    state: Any,
-    *,
-    messages_key: str = "messages",
-    remaining_key: str = "remaining_steps",
-    min_remaining_steps: int = AGENT_MIN_REMAINING_STEPS,
-) -> str:
+def _route_after_agent(state: Any, *, messages_key: str = "messages", remaining_key: str = "remaining_steps",
+                       min_remaining_steps: int = AGENT_MIN_REMAINING_STEPS) -> str:
     """Route after the agent node (:meth:`StepCriticNode.agent_router` says how)."""
     messages = _get(state, messages_key)
     if messages is None:
@@ -462,23 +454,10 @@ def _route_after_agent(
     return "tools"
 
 
-def _agent_router(
-    *,
-    messages_key: str = "messages",
-    remaining_key: str = "remaining_steps",
-    min_remaining_steps: int = AGENT_MIN_REMAINING_STEPS,
-) -> Callable[[Any], str]:
+def _agent_router(*, messages_key: str = "messages", remaining_key: str = "remaining_steps",
+                  min_remaining_steps: int = AGENT_MIN_REMAINING_STEPS) -> Callable[[Any], str]:
     """:func:`_route_after_agent` with fixed, checked settings (``min_remaining_steps >= 2``)."""
-    check_str("messages_key", messages_key)
-    check_str("remaining_key", remaining_key)
-    check_int("min_remaining_steps", min_remaining_steps, minimum=2)
-
-    def route(state: Any) -> str:
-        return _route_after_agent(state, messages_key=messages_key, remaining_key=remaining_key,
-                                 min_remaining_steps=min_remaining_steps)
-
-    route.__name__ = "route_after_agent"
-    return route
+    return _fixed_router(_route_after_agent, "messages_key", messages_key, remaining_key, min_remaining_steps)
 
 
 #: the router spellings before ``node.router()`` / ``node.agent_router()`` became the one per edge:

@@ -50,18 +50,24 @@ import inspect
 import math
 import numbers
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Mapping
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping
 
 from prm_critic import validate
 from prm_critic._optional import require
 
 if TYPE_CHECKING:
-    from langchain_core.runnables import Runnable
+    from langchain_core.runnables import Runnable, RunnableLambda
+    from langgraph.managed import RemainingSteps
 else:  # through require(), so a missing package names the extra to install
     Runnable = require("langchain_core.runnables", "agents").Runnable
+    RunnableLambda = require("langchain_core.runnables", "agents").RunnableLambda
+    RemainingSteps = require("langgraph.managed", "agents").RemainingSteps
 
 __all__ = ["SearchBudget", "SearchResult", "GraphSearch", "check_input", "check_proposals", "call_expand",
            "acall_expand", "too_few_steps", "emit_event", "SHARED_STOP_REASONS"]
+
+#: a search's ``expand(env_state, history, k) -> [(step_text, next_env_state), ...]``
+Expand = Callable[[Any, tuple, int], Any]
 
 #: stop reasons with one meaning across the searches (each search adds its own)
 SHARED_STOP_REASONS = ("solved", "budget", "recursion_limit")
