@@ -114,6 +114,11 @@ class RandomController(Controller):
         return self.rng.uniform(self.low, self.high).astype(np.float32)
 
 
+def _nonnegative(**values: Any) -> list[float]:
+    """Each of ``values`` checked as a finite number ``>= 0``, in order."""
+    return [validate.check_number(name, v, low=0.0) for name, v in values.items()]
+
+
 def _obs_parts(obs) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     o = np.asarray(obs["observation"], dtype=np.float64)
     return o, np.asarray(obs["achieved_goal"], dtype=np.float64), np.asarray(obs["desired_goal"], dtype=np.float64)
@@ -153,12 +158,8 @@ class FetchPushController(Controller):
                  offset: float = 0.06, lift: float = 0.08, align_tol: float = 0.02, contact: float = 0.035,
                  push_speed: float = 0.6):
         super().__init__(env, noise, random_prob, noise_corr, random_hold)
-        self.contact = validate.check_number("contact", contact, low=0.0)
-        self.push_speed = validate.check_number("push_speed", push_speed, low=0.0)
-        self.gain = validate.check_number("gain", gain, low=0.0)
-        self.offset = validate.check_number("offset", offset, low=0.0)
-        self.lift = validate.check_number("lift", lift, low=0.0)
-        self.align_tol = validate.check_number("align_tol", align_tol, low=0.0)
+        self.contact, self.push_speed, self.gain, self.offset, self.lift, self.align_tol = _nonnegative(
+            contact=contact, push_speed=push_speed, gain=gain, offset=offset, lift=lift, align_tol=align_tol)
 
     def clean_action(self, obs) -> np.ndarray:
         o, obj, g = _obs_parts(obs)
@@ -208,11 +209,8 @@ class FetchPickAndPlaceController(Controller):
                  lift: float = 0.05, align_tol: float = 0.01, grasp_tol: float = 0.02,
                  closed_width: float = 0.05):
         super().__init__(env, noise, random_prob, noise_corr, random_hold)
-        self.gain = validate.check_number("gain", gain, low=0.0)
-        self.lift = validate.check_number("lift", lift, low=0.0)
-        self.align_tol = validate.check_number("align_tol", align_tol, low=0.0)
-        self.grasp_tol = validate.check_number("grasp_tol", grasp_tol, low=0.0)
-        self.closed_width = validate.check_number("closed_width", closed_width, low=0.0)
+        self.gain, self.lift, self.align_tol, self.grasp_tol, self.closed_width = _nonnegative(
+            gain=gain, lift=lift, align_tol=align_tol, grasp_tol=grasp_tol, closed_width=closed_width)
 
     def clean_action(self, obs) -> np.ndarray:
         o, obj, g = _obs_parts(obs)
@@ -251,8 +249,7 @@ class PointMazeController(Controller):
         from prm_critic.robotics.subgoals import MazeGeometry
 
         super().__init__(env, noise, random_prob, noise_corr, random_hold)
-        self.kp = validate.check_number("kp", kp, low=0.0)
-        self.kd = validate.check_number("kd", kd, low=0.0)
+        self.kp, self.kd = _nonnegative(kp=kp, kd=kd)
         self.maze = maze if maze is not None else MazeGeometry.from_env(env)
         m = self.maze
         n = len(m.cells)
