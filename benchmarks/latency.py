@@ -264,6 +264,15 @@ def _step_rounds(variants: dict, actions: dict, rounds: int, per_round: int, bar
     return res
 
 
+def round_server(groups: dict, actions: dict, per_round: dict, clock: _CriticClock):
+    """A ``--against`` worker's step over ``groups`` (group -> variants, reset here): one round of the
+    requested group per request (``{"group": g}``), as ``_step_round`` reports it."""
+    step_no = {k: 0 for g in groups.values() for k in g}
+    for g in groups.values():
+        _reset(g)
+    return lambda req: _step_round(groups[req["group"]], actions, per_round[req["group"]], clock, step_no)
+
+
 def _shaper_variants(n: int, paths: dict, spin: bool, clock: _CriticClock, raw_rows: bool = True) -> tuple[dict, dict]:
     """The shaper section's single-env variants (name -> env) and vector ones (name -> (env, kind)), over the
     library this process imports; ``raw_rows=False`` leaves out the raw envs (no library code in them)."""
@@ -403,17 +412,13 @@ def _worker(config: dict):
     with tempfile.TemporaryDirectory(prefix="prm_latency_worker_") as d:  # the critics read their files when built
         single, vec = _shaper_variants(config["n_envs"], _critic_files(Path(d))[1], config["spinning"], clock,
                                        raw_rows=False)
-    groups = {"single": {k: (e, "single") for k, e in single.items()}, "vec": vec}
-    actions = _actions(config["n_envs"])
-    step_no = {k: 0 for g in groups.values() for k in g}
-    for g in groups.values():
-        _reset(g)
+    rounds = round_server({"single": {k: (e, "single") for k, e in single.items()}, "vec": vec},
+                          _actions(config["n_envs"]), config["per_round"], clock)
 
     def step(req: dict) -> dict:
         if "fallbacks" in req:
             return {k: e.stats["fallbacks"] for k, e in single.items() if "deadline" in k}
-        g = req["group"]
-        return _step_round(groups[g], actions, config["per_round"][g], clock, step_no)
+        return rounds(req)
 
     return {}, step
 

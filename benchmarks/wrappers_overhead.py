@@ -1,19 +1,17 @@
-"""Cost of the PRM env wrappers in the control loop, current and reference per-step paths side by side in one run.
+"""Cost of the PRM env wrappers in the control loop, per variant, in one interleaved run.
 
 Single envs (FetchPush-v4, PointMaze_UMaze-v3), µs of CPU time per ``env.step``: the raw env, the
 reward shaper with a constant critic (the wrapper's own work), with the no-training
 ``SubgoalCritic`` (its batch-1 path ``score_one``), shaper + dead-end pruner, ``info_subgoals=True``,
 a torch state critic (256x256 MLP, one thread), and the committed FetchPush critic (256x256) and its
 distilled student (32x32) exported to ONNX, each run by onnxruntime (``OnnxCritic``) and by numpy
-(``NumpyMLPCritic``, the batch-1 fast path for small critics). Rows marked ``[reference]`` run the previous
-per-step path in the same run: the previous flattening (a shape tuple per step, through the flattener
-instance), critic call (through a closure) and info (two dicts merged), a pruner over a shaper with
-another critic flattening the observation again, and, for the ``SubgoalCritic``, its batched numpy path
-(``score(x[None])``, ``holds(x[None])``), which is what the shaper called before the batch-1 path
-existed. A floor row: a wrapper doing only the per-step work any shaper must do (flatten, finiteness
-check, info copy; no size checks, no critic). ``n_envs`` FetchPush envs in an SB3 ``DummyVecEnv``
-raw and under ``SB3VecPRMRewardShaper`` (one batched critic call per vector step; the row keeps the
-label of its recorded data, ``VecPRMRewardShaper``, the class's former name).
+(``NumpyMLPCritic``, the batch-1 fast path for small critics). A floor row: a wrapper doing only the
+per-step work any shaper must do (flatten, finiteness check, info copy; no size checks, no critic).
+``n_envs`` FetchPush envs in an SB3 ``DummyVecEnv`` raw and under ``SB3VecPRMRewardShaper`` (one
+batched critic call per vector step; the row keeps the label of its recorded data,
+``VecPRMRewardShaper``, the class's former name). ``--against REV`` steps the variants that run the
+library over the library as it was at git revision ``REV`` in the same rounds (``benchmarks.against_rev``;
+rows tagged with REV's commit, recorded in the raw data).
 
 Every variant runs in interleaved rounds (A for n steps, B for n steps, ... repeated; round 0 is
 warm-up), so load from other processes hits all alike. Two measurements per variant:
@@ -32,8 +30,8 @@ Run (about 4 minutes on a loaded 2-core machine; ``--out`` writes the raw data t
 doc from the raw data alone; a measurement without ``--idle`` keeps an idle measurement already in the
 raw data as ``previous_idle``, of the code before, not shown in the doc, and says so)::
 
-    python benchmarks/wrappers_overhead.py --out docs/wrappers_overhead.md
-    python benchmarks/wrappers_overhead.py --render
+    python -m benchmarks.wrappers_overhead --out docs/wrappers_overhead.md
+    python -m benchmarks.wrappers_overhead --render
 """
 
 from __future__ import annotations
@@ -44,11 +42,15 @@ import math
 import os
 import platform
 import sys
+import tempfile
 import time
 import types
 from pathlib import Path
 
 import numpy as np
+
+from benchmarks.against_rev import Worker, checkout, serve
+from benchmarks.latency import _actions, _CriticClock, _step_rounds, _timed_wrappers, round_server
 
 ROOT = Path(__file__).resolve().parents[1]
 RAW = ROOT / "benchmarks" / "results" / "wrappers_overhead.json"
@@ -58,52 +60,6 @@ GOAL_WRAPPER_US = 5.0
 GOAL_MAZE_CONST = 0.10
 GOAL_IN_LOOP_US = 20.0
 GOAL_E2E = 0.05
-
-
-class _PreviousFlattener:
-    """The flattening of the previous version (a shape tuple per step, compared with the expected
-    shapes; one concatenation; the row checked finite by the sum of its Python floats; called through
-    the instance), kept here so that the benchmark puts it side by side with the current one."""
-
-    def __init__(self, layout):
-        import operator
-
-        self._shapes = tuple((layout.sizes[k],) for k in layout.keys)
-        self._get = operator.itemgetter(*layout.keys)
-        self._shape = operator.attrgetter("shape")
-
-    def __call__(self, obs, name="observation"):
-        parts = self._get(obs)
-        assert tuple(map(self._shape, parts)) == self._shapes
-        out = np.concatenate(parts, dtype=np.float32, casting="same_kind")
-        assert math.isfinite(sum(out.tolist()))
-        return out
-
-
-_NAN = float("nan")
-
-
-def _previous_entry(caller):
-    """The previous handle to the critic's ``score_one``: a closure that adds ``check=False`` when it
-    takes that keyword."""
-    fn = caller._score_one
-    return (lambda x, _fn=fn: _fn(x, check=False)) if fn is not None and caller._one_check else fn
-
-
-def _previous_one(caller, x):
-    """The previous ``CriticCaller.one`` without a deadline: the critic's ``score_one`` through a
-    closure that adds ``check=False`` (or ``score(x[None])`` for a critic without it)."""
-    caller.stats["calls"] += 1
-    caller.last_heads = None
-    if caller._score_one is None:
-        out, caller.last_heads = caller._run_one(x)
-        return out
-    progress, success = caller.previous_entry(x)
-    heads = {"progress": float(progress), "success": float(success)}
-    v = heads[caller.head]
-    assert math.isfinite(v)
-    caller.last_heads = heads
-    return v
 
 
 def _executor_call(self, run, x):
@@ -130,106 +86,7 @@ def _executor_call(self, run, x):
     return out
 
 
-def _previous_shaper_step(self, action):
-    """The previous ``PRMRewardShaper.step``: the info built by merging two dicts."""
-    if self._x is None:
-        raise RuntimeError("step: call reset() before step()")
-    obs, reward, terminated, truncated, info = self.env.step(action)
-    x_next = self._flatten(obs)
-    phi_next = _previous_one(self._caller, x_next)
-    heads = self._caller.last_heads
-    phi = self._phi
-    r = float(reward)
-    subgoals = self._subgoals(x_next) if self._eval_subgoals else None
-    if self.mode == "subgoal":
-        new = [n for n, b in subgoals.items() if b and n not in self._claimed]
-        self._claimed.update(new)
-        shaping = self.subgoal_bonus * len(new)
-    elif phi_next is None or phi is None:
-        shaping = 0.0
-    elif self.mode == "potential":
-        shaping = self.scale * (self.gamma * (0.0 if terminated else phi_next) - phi)
-    else:
-        shaping = self.scale * phi_next - r
-    info = {**info, "prm_original_reward": r, "prm_phi": _NAN if phi is None else phi,
-            "prm_next_phi": _NAN if phi_next is None else phi_next, "prm_shaping": float(shaping),
-            "prm_fallback": phi_next is None, "prm_terminated": bool(terminated), "prm_x": self._x,
-            "prm_next_x": x_next}
-    if self.info_subgoals:
-        info["prm_subgoals"] = subgoals
-    if heads is not None:
-        info["prm_next_scores"] = heads
-    self._x, self._phi = x_next, phi_next
-    return obs, r + shaping, terminated, truncated, info
-
-
-def _previous_pruner_step(self, action):
-    """The previous ``DeadEndPruner.step``: with another critic than the shaper's below, the observation
-    flattened a second time; the info built by merging two dicts."""
-    obs, reward, terminated, truncated, info = self.env.step(action)
-    self._elapsed += 1
-    if self._shares_shaper:
-        c = self._score(obs, info)
-    else:
-        c = _previous_one(self._caller, self._flatten(obs))
-    if c is None:
-        self._unknown += 1
-        pruned = False
-    else:
-        self._below = self._below + 1 if c < self.threshold else 0
-        pruned = bool(self._below >= self.patience and not terminated and not truncated)
-    info = {**info, "prm_pruned": pruned, "prm_prune_score": float("nan") if c is None else c}
-    if pruned:
-        truncated = True
-        self._pruned += 1
-        if self.max_episode_steps is not None:
-            self._saved += max(self.max_episode_steps - self._elapsed, 0)
-    if (terminated or truncated) and self._active:
-        self._episodes += 1
-        self._active = False
-    return obs, reward, terminated, truncated, info
-
-
-def _timers():
-    """``latency.py``'s pass-through timing wrappers (gym and SB3 VecEnv), loaded by path."""
-    import importlib.util
-    from pathlib import Path
-
-    spec = importlib.util.spec_from_file_location("prm_bench_latency", Path(__file__).resolve().parent / "latency.py")
-    assert spec is not None and spec.loader is not None
-    latency = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(latency)
-    timed_env, _, timed_vec_env = latency._timed_wrappers()
-    return timed_env, timed_vec_env
-
-
-class _CriticClock:
-    """Adds up the time spent inside critic calls (``score`` / ``score_one``) of the critics it wraps."""
-
-    ns = 0
-
-    def wrap(self, critic):
-        import functools
-
-        pc = time.perf_counter_ns
-        for name in ("score", "score_one"):
-            fn = getattr(critic, name, None)
-            if not callable(fn):
-                continue
-
-            @functools.wraps(fn)  # keeps the signature (the shaper passes check=False to score_one)
-            def timed(*a, _fn=fn, **k):
-                t0 = pc()
-                try:
-                    return _fn(*a, **k)
-                finally:
-                    self.ns += pc() - t0
-
-            setattr(critic, name, timed)
-        return critic
-
-
-def _build(n_envs: int, clock: _CriticClock, tmp: Path):
+def _build(n_envs: int, clock: _CriticClock, tmp: Path, library_only: bool = False):
     import torch
     from stable_baselines3.common.vec_env import DummyVecEnv
 
@@ -244,7 +101,7 @@ def _build(n_envs: int, clock: _CriticClock, tmp: Path):
     from prm_critic.wrappers import DeadEndPruner, PRMRewardShaper
 
     torch.set_num_threads(1)
-    TimedEnv, TimedVecEnv = _timers()
+    TimedEnv, _, TimedVecEnv = _timed_wrappers()
 
     class ConstantCritic(BaseCritic):
         """Scores nothing: isolates the wrapper's own cost from the critic's."""
@@ -296,28 +153,6 @@ def _build(n_envs: int, clock: _CriticClock, tmp: Path):
 
         return FlattenFloor
 
-    class BatchedSubgoalCritic(SubgoalCritic):
-        """The SubgoalCritic without its batch-1 path: the shaper calls ``score(x[None])``."""
-
-        score_one = None  # type: ignore[assignment]
-
-    class ReferenceShaper(PRMRewardShaper):
-        """The previous per-step path: previous flattening, critic call and info; subgoals through the
-        batched ``holds``."""
-
-        step = _previous_shaper_step
-
-        def __init__(self, *a, **k):
-            super().__init__(*a, **k)
-            self._flatten = _PreviousFlattener(self.layout)
-            self._caller.previous_entry = _previous_entry(self._caller)
-
-        def _subgoals(self, x):
-            if self.evaluator is None:
-                return None
-            h = self.evaluator.holds(x[None, :])[0]
-            return {n: bool(b) for n, b in zip(self.evaluator.names, h)}
-
     class ExecutorDeadlineShaper(PRMRewardShaper):
         """The shaper with its deadline calls on a ``concurrent.futures`` executor instead of its worker."""
 
@@ -332,17 +167,6 @@ def _build(n_envs: int, clock: _CriticClock, tmp: Path):
             self._caller.executor.shutdown(wait=False)
             super().close()
 
-    class ReferencePruner(DeadEndPruner):
-        """The previous per-step path of the pruner: previous flattening (again, over a shaper with
-        another critic), critic call and info."""
-
-        step = _previous_pruner_step
-
-        def __init__(self, *a, **k):
-            super().__init__(*a, **k)
-            self._flatten = _PreviousFlattener(self.layout)
-            self._caller.previous_entry = _previous_entry(self._caller)
-
     single: dict[str, dict] = {}
     critics: dict = {}
     for task, gamma in (("FetchPush-v4", 0.98), ("PointMaze_UMaze-v3", 0.99)):
@@ -350,7 +174,6 @@ def _build(n_envs: int, clock: _CriticClock, tmp: Path):
         layout = CriticInputLayout.from_space(load_spec(task), probe.observation_space)
         const = clock.wrap(ConstantCritic(layout, task))
         sub = clock.wrap(SubgoalCritic(task, probe))
-        ref = clock.wrap(BatchedSubgoalCritic(task, probe))
 
         def env(task=task):
             return TimedEnv(make_env(task))
@@ -360,11 +183,9 @@ def _build(n_envs: int, clock: _CriticClock, tmp: Path):
             "pass-through gym.Wrapper (floor)": PassThrough(env()),
             FLATTEN_FLOOR: flatten_floor(layout)(env()),
             "shaper(constant critic)": PRMRewardShaper(env(), const, gamma=gamma),
-            "shaper(constant critic) [reference]": ReferenceShaper(env(), const, gamma=gamma),
             DEADLINE_ROW: PRMRewardShaper(env(), const, gamma=gamma, deadline_s=1.0),
             f"{DEADLINE_ROW} [executor]": ExecutorDeadlineShaper(env(), const, gamma=gamma, deadline_s=1.0),
             "shaper(SubgoalCritic)": PRMRewardShaper(env(), sub, gamma=gamma),
-            "shaper(SubgoalCritic) [reference]": ReferenceShaper(env(), ref, gamma=gamma),
         }
         if task == "FetchPush-v4":
             net = StateCriticNet(layout.obs_dim, hidden=(256, 256))
@@ -372,26 +193,17 @@ def _build(n_envs: int, clock: _CriticClock, tmp: Path):
             v.update({
                 "pruner(shaper(SubgoalCritic))": DeadEndPruner(PRMRewardShaper(env(), sub, gamma=gamma), sub,
                                                                threshold=0.0, patience=10),
-                "pruner(shaper(SubgoalCritic)) [reference]": ReferencePruner(
-                    ReferenceShaper(env(), ref, gamma=gamma), ref, threshold=0.0, patience=10),
                 "shaper(SubgoalCritic, info_subgoals=True)": PRMRewardShaper(env(), sub, gamma=gamma,
                                                                              info_subgoals=True),
-                "shaper(SubgoalCritic, info_subgoals=True) [reference]": ReferenceShaper(
-                    env(), ref, gamma=gamma, info_subgoals=True),
                 "shaper(torch 256x256)": PRMRewardShaper(env(), tc, gamma=gamma),
             })
             for label, exported in _onnx_critics(tmp, probe).items():
                 oc = clock.wrap(exported)
                 critics[label] = oc
                 v[f"shaper({label})"] = PRMRewardShaper(env(), oc, gamma=gamma)
-                if label == f"NumpyMLPCritic {TEACHER_NAME}":
-                    v[f"shaper({label}) [reference]"] = ReferenceShaper(env(), oc, gamma=gamma)
                 if label.endswith(TEACHER_NAME):  # the README's deploy loop: Phi = the export, pruned on the subgoals
                     v[f"pruner(SubgoalCritic) over shaper({label})"] = DeadEndPruner(
                         PRMRewardShaper(env(), oc, gamma=gamma), sub, threshold=0.05, patience=20)
-                    if label.startswith("NumpyMLPCritic"):
-                        v[f"pruner(SubgoalCritic) over shaper({label}) [reference]"] = ReferencePruner(
-                            ReferenceShaper(env(), oc, gamma=gamma), sub, threshold=0.05, patience=20)
             critics["torch 256x256"] = tc
         critics.setdefault("SubgoalCritic", {})[task] = sub  # type: ignore[index]
         critics.setdefault("constant", {})[task] = const  # type: ignore[index]
@@ -402,13 +214,19 @@ def _build(n_envs: int, clock: _CriticClock, tmp: Path):
         f"DummyVecEnv({n_envs}) VecPRMRewardShaper(SubgoalCritic)": SB3VecPRMRewardShaper(
             TimedVecEnv(DummyVecEnv([lambda: make_env(push)] * n_envs)), sub_push, gamma=0.98),
     }
+    if library_only:  # --against's worker: only the rows that run the library (no raw env, floors, alternatives)
+        for rows in (*single.values(), vec):
+            for k in [k for k in rows if k in NO_LIBRARY or k.endswith((" raw", "[executor]"))]:
+                rows.pop(k).close()
     return single, vec, critics
 
 
+#: rows whose step runs no library code
+NO_LIBRARY = ("raw env", "pass-through gym.Wrapper (floor)", "floor: flatten + finiteness check + info copy, no critic")
 #: the row of the shaper calling its critic on its deadline thread (never late: the hand-over's cost)
 DEADLINE_ROW = "shaper(constant critic, deadline_s=1)"
 #: the row of a wrapper doing only the per-step work any shaper must do (no checks, no critic)
-FLATTEN_FLOOR = "floor: flatten + finiteness check + info copy, no critic"
+FLATTEN_FLOOR = NO_LIBRARY[2]
 TEACHER_NAME = "push_mc (256x256, 298 KB)"
 STUDENT_NAME = "push_mc_small (distilled, 9 KB)"
 #: the two runners of the same exported file: onnxruntime, and numpy (the batch-1 fast path)
@@ -433,55 +251,14 @@ def _onnx_critics(tmp: Path, env) -> dict:
     return out
 
 
-def _inner(env):
-    e = env
-    while not hasattr(e, "inner_ns"):
-        e = getattr(e, "env", None) or e.venv
-    return e
-
-
-def _rounds(variants: dict, actions: np.ndarray, rounds: int, steps: int, clock: _CriticClock, vector: bool,
-            bar) -> dict:
-    """Interleaved rounds; per variant: CPU µs per step of each round, and per step the total, inner
-    and critic ns (perf counter). Round 0 is warm-up."""
-    pc, tt = time.perf_counter_ns, time.thread_time_ns
-    cpu: dict[str, list[float]] = {k: [] for k in variants}
-    split: dict[str, dict[str, list[int]]] = {k: {"total": [], "inner": [], "critic": []} for k in variants}
-    for e in variants.values():
-        if vector:
-            e.seed(0)
-            e.reset()
-        else:
-            e.reset(seed=0)
-    for r in range(rounds + 1):
-        for k, e in variants.items():
-            inner = _inner(e)
-            tot, inn, cri = split[k]["total"], split[k]["inner"], split[k]["critic"]
-            c_start = tt()
-            for i in range(steps):
-                a = actions[i % len(actions)]
-                before, c0 = inner.inner_ns, clock.ns
-                t0 = pc()
-                out = e.step(a)
-                dt = pc() - t0
-                if r:
-                    tot.append(dt)
-                    inn.append(inner.inner_ns - before)
-                    cri.append(clock.ns - c0)
-                if not vector and (out[2] or out[3]):
-                    r0 = tt()
-                    e.reset()
-                    c_start += tt() - r0  # resets are not steps: a pruner that ends episodes early resets more
-            if r:
-                cpu[k].append((tt() - c_start) / steps / 1e3)
-        if bar is not None:
-            bar.update(1)
+def _summary(res: dict) -> dict:
+    """Per variant of ``_step_rounds``' result: the median CPU µs per step over rounds and the per-step split."""
     rows = {}
-    for k in variants:
-        t = np.asarray(split[k]["total"], np.float64)
-        own = t - np.asarray(split[k]["inner"], np.float64)
-        crit = np.asarray(split[k]["critic"], np.float64)
-        rows[k] = {"cpu_us": float(np.median(cpu[k])), "cpu_rounds": [round(c, 3) for c in cpu[k]],
+    for k in res["total"]:
+        t = np.asarray(res["total"][k], np.float64)
+        own = t - np.asarray(res["inner"][k], np.float64)
+        crit = np.asarray(res["critic"][k], np.float64)
+        rows[k] = {"cpu_us": float(np.median(res["cpu"][k])), "cpu_rounds": [round(c, 3) for c in res["cpu"][k]],
                    "self_p50": float(np.median(own)) / 1e3, "critic_p50": float(np.median(crit)) / 1e3,
                    "wrapper_p50": float(np.median(own - crit)) / 1e3,
                    "wrapper_mean": float((own - crit).mean()) / 1e3, "steps": int(len(t))}
@@ -540,24 +317,38 @@ def _params(fn) -> tuple[str, ...]:
         return ()
 
 
-def measure(args) -> dict:
+def _groups(single: dict, vec: dict) -> dict:
+    """The interleaved groups of ``_build``'s variants: one per task, and the vector envs."""
+    return {**{task: {k: (e, "single") for k, e in v.items()} for task, v in single.items()},
+            "vec": {k: (e, "sb3") for k, e in vec.items()}}
+
+
+def _worker(config: dict):
+    """``--worker`` (``--against``): the variants that run the library, over the library this process imports."""
+    clock = _CriticClock()
+    with tempfile.TemporaryDirectory(prefix="prm_wrappers_overhead_") as d:  # the critics read their files when built
+        single, vec, _ = _build(config["n_envs"], clock, Path(d), library_only=True)
+    per_round = {**{task: config["steps"] for task in single}, "vec": config["vec_steps"]}
+    return {}, round_server(_groups(single, vec), _actions(config["n_envs"]), per_round, clock)
+
+
+def measure(args, against=None) -> dict:
     from tqdm import tqdm
 
-    import tempfile
-
     clock = _CriticClock()
-    tmp = Path(tempfile.mkdtemp(prefix="prm_wrappers_overhead_"))
-    single, vec, critics = _build(args.n_envs, clock, tmp)
-    rng = np.random.default_rng(0)
+    with tempfile.TemporaryDirectory(prefix="prm_wrappers_overhead_") as d:  # the critics read their files when built
+        single, vec, critics = _build(args.n_envs, clock, Path(d))
+    actions = _actions(args.n_envs)
     out: dict = {"rows": {}, "vec": {}}
     load0 = os.getloadavg()
-    with tqdm(total=(len(single) + 1) * (args.rounds + 1) + 1, desc="rounds", file=sys.stderr) as bar:
-        for task, variants in single.items():
-            n_act = variants["raw env"].action_space.shape[0]
-            acts = rng.uniform(-1, 1, (512, n_act)).astype(np.float32)
-            out["rows"][task] = _rounds(variants, acts, args.rounds, args.steps, clock, False, bar)
-        acts = rng.uniform(-1, 1, (64, args.n_envs, 4)).astype(np.float32)
-        out["vec"] = _rounds(vec, acts, args.rounds, args.vec_steps, clock, True, bar)
+    with tqdm(total=(len(single) + 1) * args.rounds + 1, desc="rounds", file=sys.stderr) as bar:
+        for g, variants in _groups(single, vec).items():
+            steps = args.vec_steps if g == "vec" else args.steps
+            res = _summary(_step_rounds(variants, actions, args.rounds, steps, bar, clock, against, g))
+            if g == "vec":
+                out["vec"] = res
+            else:
+                out["rows"][g] = res
         out["cold_hot"] = _cold_hot(critics, args.cold_hot_steps)
         bar.update(1)
     load1 = os.getloadavg()
@@ -582,9 +373,9 @@ def _goal(ok: bool) -> str:
 def render(raw: dict) -> str:
     s = raw["settings"]
     lines = [
-        "# Env wrappers in the control loop: CPU time per step, current and reference paths", "",
+        "# Env wrappers in the control loop: CPU time per step", "",
         "Reproduce (from the repository root, CPU):", "", "```bash", raw["command"], "```", "",
-        "Generated by `python benchmarks/wrappers_overhead.py --render` from "
+        "Generated by `python -m benchmarks.wrappers_overhead --render` from "
         "`benchmarks/results/wrappers_overhead.json`, the raw data that command measured.", "",
         "Measured on: " + raw["machine"], "",
         f"{s['rounds']} interleaved rounds of {s['steps']} steps per variant (vector envs: {s['vec_steps']} vector "
@@ -592,11 +383,8 @@ def render(raw: dict) -> str:
         "median over rounds; *vs raw*: its ratio to the raw env of the same task. *self*, *critic*, *wrapper*: "
         "medians over all steps of the per-step split (the wrapper's time below the outer `step` and above the "
         "inner env's; *critic* = inside the critic's `score_one` / `score`; *wrapper* = self - critic). The "
-        "critic is called right after a MuJoCo step (cold caches). `[reference]`: the previous per-step path "
-        "in the same run (the previous flattening, a shape tuple per step through the flattener instance; the "
-        "previous critic call, through a closure; the info built by merging two dicts; a pruner over a shaper "
-        "with another critic flattening the observation again; for the `SubgoalCritic`, its batched numpy "
-        "path `score(x[None])` and `holds(x[None])`). *" + FLATTEN_FLOOR + "*: a wrapper doing only what "
+        "critic is called right after a MuJoCo step (cold caches). " + _revision_note(raw) + "*" + FLATTEN_FLOOR
+        + "*: a wrapper doing only what "
         "any shaper must do per step in Python, in the fewest operations (fetch the critic's keys, one "
         "`np.concatenate` to float32, the finiteness check, a copy of the info with the shaper's eight keys; "
         "no size checks, no critic call, no shaping): the floor of the shaper's own work. *" + DEADLINE_ROW
@@ -607,14 +395,9 @@ def render(raw: dict) -> str:
     ]
     lines += _task_tables(raw["rows"], "##", "")
     n = raw["n_envs"]
-    vrows = raw["vec"]
-    vraw = vrows[f"DummyVecEnv({n}) raw"]["cpu_us"]
-    lines += [f"## {n} FetchPush-v4 envs, one critic call per vector step", "",
-              "| vector env | CPU µs / vector step | vs raw | self p50 µs | critic p50 µs | wrapper p50 µs | wrapper per env-step µs | steps |",
-              "|---|---:|---:|---:|---:|---:|---:|---:|"]
-    for k, r in vrows.items():
-        lines.append(f"| {k} | {r['cpu_us']:.1f} | {r['cpu_us'] / vraw:.3f}x | {r['self_p50']:.1f} | "
-                     f"{r['critic_p50']:.1f} | {r['wrapper_p50']:.1f} | {r['wrapper_p50'] / n:.2f} | {r['steps']} |")
+    lines += [f"## {n} FetchPush-v4 envs, one critic call per vector step", ""]
+    lines += _table("vector env | CPU µs / vector step", raw["vec"], raw["vec"][f"DummyVecEnv({n}) raw"]["cpu_us"],
+                    "wrapper per env-step µs", lambda r: f"{r['wrapper_p50'] / n:.2f}")
     ch = raw.get("cold_hot")
     if ch:
         lines += ["", "## The critic's call in the control loop: cold against hot (FetchPush-v4, batch 1)", "",
@@ -649,19 +432,52 @@ def render(raw: dict) -> str:
     return "\n".join(lines)
 
 
+def _revision_note(raw: dict) -> str:
+    """What the tagged rows ran: ``[at COMMIT]`` the library at ``--against REV``; ``[reference]`` (older raw
+    data) copies of the previous per-step code that the script then carried."""
+    keys = [k for rows in (*raw["rows"].values(), raw["vec"]) for k in rows]
+    note = ""
+    if any(k.endswith("[reference]") for k in keys):
+        note += ("`[reference]`: the previous per-step path in the same run (the previous flattening, a shape tuple "
+                 "per step through the flattener instance; the previous critic call, through a closure; the info "
+                 "built by merging two dicts; a pruner over a shaper with another critic flattening the observation "
+                 "again; for the `SubgoalCritic`, its batched numpy path `score(x[None])` and `holds(x[None])`), "
+                 "copies of the previous code that this script carried when this data was measured; earlier code "
+                 "is now timed against a git revision (`--against REV`). ")
+    if raw.get("against"):
+        a = raw["against"]
+        note += (f"`[at {a['commit'][:10]}]`: the same variant over the library as it was at `{a['rev']}` (commit "
+                 f"{a['commit']}), checked out with `git worktree` and stepped in a subprocess in the same "
+                 "interleaved rounds (`--against REV`); *vs raw* against this run's raw env. ")
+    return note
+
+
 def _task_tables(rows_by_task: dict, level: str, suffix: str) -> list[str]:
     """One table per task of single-env variants (CPU time per step against the raw env, per-step split)."""
     lines = []
     for task, rows in rows_by_task.items():
-        raw_cpu = rows["raw env"]["cpu_us"]
-        lines += [f"{level} {task}{suffix}", "",
-                  "| variant | CPU µs / step | vs raw | self p50 µs | critic p50 µs | wrapper p50 µs | wrapper mean µs | steps |",
-                  "|---|---:|---:|---:|---:|---:|---:|---:|"]
-        for k, r in rows.items():
-            lines.append(f"| {k} | {r['cpu_us']:.1f} | {r['cpu_us'] / raw_cpu:.3f}x | {r['self_p50']:.1f} | "
-                         f"{r['critic_p50']:.1f} | {r['wrapper_p50']:.1f} | {r['wrapper_mean']:.1f} | {r['steps']} |")
-        lines.append("")
+        lines += [f"{level} {task}{suffix}", "", *_table("variant | CPU µs / step", rows, rows["raw env"]["cpu_us"],
+                                                         "wrapper mean µs", lambda r: f"{r['wrapper_mean']:.1f}"), ""]
     return lines
+
+
+def _table(first: str, rows: dict, raw_cpu: float, last: str, cell) -> list[str]:
+    """Variants against the raw env's CPU time per step (``raw_cpu``), their per-step split, and ``last``."""
+    lines = [f"| {first} | vs raw | self p50 µs | critic p50 µs | wrapper p50 µs | {last} | steps |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for k, r in rows.items():
+        lines.append(f"| {k} | {r['cpu_us']:.1f} | {r['cpu_us'] / raw_cpu:.3f}x | {r['self_p50']:.1f} | "
+                     f"{r['critic_p50']:.1f} | {r['wrapper_p50']:.1f} | {cell(r)} | {r['steps']} |")
+    return lines
+
+
+def _before(rows: dict, k: str) -> tuple[str, dict] | None:
+    """Row ``k`` run by earlier code (``k [at COMMIT]``, or ``k [reference]`` in older raw data), named."""
+    for key, row in rows.items():
+        if key.startswith(f"{k} [") and not key.endswith("[executor]"):
+            tag = key[len(k) + 2:-1]
+            return ("reference path" if tag == "reference" else tag), row
+    return None
 
 
 def _cold_hot_rows(ch: dict) -> list[str]:
@@ -679,16 +495,17 @@ def _goal_lines(raw: dict, condition: str | None) -> list[str]:
     """The goals' verdicts on one measurement (``condition``: ``loaded`` / ``idle``, or None when the
     doc has only one)."""
     push, maze = raw["rows"]["FetchPush-v4"], raw["rows"]["PointMaze_UMaze-v3"]
-    sub = [(t, raw["rows"][t]["shaper(SubgoalCritic)"]["critic_p50"],
-            raw["rows"][t]["shaper(SubgoalCritic) [reference]"]["critic_p50"]) for t in raw["rows"]]
-    w_now, w_ref = push["shaper(constant critic)"]["wrapper_p50"], push["shaper(constant critic) [reference]"]["wrapper_p50"]
+    sub = [(t, raw["rows"][t]["shaper(SubgoalCritic)"]["critic_p50"], _before(raw["rows"][t], "shaper(SubgoalCritic)"))
+           for t in raw["rows"]]
+    w_now, w_ref = push["shaper(constant critic)"]["wrapper_p50"], _before(push, "shaper(constant critic)")
     mz = maze["shaper(constant critic)"]["cpu_us"] / maze["raw env"]["cpu_us"] - 1
-    mz_ref = maze["shaper(constant critic) [reference]"]["cpu_us"] / maze["raw env"]["cpu_us"] - 1
+    mz_ref = _before(maze, "shaper(constant critic)")
     ch = raw.get("cold_hot")
     lines: list[str] = []
     lines += [f"- `SubgoalCritic` batch-1 call <= {GOAL_SUBGOAL_US:.0f} µs in the control loop: "
               + _goal(all(c <= GOAL_SUBGOAL_US for _, c, _ in sub)) + " ("
-              + "; ".join(f"{t}: {c:.1f} µs, reference path {r:.1f} µs" for t, c, r in sub) + ")"]
+              + "; ".join(f"{t}: {c:.1f} µs" + (f", {b[0]} {b[1]['critic_p50']:.1f} µs" if b else "")
+                          for t, c, b in sub) + ")"]
     if ch:
         for k in (f"{runner} {name}" for name in (TEACHER_NAME, STUDENT_NAME) for runner in RUNNERS):
             if k in ch:
@@ -698,7 +515,8 @@ def _goal_lines(raw: dict, condition: str | None) -> list[str]:
     floor = push.get("pass-through gym.Wrapper (floor)")
     flat = push.get(FLATTEN_FLOOR)
     lines += [f"- shaper's own work <= {GOAL_WRAPPER_US:.0f} µs per FetchPush step (constant critic, wrapper p50): "
-              + _goal(w_now <= GOAL_WRAPPER_US) + f" ({w_now:.1f} µs; reference path {w_ref:.1f} µs"
+              + _goal(w_now <= GOAL_WRAPPER_US) + f" ({w_now:.1f} µs"
+              + (f"; {w_ref[0]} {w_ref[1]['wrapper_p50']:.1f} µs" if w_ref else "")
               + (f"; on the same timers a wrapper that only calls the inner env's `step` reads "
                  f"{floor['wrapper_p50']:.1f} µs and the raw env {push['raw env']['wrapper_p50']:.1f} µs, the "
                  "timers' own cost" if floor else "")
@@ -710,13 +528,14 @@ def _goal_lines(raw: dict, condition: str | None) -> list[str]:
             f"shaper({{}} {STUDENT_NAME})") for runner in RUNNERS):
         if k in push:
             e2e = push[k]["cpu_us"] / raw_push - 1
-            ref = push.get(f"{k} [reference]")
+            ref = _before(push, k)
             lines += [f"- end to end, {k} <= +{GOAL_E2E:.0%} CPU time over the raw FetchPush step ("
                       + ("load as noted above" if condition is None else condition) + "): " + _goal(e2e <= GOAL_E2E)
-                      + f" ({e2e:+.1%}" + (f"; reference path {ref['cpu_us'] / raw_push - 1:+.1%}" if ref else "") + ")"]
+                      + f" ({e2e:+.1%}" + (f"; {ref[0]} {ref[1]['cpu_us'] / raw_push - 1:+.1%}" if ref else "") + ")"]
     mz_flat = maze.get(FLATTEN_FLOOR)
     lines += [f"- PointMaze constant-critic overhead <= {GOAL_MAZE_CONST:.0%} of the raw step (CPU time): "
-              + _goal(mz <= GOAL_MAZE_CONST) + f" ({mz:+.1%}; reference path {mz_ref:+.1%}"
+              + _goal(mz <= GOAL_MAZE_CONST) + f" ({mz:+.1%}"
+              + (f"; {mz_ref[0]} {mz_ref[1]['cpu_us'] / maze['raw env']['cpu_us'] - 1:+.1%}" if mz_ref else "")
               + (f"; the floor wrapper {mz_flat['cpu_us'] / maze['raw env']['cpu_us'] - 1:+.1%}" if mz_flat else "")
               + ")", ""]
     tag = "" if condition is None else f"[{condition}] "
@@ -738,28 +557,38 @@ def main(argv: list[str] | None = None) -> int:
                    help="store this measurement as the idle one (raw['idle'] of --raw, the rest kept): run it with "
                         "the machine's other jobs paused")
     p.add_argument("--note", default="", help="--idle: how the machine was made idle (recorded in the doc)")
+    p.add_argument("--against", metavar="REV", help="also time the variants that run the library over the library at "
+                                                    "git revision REV (tag or commit), in the same rounds")
+    p.add_argument("--worker", help=argparse.SUPPRESS)
     argv = sys.argv[1:] if argv is None else argv
     args = p.parse_args(argv)
+    if args.worker:
+        return serve(args.worker, _worker)
     from prm_critic._io import atomic_write_bytes
 
     if args.render:
         atomic_write_bytes(args.md, render(json.loads(Path(args.raw).read_text())).encode())
         return 0
-    raw = measure(args)
+    if args.against:
+        config = {"n_envs": args.n_envs, "steps": args.steps, "vec_steps": args.vec_steps}
+        with checkout(args.against) as (path, commit), Worker("benchmarks.wrappers_overhead", path, config) as w:
+            raw = {**measure(args, (w, f"[at {commit[:10]}]")), "against": {"rev": args.against, "commit": commit}}
+    else:
+        raw = measure(args)
     shown = [a if not a.startswith("/") else Path(a).name for a in argv]
     if args.idle:
         if not Path(args.raw).exists():
             raise SystemExit(f"--idle: {args.raw} does not exist (expected the loaded measurement to add the idle one to)")
         full = json.loads(Path(args.raw).read_text())
         raw["machine"] = raw["machine"].replace("shared with other jobs", "with the other jobs paused")
-        full["idle"] = {"command": f"python benchmarks/wrappers_overhead.py {' '.join(shown)}".rstrip(),
+        full["idle"] = {"command": f"python -m benchmarks.wrappers_overhead {' '.join(shown)}".rstrip(),
                         "note": args.note, **raw}
         full.pop("previous_idle", None)  # this code's idle measurement replaces the previous code's
         raw = full
     else:
         raw = {"about": "CPU time and per-step splits in microseconds measured by benchmarks/wrappers_overhead.py; "
                         "docs/wrappers_overhead.md is rendered from this file (--render).",
-               "command": f"python benchmarks/wrappers_overhead.py {' '.join(shown)}".rstrip(), **raw}
+               "command": f"python -m benchmarks.wrappers_overhead {' '.join(shown)}".rstrip(), **raw}
         old = json.loads(Path(args.raw).read_text()) if args.out and Path(args.raw).exists() else {}
         prev = old.get("idle") or old.get("previous_idle")
         if prev:

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import copy
 import json
-import sys
 from pathlib import Path
 
+from benchmarks import wrappers_overhead
+
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "benchmarks"))
-import wrappers_overhead  # noqa: E402
 
 
 def _raw() -> dict:
@@ -29,7 +28,7 @@ def test_idle_goals_are_computed_from_the_idle_numbers():
     push = idle["rows"]["FetchPush-v4"]
     for k in list(push):  # make every FetchPush variant cost 1 % over the raw step when idle
         push[k]["cpu_us"] = push["raw env"]["cpu_us"] * (1.0 if k == "raw env" else 1.01)
-    raw["idle"] = dict(idle, note="paused for the test", command="python benchmarks/wrappers_overhead.py --idle")
+    raw["idle"] = dict(idle, note="paused for the test", command="python -m benchmarks.wrappers_overhead --idle")
     text = wrappers_overhead.render(raw)
     lines = [ln for ln in text.splitlines() if "end to end, shaper(OnnxCritic push_mc (256x256" in ln]
     loaded = [ln for ln in lines if ln.startswith("- [loaded]")]

@@ -516,7 +516,7 @@ def goal_keys(spec: TaskSpec | None, space: Any) -> tuple[str, str] | None:
 
 
 # The deadline worker is hand-built rather than a one-thread concurrent.futures.ThreadPoolExecutor:
-# `python benchmarks/wrappers_overhead.py --rounds 4 --steps 200 --vec-steps 20 --cold-hot-steps 300
+# `python -m benchmarks.wrappers_overhead --rounds 4 --steps 200 --vec-steps 20 --cold-hot-steps 300
 # --out docs/wrappers_overhead.md` (2 cores at load 8, constant critic, deadline_s=1, both interleaved)
 # measured the executor's hand-over (wrapper p50) at 52.7 against this worker's 44.1 µs per step on
 # PointMaze_UMaze-v3 and 7.52 against 6.88 ms on FetchPush-v4 (docs/wrappers_overhead.md; an earlier run
