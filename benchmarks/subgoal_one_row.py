@@ -160,23 +160,22 @@ def _time_round(fn, rows) -> float:
     return (time.thread_time_ns() - t0) / 1e3 / len(rows)
 
 
+def _scores(fn, rows) -> list[list[float]]:
+    return [[float(v) for v in fn(r)] for r in rows]
+
+
 def _worker(config: dict):
     """``--worker``: each task's generated one-row function, of the library this process imports."""
     from prm_critic.robotics.make import make_env
     from prm_critic.robotics.subgoals import SubgoalCritic
 
-    fns, rows = {}, {}
-    for task in config["tasks"]:
-        env = make_env(task)
-        fns[task] = SubgoalCritic(task, env)._score_row
-        env.close()
+    fns = {task: SubgoalCritic(task, make_env(task))._score_row for task in config["tasks"]}
+    rows: dict = {}
 
-    def step(req: dict) -> dict:
+    def step(req: dict) -> dict:  # {"task", "rows"}: their scores; {"task"}: one timed pass over them
         task = req["task"]
-        if "rows" in req:
-            rows[task] = req["rows"]
-            return {"out": [[float(v) for v in fns[task](r)] for r in rows[task]]}
-        return {"us": _time_round(fns[task], rows[task])}
+        rows[task] = req.get("rows") or rows[task]
+        return {"out": _scores(fns[task], rows[task])} if "rows" in req else {"us": _time_round(fns[task], rows[task])}
 
     return {}, step
 
@@ -205,22 +204,16 @@ def measure(args, worker: Worker | None = None, commit: str | None = None) -> di
         variants = {"generated": critic._score_row, "rule, no exec": rule_score(critic.evaluator)}
         rows = rows_of(env, critic.layout, args.rows, seed=0)
         env.close()
-        want = [[float(v) for v in variants["generated"](r)] for r in rows]
-        got = {name: [[float(v) for v in fn(r)] for r in rows] for name, fn in variants.items()}
-        if worker is not None:
-            got[before] = worker({"task": task, "rows": rows})["out"]
-        for name, g in got.items():
-            if g != want:
-                raise AssertionError(f"{task}: {name} gives other floats than the generated code")
-        per_round: dict[str, list[float]] = {name: [] for name in got}
+        got = {name: _scores(fn, rows) for name, fn in variants.items()}
         timed = {name: functools.partial(_time_round, fn) for name, fn in variants.items()}
         if worker is not None:
+            got[before] = worker({"task": task, "rows": rows})["out"]
             timed[before] = lambda rows: worker({"task": task})["us"]
-        for r in range(args.rounds + 1):  # round 0 warms up
-            for name, fn in timed.items():
-                us = fn(rows)
-                if r:
-                    per_round[name].append(us)
+        for name, g in got.items():
+            if g != got["generated"]:
+                raise AssertionError(f"{task}: {name} gives other floats than the generated code")
+        rounds = [{name: fn(rows) for name, fn in timed.items()} for _ in range(args.rounds + 1)][1:]  # 0: warm-up
+        per_round = {name: [r[name] for r in rounds] for name in timed}
         out.append({"task": task, "subgoals": len(critic.spec.subgoals), "progress": critic.spec.progress,
                     "us": {name: statistics.median(v) for name, v in per_round.items()},
                     "rounds_us": per_round})
@@ -239,7 +232,8 @@ def render(raw: dict) -> str:
              f"Measured by `{raw['command']}` on {raw['machine']}; load average {raw['load_before']:.2f} before, "
              f"{raw['load_after']:.2f} after (other processes share the CPUs). {raw['rows']} rows per task, "
              f"median over {raw['rounds']} interleaved rounds, µs of CPU time per row. Raw data: "
-             f"`benchmarks/results/subgoal_one_row.json`.{commit}", "",
+             "`benchmarks/results/subgoal_one_row.json` (`python -m benchmarks.subgoal_one_row --render` renders this doc "
+             f"from it).{commit}", "",
              "| task | subgoals | " + " | ".join(cols) + " | no exec - generated |", "|---" * (len(cols) + 3) + "|"]
     worst = -math.inf
     for r in raw["tasks"]:
@@ -255,9 +249,9 @@ def render(raw: dict) -> str:
 
 
 def _write(path: Path, text: str) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    from prm_critic._io import atomic_write_bytes
+
+    atomic_write_bytes(path, text.encode())
 
 
 def main(argv: list[str] | None = None) -> int:
