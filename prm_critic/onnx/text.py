@@ -29,6 +29,9 @@ from prm_critic._optional import require
 from prm_critic.critic import StepScores
 from prm_critic.onnx._meta import (ATOL, DEFAULT_OPSET, HASH_KEY, RTOL, TEXT_FORMAT, OnnxExportError, check_model_bytes,
                                    seal)
+from prm_critic.text.contract import (
+    StepContract, batch_by_tokens, pad_batch, read_batches, score_in_context, score_trajectory_windows,
+)
 from prm_critic.text.critic import TextCritic
 from prm_critic.text.steps import TextStep
 
@@ -47,8 +50,6 @@ _DEFAULT_TEXTS = (
 
 
 def _batch_for(prm, texts) -> dict[str, np.ndarray]:
-    from prm_critic.text.contract import pad_batch
-
     windows = []
     for prompt, steps in texts:
         windows.extend(prm.encode(prompt, steps))
@@ -214,8 +215,6 @@ class OnnxTextCritic(TextCritic):
 
     def __init__(self, path: "str | os.PathLike", tokenizer: Any, *, provider: str = "cpu",
                  intra_op_threads: int = 0, max_batch_tokens: int = 8192, allow_unverified: bool = False):
-        from prm_critic.text.contract import StepContract
-
         ort = require("onnxruntime")
         p = Path(path)
         if not p.is_file():
@@ -259,37 +258,18 @@ class OnnxTextCritic(TextCritic):
         self.max_batch_tokens = int(max_batch_tokens)
 
     def _run(self, windows) -> np.ndarray:
-        from prm_critic.text.contract import batch_by_tokens, pad_batch
-
-        out: dict[int, np.ndarray] = {}
-        batches = batch_by_tokens(windows, self.max_batch_tokens)
-        for b in batches:
-            ws = [windows[i] for i in b]
-            bt = pad_batch(ws, self.layout.pad_id)
+        def forward(bt: dict[str, np.ndarray]) -> np.ndarray:
             probs = self.session.run([TEXT_OUTPUT], {k: bt[k] for k in TEXT_INPUTS})[0]
-            sel = probs[bt["step_row"], bt["step_positions"]]
-            k = 0
-            for i, w in zip(b, ws):
-                n = len(w.step_positions)
-                out[i] = sel[k:k + n]
-                k += n
-        return np.concatenate([out[i] for i in range(len(windows))]) if windows else np.zeros((0, 2), np.float32)
+            return probs[bt["step_row"], bt["step_positions"]]
+
+        return read_batches(windows, batch_by_tokens(windows, self.max_batch_tokens), self.layout.pad_id, forward)
 
     def score(self, steps: Sequence[TextStep]) -> StepScores:
         """Score ``B`` TextSteps in context: StepScores ``(B,)`` (``extra["truncated"]`` as the torch PRM)."""
-        from prm_critic.text.prm import group_steps, check_text_steps
-
-        steps = check_text_steps(steps)
-        windows, where = group_steps(self.contract, self.layout, self.tokenizer, steps)
-        probs = self._run(windows)
-        offsets = np.cumsum([0] + [len(w.step_positions) for w in windows])
-        p = probs[np.asarray([offsets[g] + k for g, k in where])]
-        trunc = np.asarray([float(windows[g].truncated) for g, _ in where], np.float32)
+        p, trunc = score_in_context(self._run, self.contract, self.tokenizer, self.layout, steps)
         return StepScores(p[:, 0], p[:, 1], {"truncated": trunc})
 
     def score_trajectory(self, prompt: str, steps: Sequence[str]) -> StepScores:
         """All ``T`` steps of one trajectory in one pass: StepScores ``(T,)``."""
-        windows = self.contract.encode_trajectory(self.tokenizer, prompt, steps, layout=self.layout)
-        probs = self._run(windows)
-        trunc = np.concatenate([np.full(len(w.step_positions), float(w.truncated), np.float32) for w in windows])
-        return StepScores(probs[:, 0], probs[:, 1], {"truncated": trunc})
+        p, trunc = score_trajectory_windows(self._run, self.contract, self.tokenizer, self.layout, prompt, steps)
+        return StepScores(p[:, 0], p[:, 1], {"truncated": trunc})

@@ -41,8 +41,8 @@ see when encoded alone (usually ONE window: all steps in one forward pass).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any, Mapping, Sequence
+from dataclasses import asdict, dataclass, replace
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -426,3 +426,50 @@ def batch_by_tokens(windows: Sequence[Any], max_batch_tokens: int) -> list[list[
     if cur:
         batches.append(cur)
     return batches
+
+
+def read_batches(windows: Sequence[Encoded], batches: Sequence[Sequence[int]], pad_id: int,
+                 forward: Callable[[dict[str, np.ndarray]], Any]) -> np.ndarray:
+    """``forward(pad_batch(batch))`` -> one row per scored step of the batch, for each batch of window
+    indices (:func:`batch_by_tokens`, or consecutive chunks), put back in window order."""
+    out: dict[int, Any] = {}
+    for b in batches:
+        ws = [windows[i] for i in b]
+        sel = forward(pad_batch(ws, pad_id))
+        k = 0
+        for i, w in zip(b, ws):
+            out[i] = sel[k:k + len(w.step_positions)]
+            k += len(w.step_positions)
+    return np.concatenate([out[i] for i in range(len(windows))])
+
+
+def score_in_context(run: Callable[[list[Encoded]], np.ndarray], contract: StepContract, tokenizer,
+                     layout: TokenLayout, steps: Any, *, shared: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """``run(windows)`` (one row per scored step, in window order) at each TextStep of ``steps`` scored in
+    context, and 1.0 where that context was cut. ``shared``: steps whose contexts are prefixes of each
+    other share one window (:meth:`StepContract.plan_steps`); otherwise each step gets a window of its own
+    prefix, read at its last step (what a bidirectional model needs)."""
+    steps = check_text_steps(steps)
+    if shared:
+        windows, where = contract.plan_steps(tokenizer, steps, layout=layout)
+    else:
+        windows = [replace(w, step_positions=w.step_positions[-1:], step_indices=w.step_indices[-1:])
+                   for w in (contract.encode(tokenizer, s.prompt, [*s.history, s.step], layout=layout) for s in steps)]
+        where = [(i, 0) for i in range(len(steps))]
+    out = run(windows)
+    offsets = np.cumsum([0] + [len(w.step_positions) for w in windows])
+    return (out[np.asarray([offsets[g] + k for g, k in where])],
+            np.asarray([float(windows[g].truncated) for g, _ in where], np.float32))
+
+
+def score_trajectory_windows(run: Callable[[list[Encoded]], np.ndarray], contract: StepContract, tokenizer,
+                             layout: TokenLayout, prompt: str, steps: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """``run(windows)`` over the windows of one trajectory (:meth:`StepContract.encode_trajectory`), and
+    per step 1.0 where its history was cut."""
+    windows = contract.encode_trajectory(tokenizer, prompt, steps, layout=layout)
+    return run(windows), truncated_per_step(windows)
+
+
+def truncated_per_step(windows: Sequence[Encoded]) -> np.ndarray:
+    """1.0 for each scored step of ``windows`` whose window was cut, in window order."""
+    return np.concatenate([np.full(len(w.step_positions), float(w.truncated), np.float32) for w in windows])

@@ -43,8 +43,10 @@ import numpy as np
 from prm_critic._io import atomic_write_bytes
 from prm_critic._optional import require
 from prm_critic.critic import StepScores
-from prm_critic.text.contract import Encoded, StepContract, check_text_steps, pad_batch
+from prm_critic import validate
+from prm_critic.text.contract import Encoded, StepContract, read_batches, score_in_context, score_trajectory_windows
 from prm_critic.text.critic import TextCritic
+from prm_critic.text.prm import check_loaded_weights, chunks, window_lengths
 from prm_critic.text.steps import TextStep
 
 __all__ = ["StepTagLMPRM", "write_lm_prm_manifest", "verify_lm_prm_folder", "LM_PRM_FORMAT"]
@@ -233,8 +235,7 @@ class StepTagLMPRM(TextCritic):
             raise ValueError(f"kind: expected one of {KINDS} or None, got {kind!r}")
         if open not in ("bos", "none"):
             raise ValueError(f"open: expected 'bos' or 'none', got {open!r}")
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"batch_size: expected an int >= 1, got {batch_size!r}")
+        self.batch_size = validate.check_int("batch_size", batch_size, minimum=1)
         if separator is None:
             if not isinstance(step_tag, str):
                 raise ValueError(f"separator: None needs step_tag as a str (the default separator is ' ' + step_tag + "
@@ -262,30 +263,16 @@ class StepTagLMPRM(TextCritic):
         auto = tf.AutoModelForCausalLM if self.kind == "causal" else tf.AutoModelForMaskedLM
         self.model, info = auto.from_pretrained(str(d), local_files_only=True, output_loading_info=True,
                                                 use_safetensors=True)
-        fresh = sorted(set(info.get("missing_keys") or ()) | {str(k[0]) if isinstance(k, tuple) else str(k)
-                                                                for k in info.get("mismatched_keys") or ()})
-        if fresh:
-            arch = getattr(config, "architectures", None) or ["unknown"]
-            raise ValueError(
-                f"model_dir: {str(d)!r} holds a {'/'.join(arch)} checkpoint without trained weights for "
-                f"{type(self.model).__name__}: {fresh} would be newly (randomly) initialised, so scores would change "
-                f"on every load; expected a {self.kind} language-model PRM")
+        check_loaded_weights(d, self.model, info, config, f"a {self.kind} language-model PRM")
         vocab = int(self.model.get_output_embeddings().weight.shape[0]) if self.model.get_output_embeddings() is not None \
             else int(getattr(self.model.config, "vocab_size", len(self.tokenizer)))
         for name, i in (("step_tag", self.step_tag_id), ("good_token", self.good_id), ("bad_token", self.bad_id)):
             if i >= vocab:
                 raise ValueError(f"{name}: token id {i} is outside the model's output vocabulary ({vocab} logits)")
-        limit = getattr(self.model.config, "max_position_embeddings", None)
-        if max_length is None:
-            max_length = min(1024, int(limit)) if limit is not None else 1024
-        if max_prompt_tokens is None:
-            max_prompt_tokens = max_length // 4
-        if limit is not None and isinstance(max_length, int) and max_length > int(limit):
-            raise ValueError(f"max_length: {max_length} exceeds the model's position limit {limit}")
+        max_length, max_prompt_tokens = window_lengths(self.model.config, max_length, max_prompt_tokens)
         self.contract = StepContract(max_length=max_length, max_prompt_tokens=max_prompt_tokens, separator=separator,
                                      open=open, close_prompt=False, refill=refill)
         self.layout = self.contract.layout(self.tokenizer)
-        self.batch_size = batch_size
         self.device = torch.device(device)
         self.model.to(self.device).eval()
 
@@ -293,24 +280,24 @@ class StepTagLMPRM(TextCritic):
     def _run(self, windows: list[Encoded]) -> np.ndarray:
         """``p(good)`` at the tag of every scored step of ``windows``, in window order: ``(S_total,)``."""
         torch = require("torch")
-        outs = []
+
+        def forward(bt: dict[str, np.ndarray]) -> np.ndarray:
+            ids = torch.from_numpy(bt["input_ids"]).to(self.device)
+            att = torch.from_numpy(bt["attention_mask"]).to(self.device)
+            rows = torch.from_numpy(bt["step_row"]).to(self.device)
+            pos = torch.from_numpy(bt["step_positions"] - self.tag_back).to(self.device)
+            # the contract puts the separator's last token at step_positions; the tag sits tag_back before it
+            got = ids[rows, pos]
+            if not bool((got == self.step_tag_id).all()):
+                raise RuntimeError(f"step_tag: expected token id {self.step_tag_id} at every read position, got "
+                                   f"{got.tolist()}; this is a bug in the rendering, please report it")
+            logits = self.model(input_ids=ids, attention_mask=att).logits
+            two = logits[rows, pos][:, [self.good_id, self.bad_id]].float()
+            return torch.softmax(two, dim=-1)[:, 0].cpu().numpy()
+
         with torch.inference_mode():
-            for i in range(0, len(windows), self.batch_size):
-                chunk = windows[i:i + self.batch_size]
-                bt = pad_batch(chunk, self.layout.pad_id)
-                ids = torch.from_numpy(bt["input_ids"]).to(self.device)
-                att = torch.from_numpy(bt["attention_mask"]).to(self.device)
-                rows = torch.from_numpy(bt["step_row"]).to(self.device)
-                pos = torch.from_numpy(bt["step_positions"] - self.tag_back).to(self.device)
-                # the contract puts the separator's last token at step_positions; the tag sits tag_back before it
-                got = ids[rows, pos]
-                if not bool((got == self.step_tag_id).all()):
-                    raise RuntimeError(f"step_tag: expected token id {self.step_tag_id} at every read position, got "
-                                       f"{got.tolist()}; this is a bug in the rendering, please report it")
-                logits = self.model(input_ids=ids, attention_mask=att).logits
-                two = logits[rows, pos][:, [self.good_id, self.bad_id]].float()
-                outs.append(torch.softmax(two, dim=-1)[:, 0].cpu().numpy())
-        return np.concatenate(outs).astype(np.float32)
+            return read_batches(windows, chunks(len(windows), self.batch_size), self.layout.pad_id,
+                                forward).astype(np.float32)
 
     def score(self, steps: Sequence[TextStep]) -> StepScores:
         """Score ``B`` TextSteps, each on its own prefix (prompt, kept history, step).
@@ -319,22 +306,8 @@ class StepTagLMPRM(TextCritic):
         where the step's context was cut (older steps or prompt tail dropped, or the step's own head).
         A causal LM shares one row between steps whose contexts are prefixes of each other.
         """
-        steps = check_text_steps(steps)
-        if self.kind == "causal":
-            windows, where = self.contract.plan_steps(self.tokenizer, steps, layout=self.layout)
-            p = self._run(windows)
-            offsets = np.cumsum([0] + [len(w.step_positions) for w in windows])
-            idx = np.asarray([offsets[g] + k for g, k in where])
-            trunc = np.asarray([float(windows[g].truncated) for g, _ in where], np.float32)
-            q = p[idx]
-            return StepScores(q, q.copy(), {"truncated": trunc})
-        own = []
-        for s in steps:
-            w = self.contract.encode(self.tokenizer, s.prompt, [*s.history, s.step], layout=self.layout)
-            own.append(Encoded(w.input_ids, w.attention_mask, w.segment_ids, w.step_positions[-1:], w.step_indices[-1:],
-                               w.first_step, w.dropped_steps, w.prompt_tokens_dropped, w.step_tokens_dropped))
-        p = self._run(own)
-        trunc = np.asarray([float(w.truncated) for w in own], np.float32)
+        p, trunc = score_in_context(self._run, self.contract, self.tokenizer, self.layout, steps,
+                                    shared=self.kind == "causal")
         return StepScores(p, p.copy(), {"truncated": trunc})
 
     def score_trajectory(self, prompt: str, steps: Sequence[str]) -> StepScores:
@@ -345,7 +318,5 @@ class StepTagLMPRM(TextCritic):
         over ``max_length`` is covered by several windows (batched) and ``extra["truncated"]`` marks
         the steps whose history was cut.
         """
-        windows = self.contract.encode_trajectory(self.tokenizer, prompt, steps, layout=self.layout)
-        p = self._run(windows)
-        trunc = np.concatenate([np.full(len(w.step_positions), float(w.truncated), np.float32) for w in windows])
+        p, trunc = score_trajectory_windows(self._run, self.contract, self.tokenizer, self.layout, prompt, steps)
         return StepScores(p, p.copy(), {"truncated": trunc})

@@ -42,7 +42,7 @@ from prm_critic._lazy import lazy_exports
 from prm_critic._optional import require
 from prm_critic.critic import StepScores
 from prm_critic.text.contract import (
-    Encoded, StepContract, batch_by_tokens, check_text_steps, pad_batch,
+    Encoded, StepContract, batch_by_tokens, check_text_steps, read_batches, score_in_context, score_trajectory_windows,
 )
 from prm_critic.text.critic import TextCritic
 from prm_critic.text.steps import TextStep
@@ -153,11 +153,6 @@ def _hushed_transformers(tf):
             tf.logging.enable_progress_bar()
 
 
-def group_steps(contract: StepContract, lay, tokenizer, steps: list[TextStep]):
-    """Kept for callers of the first version; use :meth:`StepContract.plan_steps`."""
-    return contract.plan_steps(tokenizer, steps, layout=lay)
-
-
 class MiniLMStepPRM(TextCritic):
     """A text PRM: MiniLM encoder + (progress, success) head at step separators.
 
@@ -226,42 +221,25 @@ class MiniLMStepPRM(TextCritic):
 
     # ------------------------------------------------------------------ scoring
     def _run(self, windows: list[Encoded]) -> np.ndarray:
-        """Probabilities ``(S_total, 2)`` for the scored steps of ``windows`` (in window order)."""
+        """Probabilities ``(S_total, 2)`` for the scored steps of ``windows`` (in window order), in batches
+        bounded by padded tokens."""
         torch = require("torch")
-        outs = []
-        # batches of windows bounded by padded tokens
-        batches = batch_by_tokens(windows, self.max_batch_tokens)
-        per_window: dict[int, np.ndarray] = {}
+
+        def forward(bt: dict[str, np.ndarray]) -> np.ndarray:
+            t = {k: torch.from_numpy(bt[k]).to(self.device) for k in ("input_ids", "attention_mask", "segment_ids",
+                                                                      "step_row", "step_positions")}
+            probs = self.net(t["input_ids"], t["attention_mask"], t["segment_ids"])
+            return probs[t["step_row"], t["step_positions"]].float().cpu().numpy()
+
         with torch.inference_mode():
-            for b in batches:
-                ws = [windows[i] for i in b]
-                bt = pad_batch(ws, self.layout.pad_id)
-                t = {k: torch.from_numpy(bt[k]).to(self.device) for k in ("input_ids", "attention_mask", "segment_ids")}
-                probs = self.net(t["input_ids"], t["attention_mask"], t["segment_ids"])
-                rows = torch.from_numpy(bt["step_row"]).to(self.device)
-                pos = torch.from_numpy(bt["step_positions"]).to(self.device)
-                sel = probs[rows, pos].float().cpu().numpy()
-                k = 0
-                for i, w in zip(b, ws):
-                    n = len(w.step_positions)
-                    per_window[i] = sel[k:k + n]
-                    k += n
-        for i in range(len(windows)):
-            outs.append(per_window[i])
-        return np.concatenate(outs, axis=0) if outs else np.zeros((0, 2), np.float32)
+            return read_batches(windows, batch_by_tokens(windows, self.max_batch_tokens), self.layout.pad_id, forward)
 
     def score(self, steps: Sequence[TextStep]) -> StepScores:
         """Score ``B`` TextSteps in context; steps sharing a prefix share one forward row.
 
         Returns StepScores ``(B,)``; ``extra["truncated"]`` is 1.0 where the step's context was cut.
         """
-        steps = check_text_steps(steps)
-        windows, where = self.contract.plan_steps(self.tokenizer, steps, layout=self.layout)
-        probs = self._run(windows)
-        offsets = np.cumsum([0] + [len(w.step_positions) for w in windows])
-        idx = np.asarray([offsets[g] + k for g, k in where])
-        p = probs[idx]
-        trunc = np.asarray([float(windows[g].truncated) for g, _ in where], np.float32)
+        p, trunc = score_in_context(self._run, self.contract, self.tokenizer, self.layout, steps)
         return StepScores(p[:, 0], p[:, 1], {"truncated": trunc})
 
     def score_trajectory(self, prompt: str, steps: Sequence[str]) -> StepScores:
@@ -271,10 +249,8 @@ class MiniLMStepPRM(TextCritic):
         ``contract.max_length``, several windows are batched into the same pass and
         ``extra["truncated"]`` marks the steps whose history was cut.
         """
-        windows = self.contract.encode_trajectory(self.tokenizer, prompt, steps, layout=self.layout)
-        probs = self._run(windows)
-        trunc = np.concatenate([np.full(len(w.step_positions), float(w.truncated), np.float32) for w in windows])
-        return StepScores(probs[:, 0], probs[:, 1], {"truncated": trunc})
+        p, trunc = score_trajectory_windows(self._run, self.contract, self.tokenizer, self.layout, prompt, steps)
+        return StepScores(p[:, 0], p[:, 1], {"truncated": trunc})
 
     def encode(self, prompt: str, steps: Sequence[str]) -> list[Encoded]:
         """The contract's windows for ``(prompt, steps)`` (what ONNX export / serving feed the net)."""
@@ -569,65 +545,69 @@ class TokenClassificationPRM(TextCritic):
             raise FileNotFoundError(f"model_dir: {str(d)!r} has no config.json (expected a token-classification model folder)")
         self.model, info = tf.AutoModelForTokenClassification.from_pretrained(
             str(d), local_files_only=True, output_loading_info=True)
-        fresh = sorted(set(info.get("missing_keys") or ()) | {str(k[0]) if isinstance(k, tuple) else str(k)
-                                                                for k in info.get("mismatched_keys") or ()})
-        if fresh:
-            arch = getattr(self.model.config, "architectures", None) or ["unknown"]
-            raise ValueError(
-                f"model_dir: {str(d)!r} holds a {'/'.join(arch)} checkpoint without trained weights for "
-                f"{type(self.model).__name__}: {fresh} would be newly (randomly) initialised, so scores would "
-                f"change on every load; expected a token-classification PRM (e.g. TRL PRMTrainer output)")
+        check_loaded_weights(d, self.model, info, self.model.config,
+                             "a token-classification PRM (e.g. TRL PRMTrainer output)")
         self.tokenizer = tf.AutoTokenizer.from_pretrained(str(d), local_files_only=True)
         n = int(self.model.config.num_labels)
         if isinstance(label, bool) or not isinstance(label, int) or not 0 <= label < n:
             raise ValueError(f"label: expected an int in [0, {n}), got {label!r}")
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"batch_size: expected an int >= 1, got {batch_size!r}")
-        limit = getattr(self.model.config, "max_position_embeddings", None)
-        if max_length is None:
-            max_length = min(1024, int(limit)) if limit is not None else 1024
-        if max_prompt_tokens is None:
-            max_prompt_tokens = max_length // 4
-        if limit is not None and max_length > int(limit):
-            raise ValueError(f"max_length: {max_length} exceeds the model's position limit {limit}")
+        self.batch_size = validate.check_int("batch_size", batch_size, minimum=1)
+        max_length, max_prompt_tokens = window_lengths(self.model.config, max_length, max_prompt_tokens)
         self.contract = StepContract.trl(separator=separator, max_length=max_length, max_prompt_tokens=max_prompt_tokens,
                                          refill=refill)
         self.layout = self.contract.layout(self.tokenizer)
         self.label = label
-        self.batch_size = batch_size
         self.device = torch.device(device)
         self.model.to(self.device).eval()
 
     def _run(self, windows: list[Encoded]) -> np.ndarray:
         torch = require("torch")
-        outs = []
+
+        def forward(bt: dict[str, np.ndarray]) -> np.ndarray:
+            t = {k: torch.from_numpy(v).to(self.device) for k, v in bt.items()}
+            logits = self.model(input_ids=t["input_ids"], attention_mask=t["attention_mask"]).logits
+            p = torch.softmax(logits.float(), dim=-1)[..., self.label]
+            return p[t["step_row"], t["step_positions"]].cpu().numpy()
+
         with torch.inference_mode():
-            for i in range(0, len(windows), self.batch_size):
-                bt = pad_batch(windows[i:i + self.batch_size], self.layout.pad_id)
-                ids = torch.from_numpy(bt["input_ids"]).to(self.device)
-                att = torch.from_numpy(bt["attention_mask"]).to(self.device)
-                logits = self.model(input_ids=ids, attention_mask=att).logits
-                p = torch.softmax(logits.float(), dim=-1)[..., self.label]
-                rows = torch.from_numpy(bt["step_row"]).to(self.device)
-                pos = torch.from_numpy(bt["step_positions"]).to(self.device)
-                outs.append(p[rows, pos].cpu().numpy())
-        return np.concatenate(outs).astype(np.float32)
+            return read_batches(windows, chunks(len(windows), self.batch_size), self.layout.pad_id,
+                                forward).astype(np.float32)
 
     def score(self, steps: Sequence[TextStep]) -> StepScores:
-        steps = check_text_steps(steps)
-        windows = []
-        for s in steps:
-            w = self.contract.encode(self.tokenizer, s.prompt, [*s.history, s.step], layout=self.layout)
-            # keep only the last step's position: the step being scored
-            windows.append(Encoded(w.input_ids, w.attention_mask, w.segment_ids, w.step_positions[-1:],
-                                   w.step_indices[-1:], w.first_step, w.dropped_steps, w.prompt_tokens_dropped,
-                                   w.step_tokens_dropped))
-        p = self._run(windows)
-        trunc = np.asarray([float(w.truncated) for w in windows], np.float32)
+        p, trunc = score_in_context(self._run, self.contract, self.tokenizer, self.layout, steps, shared=False)
         return StepScores(p, p, {"truncated": trunc})
 
     def score_trajectory(self, prompt: str, steps: Sequence[str]) -> StepScores:
-        windows = self.contract.encode_trajectory(self.tokenizer, prompt, steps, layout=self.layout)
-        p = self._run(windows)
-        trunc = np.concatenate([np.full(len(w.step_positions), float(w.truncated), np.float32) for w in windows])
+        p, trunc = score_trajectory_windows(self._run, self.contract, self.tokenizer, self.layout, prompt, steps)
         return StepScores(p, p, {"truncated": trunc})
+
+
+def check_loaded_weights(d: Path, model: Any, info: Mapping[str, Any], config: Any, expected: str) -> None:
+    """Refuse a transformers checkpoint in ``d`` that lacks weights of ``model`` (``info`` from
+    ``from_pretrained(output_loading_info=True)``): they would be newly (randomly) initialised."""
+    fresh = sorted(set(info.get("missing_keys") or ()) | {str(k[0]) if isinstance(k, tuple) else str(k)
+                                                            for k in info.get("mismatched_keys") or ()})
+    if fresh:
+        arch = getattr(config, "architectures", None) or ["unknown"]
+        raise ValueError(
+            f"model_dir: {str(d)!r} holds a {'/'.join(arch)} checkpoint without trained weights for "
+            f"{type(model).__name__}: {fresh} would be newly (randomly) initialised, so scores would "
+            f"change on every load; expected {expected}")
+
+
+def window_lengths(config: Any, max_length: int | None, max_prompt_tokens: int | None) -> tuple[int, int]:
+    """A loaded model's window: ``max_length`` (``None``: min(1024, the model's position limit), never over
+    that limit) and ``max_prompt_tokens`` (``None``: ``max_length // 4``)."""
+    limit = getattr(config, "max_position_embeddings", None)
+    if max_length is None:
+        max_length = min(1024, int(limit)) if limit is not None else 1024
+    if max_prompt_tokens is None:
+        max_prompt_tokens = max_length // 4
+    if limit is not None and isinstance(max_length, int) and max_length > int(limit):
+        raise ValueError(f"max_length: {max_length} exceeds the model's position limit {limit}")
+    return max_length, max_prompt_tokens
+
+
+def chunks(n: int, size: int) -> list[range]:
+    """``range(n)`` in consecutive pieces of at most ``size``."""
+    return [range(i, min(i + size, n)) for i in range(0, n, size)]

@@ -37,7 +37,7 @@ import numpy as np
 
 from prm_critic import validate
 from prm_critic._optional import require
-from prm_critic.text.contract import Encoded, pad_batch
+from prm_critic.text.contract import Encoded, pad_batch, truncated_per_step
 from prm_critic.text.trl_format import StepwiseExample
 
 __all__ = ["TextTrainConfig", "train_text_prm", "step_targets", "FrozenFeatureCache", "BoundFeatures"]
@@ -361,8 +361,7 @@ class BoundFeatures:
         net.eval()
         with torch.inference_mode():
             p = torch.sigmoid(net.head(net.dropout(self.features(wins).to(self._device())))).float().cpu().numpy()
-        trunc = np.concatenate([np.full(len(w.step_positions), float(w.truncated), np.float32) for w in wins])
-        return StepScores(p[:, 0], p[:, 1], {"truncated": trunc})
+        return StepScores(p[:, 0], p[:, 1], {"truncated": truncated_per_step(wins)})
 
 
 @dataclass(frozen=True)
