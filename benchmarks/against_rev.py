@@ -10,6 +10,7 @@ interleaves the revision's rounds with its own, under the same protocol (the thr
 
 from __future__ import annotations
 
+import argparse
 import itertools
 import json
 import os
@@ -83,6 +84,13 @@ class Worker:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def add_arguments(p: argparse.ArgumentParser, what: str) -> None:
+    """``--against REV`` (time ``what`` over the library at git revision REV too) and the worker's hidden ``--worker``."""
+    p.add_argument("--against", metavar="REV", help=f"also time {what} over the library at git revision REV "
+                                                    "(tag or commit), in the same rounds")
+    p.add_argument("--worker", help=argparse.SUPPRESS)
 
 
 def serve(config: str, build: Callable[[dict], tuple[dict, Callable[[dict], dict]]]) -> int:

@@ -34,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.against_rev import Worker, checkout, serve
+from benchmarks.against_rev import Worker, add_arguments, checkout, serve
 
 ROOT = Path(__file__).resolve().parents[1]
 RAW = ROOT / "benchmarks" / "results" / "latency.json"
@@ -874,9 +874,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="measure only the GPU section (needs onnxruntime-gpu and a CUDA device) and write it to "
                         "--gpu-raw, which --render merges into the doc")
     p.add_argument("--gpu-raw", type=Path, default=GPU_RAW, help="GPU raw-data JSON (--gpu-only writes, --render reads)")
-    p.add_argument("--against", metavar="REV", help="also time the shaper section's variants over the library at git "
-                                                    "revision REV (tag or commit), in the same rounds")
-    p.add_argument("--worker", help=argparse.SUPPRESS)
+    add_arguments(p, "the shaper section's variants")
     args = p.parse_args(argv)
     if args.worker:
         return serve(args.worker, _worker)

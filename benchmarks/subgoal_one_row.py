@@ -39,7 +39,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.against_rev import Worker, checkout, serve
+from benchmarks.against_rev import Worker, add_arguments, checkout, serve
 
 ROOT = Path(__file__).resolve().parents[1]
 RAW = ROOT / "benchmarks" / "results" / "subgoal_one_row.json"
@@ -256,8 +256,7 @@ def _write(path: Path, text: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--against", metavar="REV", help="also time the generated code of git revision REV (tag or commit)")
-    p.add_argument("--worker", help=argparse.SUPPRESS)
+    add_arguments(p, "the generated code")
     p.add_argument("--rows", type=int, default=400)
     p.add_argument("--rounds", type=int, default=15)
     p.add_argument("--md", type=Path, help="write the raw data and render this doc from it")

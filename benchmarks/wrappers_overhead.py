@@ -49,8 +49,8 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.against_rev import Worker, checkout, serve
-from benchmarks.latency import _actions, _CriticClock, _step_rounds, _timed_wrappers, round_server
+from benchmarks.against_rev import Worker, add_arguments, checkout, serve
+from benchmarks.latency import GOAL_E2E, GOAL_IN_LOOP_US, _actions, _CriticClock, _step_rounds, _timed_wrappers, round_server
 
 ROOT = Path(__file__).resolve().parents[1]
 RAW = ROOT / "benchmarks" / "results" / "wrappers_overhead.json"
@@ -58,8 +58,6 @@ DOC = ROOT / "docs" / "wrappers_overhead.md"
 GOAL_SUBGOAL_US = 20.0
 GOAL_WRAPPER_US = 5.0
 GOAL_MAZE_CONST = 0.10
-GOAL_IN_LOOP_US = 20.0
-GOAL_E2E = 0.05
 
 
 def _executor_call(self, run, x):
@@ -557,9 +555,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="store this measurement as the idle one (raw['idle'] of --raw, the rest kept): run it with "
                         "the machine's other jobs paused")
     p.add_argument("--note", default="", help="--idle: how the machine was made idle (recorded in the doc)")
-    p.add_argument("--against", metavar="REV", help="also time the variants that run the library over the library at "
-                                                    "git revision REV (tag or commit), in the same rounds")
-    p.add_argument("--worker", help=argparse.SUPPRESS)
+    add_arguments(p, "the variants that run the library")
     argv = sys.argv[1:] if argv is None else argv
     args = p.parse_args(argv)
     if args.worker:
