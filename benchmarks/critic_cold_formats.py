@@ -8,7 +8,7 @@ three formats, each call timed right after a real ``FetchPush-v4`` step ("cold")
 immediately ("hot"), the formats interleaved in the same loop on one thread. It prints p50s, the
 ratios to float32 side by side, and each format's largest output difference from float32.
 
-    python benchmarks/critic_cold_formats.py [--steps 1500]
+    python -m benchmarks.critic_cold_formats [--steps 1500]
 """
 
 from __future__ import annotations

@@ -20,30 +20,15 @@ run loses at most the unit in progress and a rerun skips the units already recor
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 
-__all__ = ["t_interval", "summary", "paired", "update_raw", "fmt_ci", "data_dir"]
+from benchmarks.report_io import write_json
+from benchmarks.stats import t_interval
 
-
-def t_interval(values, level: float = 0.95) -> dict[str, Any]:
-    """Mean of ``values`` with its Student-t interval: ``{"n", "mean", "lo", "hi", "sd"}`` (``lo = hi = None``
-    for fewer than 2 values)."""
-    from scipy import stats
-
-    v = np.asarray([x for x in values if x is not None and math.isfinite(x)], dtype=float)
-    n = len(v)
-    if n == 0:
-        return {"n": 0, "mean": None, "lo": None, "hi": None, "sd": None}
-    mean = float(v.mean())
-    if n < 2:
-        return {"n": 1, "mean": mean, "lo": None, "hi": None, "sd": None}
-    sd = float(v.std(ddof=1))
-    half = float(stats.t.ppf(0.5 + level / 2, n - 1)) * sd / math.sqrt(n)
-    return {"n": n, "mean": mean, "lo": mean - half, "hi": mean + half, "sd": sd}
+__all__ = ["summary", "paired", "update_raw", "fmt_ci", "data_dir"]
 
 
 def _by_split(units: dict[tuple[int, int], float]) -> list[float]:
@@ -78,12 +63,11 @@ def fmt_ci(s: dict[str, Any], signed: bool = False) -> str:
 def update_raw(path: Path, change: Callable[[dict], None], empty: Callable[[], dict]) -> dict:
     """Read the raw-data file at ``path`` (``empty()`` when absent), apply ``change`` to it and write it back
     atomically; returns the new content."""
-    from prm_critic._io import atomic_write_bytes
 
     raw = json.loads(Path(path).read_text()) if Path(path).exists() else empty()
     change(raw)
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_bytes(Path(path), (json.dumps(raw, indent=2) + "\n").encode())
+    write_json(Path(path), raw, indent=2)
     return raw
 
 

@@ -5,7 +5,7 @@ good iff it stays on the goal path. The critic is noisy: ``success = clip(0.25 +
 N(0, sigma))`` (seeded per instance, so every searcher sees the same scores). Every search runs as
 a real compiled LangGraph graph from ``prm_critic.langgraph.build_beam_search_graph``.
 
-    python benchmarks/langgraph_beam_vs_greedy.py --instances 100 --depth 5 --sigma 0.2
+    python -m benchmarks.langgraph_beam_vs_greedy --instances 100 --depth 5 --sigma 0.2
 """
 
 from __future__ import annotations

@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import itertools
 import json
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks" / "agents"))
-from report import controls_lines, fmt_p, holm, paired_test, sign_test_p, success_within  # noqa: E402
+from benchmarks.agents.report import controls_lines, fmt_p, success_within
+from benchmarks.stats import holm, mcnemar, sign_test_p
 
 
 def brute_force_p(k: int, n: int) -> float:
@@ -51,7 +49,7 @@ def test_paired_test_counts_discordant_pairs(pairs, extra):
     a = {(s, 0): x for s, (x, _) in enumerate(pairs)}
     b = {(s, 0): y for s, (_, y) in enumerate(pairs)}
     b.update({(1000 + i, 0): True for i in range(extra)})  # unpaired episodes are not counted
-    t = paired_test(a, b)
+    t = mcnemar(a, b)
     a_only = sum(x and not y for x, y in pairs)
     b_only = sum(y and not x for x, y in pairs)
     assert (t["pairs"], t["a_only"], t["b_only"]) == (len(pairs), a_only, b_only)
@@ -104,7 +102,7 @@ def test_controls_words_count_only_paired_games():
 
 
 def test_controls_plot_only_with_controls(tmp_path):
-    from report import plot_controls
+    from benchmarks.agents.report import plot_controls
 
     spec = {"sets": [{"seeds": "0-7", "difficulty": "d", "title": "t"}]}
     assert plot_controls(spec, tmp_path, tmp_path / "c.png") is False and not (tmp_path / "c.png").exists()
@@ -117,7 +115,7 @@ def test_holm_matches_its_definition():
 
 
 def test_goal_vs_random_needs_margin_significance_and_no_more_calls():
-    from report import goal_vs_random
+    from benchmarks.agents.report import goal_vs_random
 
     n = 10
     prm = _rows("prm_beam+tag", [True] * 8 + [False] * 2, [90] * n)
@@ -137,7 +135,7 @@ def test_goal_vs_random_needs_margin_significance_and_no_more_calls():
 
 
 def test_goal_vs_random_on_harder_games_is_an_absolute_bar():
-    from report import goal_vs_random
+    from benchmarks.agents.report import goal_vs_random
 
     prm = _rows("prm_mcts+tag", [True] * 4 + [False] * 6, [150] * 10)
     rnd = _rows("prm_mcts+random", [True] + [False] * 9, [150] * 10)
@@ -147,7 +145,7 @@ def test_goal_vs_random_on_harder_games_is_an_absolute_bar():
 
 
 def test_step_metric_table_shows_each_critic_and_marks_what_is_missing():
-    from report import step_metric_lines
+    from benchmarks.agents.report import step_metric_lines
 
     r = dict(n=10, n_error=4, first_error_accuracy=0.5, acc_error=0.25, acc_correct=2 / 3, f1=0.3636, threshold=0.02)
     cal = {"prm": {"step_metrics": {"at_cut": {"0.02": r}, "value_order_mc": {"n": 7, "mean": 0.41},
@@ -161,7 +159,7 @@ def test_step_metric_table_shows_each_critic_and_marks_what_is_missing():
 
 
 def test_a_sets_further_critic_gets_its_own_paired_tests(tmp_path):
-    from report import render_unseen
+    from benchmarks.agents.report import render_unseen
 
     rows = {"prm_beam_noprune+imp": _rows("prm_beam_noprune+imp", [True] * 6, [50] * 6),
             "prm_beam_noprune+random": _rows("prm_beam_noprune+random", [False] * 6, [60] * 6),

@@ -218,10 +218,7 @@ def test_beam_search_prunes_losing_steps(game):
 def test_control_critics_run_in_the_benchmark_searches_deterministically(game):
     """``run.py --critic random|constant``: the same episode twice under one seed is the same episode,
     within the beam's policy-call cap; the flag is refused where no critic is used."""
-    import sys
-
-    sys.path.insert(0, str(ROOT / "benchmarks" / "agents"))
-    from run import control_critic, critic_seed, main, run_one
+    from benchmarks.agents.run import control_critic, critic_seed, main, run_one
 
     for kind in ("random", "constant"):
         for method in ("prm_bon3", "prm_beam"):
@@ -241,10 +238,7 @@ def test_control_critics_run_in_the_benchmark_searches_deterministically(game):
 def test_mcts_runs_in_the_benchmark_within_its_budget_deterministically(game):
     """``run.py --methods prm_mcts``: a tiny budget on one game, with a control critic; the same
     episode twice under one seed is the same episode, and the budget caps the calls."""
-    import sys
-
-    sys.path.insert(0, str(ROOT / "benchmarks" / "agents"))
-    from run import control_critic, critic_seed, run_one, search_seed
+    from benchmarks.agents.run import control_critic, critic_seed, run_one, search_seed
 
     runs = [run_one("prm_mcts", game, np.random.default_rng([SEED, 0]), 6, control_critic("random", critic_seed(SEED, 0)),
                     mcts_budget=8, seed=search_seed(SEED, 0)) for _ in range(2)]
@@ -258,11 +252,8 @@ def test_implicit_prm_runs_in_the_benchmark_searches_and_is_recorded(game, tmp_p
     each result records ``implicit``; refused without a tag, with a control critic, without a critic
     search, or on a model not trained on outcomes. The model is an untrained MiniLMStepPRM marked as an
     outcome model: this checks the wiring, not what it learns."""
-    import sys
-
     pytest.importorskip("torch")
-    sys.path.insert(0, str(ROOT / "benchmarks" / "agents"))
-    import run
+    from benchmarks.agents import run
     from prm_critic.text import ImplicitPRM, MiniLMStepPRM
 
     for bad, msg in ((["--methods", "prm_beam"], "expected --tag"),

@@ -4,17 +4,14 @@ the dead-end candidates and the report's computations on small fixtures."""
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks" / "agents"))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import plan  # noqa: E402
-import types_report as tr  # noqa: E402
-from text_env_helpers import Corridor  # noqa: E402
+from text_env_helpers import Corridor
+
+from benchmarks.agents import plan, types_report as tr
+from benchmarks.stats import wilson
 
 
 def test_the_committed_plan_passes_its_checks_and_keeps_twx_dev_seeds_out():
@@ -51,7 +48,7 @@ def test_split_seeds_refuses_seeds_outside_the_split():
 
 
 def test_run_refuses_type_seeds_outside_the_split_before_playing(tmp_path):
-    run = pytest.importorskip("run")
+    run = pytest.importorskip("benchmarks.agents.run")
     with pytest.raises(SystemExit, match="twx-coin tune seeds are 100-147"):
         run.main(["--type", "twx-coin", "--split", "tune", "--seeds", "0-3", "--methods", "base", "--out",
                   str(tmp_path)])
@@ -83,7 +80,7 @@ def test_the_gold_row_plays_the_walkthrough_without_policy_calls():
 
 
 def test_dead_end_candidates_mark_the_steps_that_lose():
-    from dead_ends import step_candidates
+    from benchmarks.agents.dead_ends import step_candidates
 
     env = Corridor(1, max_steps=30)
     path = ["forward"] * (env.n - 1)
@@ -96,12 +93,12 @@ def test_dead_end_candidates_mark_the_steps_that_lose():
 
 
 def test_wilson_interval_matches_known_values():
-    assert tr.wilson(5, 10) == pytest.approx((0.2366, 0.7634), abs=1e-4)
-    lo, hi = tr.wilson(0, 10)
+    assert wilson(5, 10) == pytest.approx((0.2366, 0.7634), abs=1e-4)
+    lo, hi = wilson(0, 10)
     assert lo == 0.0 and hi == pytest.approx(0.2775, abs=1e-4)
-    assert tr.wilson(48, 48)[1] == 1.0
+    assert wilson(48, 48)[1] == 1.0
     with pytest.raises(ValueError):
-        tr.wilson(3, 0)
+        wilson(3, 0)
 
 
 def _episodes(method: str, wins: list[bool], calls: int, tag: str = "twx-coin") -> list[dict]:
@@ -156,7 +153,7 @@ def test_the_section_is_computed_from_result_files(tmp_path):
 
 
 def test_mcts_settings_tag_their_rows_and_the_report_pairs_them():
-    run = pytest.importorskip("run")
+    run = pytest.importorskip("benchmarks.agents.run")
     assert run.MCTSSettings().tag == ""
     assert run.MCTSSettings(3, 2.0, "mean", "uct").tag == "c2-mean-b3-uct"
     fx = _fixture(18, 6)
@@ -171,7 +168,7 @@ def test_mcts_settings_tag_their_rows_and_the_report_pairs_them():
 
 
 def test_the_driver_refuses_a_prm_folder_trained_on_other_labels(tmp_path, monkeypatch):
-    import game_types as drv
+    from benchmarks.agents import game_types as drv
 
     lab = tmp_path / "cache" / "twx-coin" / "labels"
     lab.mkdir(parents=True)

@@ -3,29 +3,27 @@ of ``benchmarks/mc_bisect.py``: intervals from the paired differences, both over
 split means, and a parity goal met only when both intervals clear it."""
 
 import json
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 pytest.importorskip("scipy")
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
-import critic_splits  # noqa: E402
-import mc_bisect  # noqa: E402
+from benchmarks import critic_splits, mc_bisect
+from benchmarks.report_io import render_file
+from benchmarks.stats import t_interval
 
 
 def test_t_interval_matches_scipy():
     from scipy import stats
 
     v = [0.91, 0.93, 0.88, 0.9, 0.95]
-    s = critic_splits.t_interval(v)
+    s = t_interval(v)
     lo, hi = stats.t.interval(0.95, len(v) - 1, loc=np.mean(v), scale=stats.sem(v))
     assert s["n"] == 5 and s["mean"] == pytest.approx(np.mean(v))
     assert (s["lo"], s["hi"]) == (pytest.approx(lo), pytest.approx(hi))
-    assert critic_splits.t_interval([0.5])["lo"] is None and critic_splits.t_interval([])["mean"] is None
-    assert critic_splits.fmt_ci(critic_splits.t_interval([0.1, 0.3]), signed=True).startswith("+0.200 [")
+    assert t_interval([0.5])["lo"] is None and t_interval([])["mean"] is None
+    assert critic_splits.fmt_ci(t_interval([0.1, 0.3]), signed=True).startswith("+0.200 [")
 
 
 def test_paired_differences_are_per_unit_and_per_split():
@@ -58,7 +56,7 @@ def _run(gap: float, spread: float, units_missing: int = 0) -> dict:
     lab = {"estimated_states": 10, "rollouts": 80, "zero_episodes": 0, "zero_episodes_dense_positive": 0,
            "mae_vs_dense": 0.1}
     return {"task": "T", "episodes": 200, "max_episode_steps": 150, "steps": 1000, "success_rate": 0.5,
-            "test_episodes": 50, "command": "python benchmarks/mc_bisect.py",
+            "test_episodes": 50, "command": "python -m benchmarks.mc_bisect",
             "config": {"k": 8, "stride": 2, "resolution": 1, "threshold": 0.0, "min_estimates": [2], "epochs": 20,
                        "hidden": [256, 256], "pairwise_weight": 0.0, "holdout": 0.25, "data_seed": 0,
                        "splits": [0, 1, 2, 3, 4], "seeds": [0, 1, 2]},
@@ -84,7 +82,7 @@ def test_an_incomplete_grid_is_not_assessed_and_names_what_is_missing(tmp_path):
     assert "Missing: 4 of 30 critics" in text and "(4, 2, mc_bisect)" in text
     raw = tmp_path / "raw.json"
     raw.write_text(json.dumps({"runs": [_run(0.0, 0.001)]}))
-    out = mc_bisect.render_file(raw, tmp_path / "doc.md")
+    out = render_file(mc_bisect.render, raw, tmp_path / "doc.md")
     assert "Goal met" in out.read_text()
 
 

@@ -4,7 +4,6 @@ committed measurement. No timing is asserted: the jobs here are stubs with made-
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import sys
@@ -106,9 +105,8 @@ def test_expected_speedup_checks_its_arguments_and_reads_the_environment(monkeyp
 
 
 def test_defaults_are_the_fit_of_the_committed_measurement():
-    spec = importlib.util.spec_from_file_location("mc_throughput", REPO / "benchmarks" / "mc_throughput.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    from benchmarks import mc_throughput as bench
+
     raw = json.loads((REPO / "benchmarks" / "results" / "mc_throughput.json").read_text())
     fit = bench.fit_crossover(raw["crossover"])
     assert (fit["startup_s"], fit["task_overhead_s"]) == (DEFAULT_RAY_STARTUP_S, DEFAULT_RAY_TASK_OVERHEAD_S)

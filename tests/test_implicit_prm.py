@@ -210,13 +210,8 @@ def test_train_prm_outcome_only_trains_the_value_model_on_the_same_split(tmp_pat
     held-out games, the prompts' V_0 examples, ``labels`` in the statistics and the model's meta."""
     torch = pytest.importorskip("torch")
     pytest.importorskip("transformers")
-    import sys
-    from pathlib import Path
-
+    from benchmarks.agents import train_prm
     from prm_critic.text import MiniLMStepPRM, write_stepwise_jsonl
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks" / "agents"))
-    import train_prm
 
     base = [traj(f"Game {g}.", [f"go {g}", "You lost" if g == 1 else "eat"], [0.4, float(g != 1)]) for g in range(4)]
     base.append(traj("Game 0.", ["look", "eat"], [0.5, 0.0]))
@@ -253,13 +248,9 @@ def test_train_prm_trains_on_several_label_files_and_hashes_each(tmp_path):
     torch = pytest.importorskip("torch")
     pytest.importorskip("transformers")
     import hashlib
-    import sys
-    from pathlib import Path
 
+    from benchmarks.agents import train_prm
     from prm_critic.text import write_stepwise_jsonl
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks" / "agents"))
-    import train_prm
 
     a = [traj(f"Game {g}.", [f"go {g}", "eat"], [0.4, 1.0]) for g in range(3)]
     b = [traj(f"Hard {g}.", [f"go {g}", "You lost"], [0.2, 0.0]) for g in range(2)]

@@ -3,15 +3,13 @@ brute-force count over all pairs, the reliability curve and ECE on hand-checked 
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks" / "agents"))
-from prm_calibration import auroc, calibration  # noqa: E402
+from benchmarks.agents.prm_calibration import auroc_or_none, calibration
+from benchmarks.stats import auroc
 
 scores = st.lists(st.sampled_from([0.0, 0.1, 0.25, 0.5, 0.9, 1.0]) | st.floats(0, 1), min_size=1, max_size=30)
 
@@ -24,8 +22,9 @@ def test_auroc_is_the_pairwise_win_rate_with_ties_half(pos, neg):
 
 
 def test_auroc_of_an_empty_side_is_unmeasured():
-    assert auroc(np.zeros(0), np.ones(3)) is None
-    assert auroc(np.ones(3), np.zeros(0)) is None
+    assert np.isnan(auroc(np.zeros(0), np.ones(3))) and np.isnan(auroc(np.ones(3), np.zeros(0)))
+    assert auroc_or_none(np.zeros(0), np.ones(3)) is None and auroc_or_none(np.ones(3), np.zeros(0)) is None
+    assert auroc_or_none(np.array([0.9]), np.array([0.1])) == 1.0
 
 
 def test_calibration_by_hand():
@@ -56,7 +55,7 @@ def test_mismatched_inputs_are_refused():
 
 
 def test_inputs_that_do_not_match_are_refused_before_any_model_is_loaded(tmp_path):
-    from prm_calibration import main
+    from benchmarks.agents.prm_calibration import main
 
     from prm_critic.text.trl_format import StepwiseExample, write_stepwise_jsonl
 
@@ -94,13 +93,13 @@ def _examples():
 
 
 def test_first_error_is_the_step_that_loses_the_game():
-    from prm_calibration import first_errors
+    from benchmarks.agents.prm_calibration import first_errors
 
     assert first_errors(_examples()) == [-1, 1, -1]
 
 
 def test_step_metrics_of_a_critic_that_flags_exactly_the_losing_steps():
-    from prm_calibration import step_metric_block
+    from benchmarks.agents.prm_calibration import step_metric_block
 
     m = step_metric_block(_FakeModel(), _examples(), cuts=(0.02, 0.6), tune=_examples())
     assert m["at_cut"]["0.02"]["f1"] == 1.0 and m["at_cut"]["0.02"]["first_error_accuracy"] == 1.0
@@ -112,7 +111,7 @@ def test_step_metrics_of_a_critic_that_flags_exactly_the_losing_steps():
 
 
 def test_uninformed_controls_score_trajectories_like_a_prm():
-    from prm_calibration import CriticScorer, evaluate
+    from benchmarks.agents.prm_calibration import CriticScorer, evaluate
 
     from prm_critic.critic import ConstantCritic, RandomCritic
 

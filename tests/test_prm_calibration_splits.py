@@ -6,16 +6,12 @@ from __future__ import annotations
 
 import json
 import random
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks" / "agents"))
-import prm_calibration_splits as pcs  # noqa: E402
-
-from prm_critic.text.trl_format import StepwiseExample  # noqa: E402
+from benchmarks.agents import prm_calibration_splits as pcs
+from prm_critic.text.trl_format import StepwiseExample
 
 
 def synthetic(n_games: int, seed: int = 0):

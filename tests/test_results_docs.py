@@ -14,53 +14,59 @@ from faults import correct
 
 REPO = Path(__file__).resolve().parents[1]
 
-#: doc -> (script, raw data it renders from, arguments that render the doc into {out} only)
+#: doc -> (its script: a module run with ``python -m``, or a file path; raw data it renders from;
+#: arguments that render the doc into {out} only)
 RENDERED = {
-    "docs/critic_label_families.md": ("benchmarks/critic_label_families.py", "benchmarks/results/critic_label_families.json",
+    "docs/critic_label_families.md": ("benchmarks.critic_label_families", "benchmarks/results/critic_label_families.json",
                                       ["--render", "--md", "{out}"]),
-    "docs/rl_benchmark.md": ("benchmarks/rl/report.py", "benchmarks/rl/results/runs",
+    "docs/rl_benchmark.md": ("benchmarks.rl.report", "benchmarks/rl/results/runs",
                              ["--no-plot", "--committed", "--out-md", "{out}"]),
-    "docs/critic_refresh.md": ("benchmarks/critic_refresh.py", "benchmarks/results/critic_refresh.json",
+    "docs/critic_refresh.md": ("benchmarks.critic_refresh", "benchmarks/results/critic_refresh.json",
                                ["--render", "--md", "{out}"]),
-    "docs/latency.md": ("benchmarks/latency.py", "benchmarks/results/latency.json", ["--render", "--md", "{out}"]),
-    "docs/critic_distill.md": ("benchmarks/critic_distill.py", "benchmarks/results/critic_distill.json",
+    "docs/latency.md": ("benchmarks.latency", "benchmarks/results/latency.json", ["--render", "--md", "{out}"]),
+    "docs/critic_distill.md": ("benchmarks.critic_distill", "benchmarks/results/critic_distill.json",
                                ["--render", "--md", "{out}"]),
-    "docs/wrappers_overhead.md": ("benchmarks/wrappers_overhead.py", "benchmarks/results/wrappers_overhead.json",
+    "docs/wrappers_overhead.md": ("benchmarks.wrappers_overhead", "benchmarks/results/wrappers_overhead.json",
                                   ["--render", "--md", "{out}"]),
-    "docs/subgoal_one_row.md": ("benchmarks/subgoal_one_row.py", "benchmarks/results/subgoal_one_row.json",
+    "docs/subgoal_one_row.md": ("benchmarks.subgoal_one_row", "benchmarks/results/subgoal_one_row.json",
                                 ["--render", "--md", "{out}"]),
-    "docs/mc_bisect.md": ("benchmarks/mc_bisect.py", "benchmarks/results/mc_bisect.json", ["--render", "--md", "{out}"]),
-    "docs/mc_throughput.md": ("benchmarks/mc_throughput.py", "benchmarks/results/mc_throughput.json",
+    "docs/mc_bisect.md": ("benchmarks.mc_bisect", "benchmarks/results/mc_bisect.json", ["--render", "--md", "{out}"]),
+    "docs/mc_throughput.md": ("benchmarks.mc_throughput", "benchmarks/results/mc_throughput.json",
                               ["--render", "--out", "{out}"]),
-    "docs/potential_monotonicity.md": ("benchmarks/potential_monotonicity.py",
+    "docs/potential_monotonicity.md": ("benchmarks.potential_monotonicity",
                                        "benchmarks/results/potential_monotonicity.json", ["--render", "--out", "{out}"]),
-    "docs/results/state_critic_pairwise.md": ("benchmarks/critic_pairwise.py", "benchmarks/results/state_critic_pairwise.json",
+    "docs/results/state_critic_pairwise.md": ("benchmarks.critic_pairwise", "benchmarks/results/state_critic_pairwise.json",
                                               ["--render", "--md", "{out}"]),
-    "docs/text_one_pass.md": ("benchmarks/text_one_pass.py", "benchmarks/results/text_one_pass.json",
+    "docs/text_one_pass.md": ("benchmarks.text_one_pass", "benchmarks/results/text_one_pass.json",
                               ["--render", "--md", "{out}"]),
-    "docs/rl_failure_diagnosis.md": ("benchmarks/rl/diagnose_failures.py", "benchmarks/results/rl_failure_diagnosis.json",
+    "docs/rl_failure_diagnosis.md": ("benchmarks.rl.diagnose_failures", "benchmarks/results/rl_failure_diagnosis.json",
                                      ["--render", "--md", "{out}"]),
-    "docs/rl_backend_throughput.md": ("benchmarks/rl/backend_throughput.py",
+    "docs/rl_backend_throughput.md": ("benchmarks.rl.backend_throughput",
                                       "benchmarks/results/rl_backend_throughput.json", ["--render", "--md", "{out}"]),
-    "docs/rl_training_throughput.md": ("benchmarks/rl/training_throughput.py",
+    "docs/rl_training_throughput.md": ("benchmarks.rl.training_throughput",
                                        "benchmarks/results/rl_training_throughput.json", ["--render", "--md", "{out}"]),
-    "docs/judge_auroc.md": ("benchmarks/agents/judge_auroc.py", "benchmarks/results/judge_auroc.json",
+    "docs/judge_auroc.md": ("benchmarks.agents.judge_auroc", "benchmarks/results/judge_auroc.json",
                             ["--render", "--md", "{out}"]),
-    "docs/judge_injection.md": ("benchmarks/agents/judge_injection.py", "benchmarks/results/judge_injection.json",
+    "docs/judge_injection.md": ("benchmarks.agents.judge_injection", "benchmarks/results/judge_injection.json",
                                 ["--render", "--md", "{out}"]),
-    "docs/agents_benchmark.md": ("benchmarks/agents/report.py", "benchmarks/agents/results",
+    "docs/agents_benchmark.md": ("benchmarks.agents.report", "benchmarks/agents/results",
                                  ["--render", "--md", "{out}"]),
-    "docs/agents_prm_calibration_splits.md": ("benchmarks/agents/prm_calibration_splits.py",
+    "docs/agents_prm_calibration_splits.md": ("benchmarks.agents.prm_calibration_splits",
                                               "benchmarks/results/agents_prm_calibration_splits.json",
                                               ["--render", "--md", "{out}"]),
-    "benchmarks/agents/results/table.md": ("benchmarks/agents/report.py", "benchmarks/agents/results",
+    "benchmarks/agents/results/table.md": ("benchmarks.agents.report", "benchmarks/agents/results",
                                            ["--render", "--table", "{out}"]),
 }
 
 
+def _command(script: str) -> list[str]:
+    """``script`` as the arguments of ``python``: ``-m benchmarks.x`` for a module, else the file's path."""
+    return [script] if script.endswith(".py") else ["-m", script]
+
+
 def _render(script: str, args: list[str], out: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "MPLBACKEND": "Agg"}
-    return subprocess.run([sys.executable, str(REPO / script), *[a.format(out=out) for a in args]],
+    return subprocess.run([sys.executable, *_command(script), *[a.format(out=out) for a in args]],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
 
 
@@ -78,7 +84,7 @@ def test_results_doc_matches_its_raw_data(doc, tmp_path):
         import difflib
 
         diff = "".join(difflib.unified_diff(committed.splitlines(True), fresh.splitlines(True), doc, "regenerated", n=1))
-        rewrite = f"python {script} {' '.join(args)}".replace("{out}", doc)
+        rewrite = f"python {' '.join(_command(script))} {' '.join(args)}".replace("{out}", doc)
         pytest.fail(f"{doc} differs from what `{script}` renders from {raw}; rewrite it with `{rewrite}`:\n{diff[:4000]}")
     correct(16, f"{doc} regenerated from {raw}", "byte-identical to the committed doc")
 
@@ -128,7 +134,7 @@ def test_reliability_doc_matches_its_raw_data(tmp_path):
     """``benchmarks/reliability.py`` (without ``--run``) renders docs/reliability.md from
     benchmarks/results/reliability.json, its sections the fault areas of ``tests/faults.py``; compare byte for byte."""
     out = tmp_path / "reliability.md"
-    proc = _render("benchmarks/reliability.py", ["--md", "{out}"], out)
+    proc = _render("benchmarks.reliability", ["--md", "{out}"], out)
     assert proc.returncode == 0, proc.stderr[-2000:]
     committed = (REPO / "docs" / "reliability.md").read_text()
     if out.read_text() != committed:

@@ -16,7 +16,6 @@ pytest.importorskip("gymnasium_robotics")
 pytest.importorskip("stable_baselines3")
 
 from prm_critic.models.checkpoint import save_state_critic  # noqa: E402
-from script_helpers import load_script  # noqa: E402
 from sb3_helpers import tiny_state_critic  # noqa: E402
 
 TASK = "FetchReach-v4"
@@ -25,12 +24,16 @@ LABEL = "prm_her_s10_critic-reach_critic-success"
 
 @pytest.fixture(scope="module")
 def diag():
-    return load_script("benchmarks/rl/buffer_diagnosis.py", "buffer_diagnosis_under_test")
+    from benchmarks.rl import buffer_diagnosis
+
+    return buffer_diagnosis
 
 
 @pytest.fixture(scope="module")
 def report():
-    return load_script("benchmarks/rl/report.py", "rl_report_for_buffer_diagnosis")
+    from benchmarks.rl import report
+
+    return report
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +42,7 @@ def trained(tmp_path_factory):
     root = tmp_path_factory.mktemp("runs")
     net, meta, _ = tiny_state_critic(TASK)
     critic = save_state_critic(root / "reach_critic", net, meta)
-    run = load_script("benchmarks/rl/run.py", "rl_run_for_buffer_diagnosis")
+    from benchmarks.rl import run
     out = run.run_one(TASK, "prm_her", 0, 200, scale=10.0, root=root / "runs", eval_freq=100, eval_episodes=2,
                       learning_starts=60, critic=critic, head="success")
     assert out.parent.name == LABEL

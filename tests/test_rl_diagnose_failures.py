@@ -4,13 +4,10 @@ dropping the runs measured before (whose policies may no longer exist)."""
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks" / "rl"))
-import diagnose_failures as df  # noqa: E402
+from benchmarks.rl import diagnose_failures as df
 
 
 def _run(label: str, ok: int) -> dict:
@@ -33,7 +30,7 @@ def test_add_keeps_the_task_s_other_runs_and_lists_both_commands(tmp_path, fake_
     assert [r["label"] for r in entry["runs"]] == ["b", "her", "a"]  # "a" measured again replaces its row
     assert len(entry["commands"]) == 2 and entry["commands"][1].endswith("--labels her a --episodes 4 --add")
     md = df.render(json.loads(raw.read_text()), runs=tmp_path)
-    assert md.count("diagnose_failures.py --task T-v0") == 2 and "| her | 1/4 |" in md
+    assert md.count("benchmarks.rl.diagnose_failures --task T-v0") == 2 and "| her | 1/4 |" in md
 
 
 def test_without_add_the_task_is_replaced(tmp_path, fake_replay):

@@ -13,7 +13,6 @@ import pytest
 pytest.importorskip("gymnasium_robotics")
 
 from prm_critic.robotics.collection import collect  # noqa: E402
-from script_helpers import load_script  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 CRITIC = REPO / "benchmarks" / "rl" / "critics" / "push_mc.json"
@@ -21,7 +20,9 @@ CRITIC = REPO / "benchmarks" / "rl" / "critics" / "push_mc.json"
 
 @pytest.fixture(scope="module")
 def mod():
-    return load_script("benchmarks/rl/potential_noise.py", "potential_noise_under_test")
+    from benchmarks.rl import potential_noise
+
+    return potential_noise
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,6 @@ pytest.importorskip("stable_baselines3")
 import torch  # noqa: E402
 
 from prm_critic.models.checkpoint import save_state_critic  # noqa: E402
-from script_helpers import load_script  # noqa: E402
 from sb3_helpers import tiny_state_critic  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -27,7 +26,9 @@ TINY = dict(steps=200, eval_freq=100, eval_episodes=2, learning_starts=60)
 
 @pytest.fixture(scope="module")
 def run_mod():
-    return load_script("benchmarks/rl/run.py", "rl_run_under_test")
+    from benchmarks.rl import run
+
+    return run
 
 
 @pytest.fixture()

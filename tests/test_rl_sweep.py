@@ -15,7 +15,6 @@ pytest.importorskip("gymnasium_robotics")
 pytest.importorskip("stable_baselines3")
 
 REPO = Path(__file__).resolve().parents[1]
-SWEEP = REPO / "benchmarks" / "rl" / "sweep.py"
 FR = "FetchReach-v4"
 PLAN = [[FR, "her", [0], 1.0, False], [FR, "prm", [0], 10.0, False]]
 RUNS = [("her", "seed0"), ("prm_s10", "seed0")]
@@ -27,7 +26,7 @@ def _sweep(tmp_path, root, plan, *args):
     pf = tmp_path / f"plan_{root.name}.json"
     pf.write_text(json.dumps(plan))
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
-    return subprocess.run([sys.executable, str(SWEEP), "--plan-file", str(pf), "--root", str(root), *TINY, *args],
+    return subprocess.run([sys.executable, "-m", "benchmarks.rl.sweep", "--plan-file", str(pf), "--root", str(root), *TINY, *args],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
 
 
@@ -142,7 +141,7 @@ def _popen_sweep(tmp_path, root, plan, *args):
     pf = tmp_path / f"plan_{root.name}_{len(args)}.json"
     pf.write_text(json.dumps(plan))
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
-    return subprocess.Popen([sys.executable, str(SWEEP), "--plan-file", str(pf), "--root", str(root), *TINY, *args],
+    return subprocess.Popen([sys.executable, "-m", "benchmarks.rl.sweep", "--plan-file", str(pf), "--root", str(root), *TINY, *args],
                             cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 

@@ -14,12 +14,13 @@ pytest.importorskip("gymnasium_robotics")
 pytest.importorskip("torch")
 
 from prm_critic.robotics.collection import collect  # noqa: E402
-from script_helpers import load_script  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def mod():
-    return load_script("benchmarks/rl/train_potential.py", "train_potential_under_test")
+    from benchmarks.rl import train_potential
+
+    return train_potential
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +48,7 @@ def test_checkpoint_records_its_settings_metrics_and_command(mod, folders, tmp_p
     cfg = critic.meta["train_config"]
     assert (cfg["lr"], cfg["batch_size"], cfg["activation"], list(cfg["hidden"])) == (5e-4, 64, "tanh", [16, 8])
     metrics = json.loads(out.with_name("crit.metrics.json").read_text())
-    assert metrics["command"] == "python benchmarks/rl/train_potential.py " + " ".join(argv + ["--out", str(out)])
+    assert metrics["command"] == "python -m benchmarks.rl.train_potential " + " ".join(argv + ["--out", str(out)])
     per = metrics["metrics"]["per_folder"]
     assert set(per) == {"push", "push_random"} and all(0 <= r["progress_mae"] <= 1 for r in per.values())
     assert critic.meta["data"]["policies"] == ["scripted", "random"]

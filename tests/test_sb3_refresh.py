@@ -83,17 +83,13 @@ def test_refresh_benchmark_script_runs_end_to_end(tmp_path):
     """benchmarks/critic_refresh.py on a tiny budget, over 2 splits x 2 training seeds: scripted data ->
     critics -> policy episodes re-split per split seed -> refreshes; the doc has a row per unit and per
     refresh round, the paired differences, and the plot is written; a rerun resumes (adds a seed)."""
-    import importlib.util
     import json
-    from pathlib import Path
+
+    from benchmarks import critic_refresh as mod
 
     pol = tmp_path / "pol"
     train_policy("FetchReach-v4", algo="sac", total_steps=100, seed=0, log_dir=pol,
                  algo_kwargs=dict(learning_starts=50, batch_size=32, policy_kwargs=dict(net_arch=[16, 16])))
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "critic_refresh.py"
-    spec = importlib.util.spec_from_file_location("critic_refresh", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
     table, plot, raw = tmp_path / "t.md", tmp_path / "p.png", tmp_path / "raw.json"
     args = ["--task", "FetchReach-v4", "--policy", str(pol / "policy.json"), "--out", str(tmp_path / "out"),
             "--scripted-episodes", "8", "--refresh-episodes", "3", "--heldout-episodes", "3", "--epochs", "1",

@@ -12,7 +12,7 @@ half): what the searches' pruning and ranking rely on. Games that never lose giv
 (``auroc: null``; nothing is scored). One JSON goes to ``benchmarks/agents/types/TYPE/dead_end_auroc.json``;
 ``report.py --render`` reads it.
 
-    python benchmarks/agents/dead_ends.py --type twx-cookingworld
+    python -m benchmarks.agents.dead_ends --type twx-cookingworld
 """
 
 from __future__ import annotations
@@ -25,12 +25,10 @@ from pathlib import Path
 
 import numpy as np
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(HERE))
+from benchmarks.agents.plan import TYPES, game_type
+from benchmarks.report_io import write_json
 
-from plan import TYPES, game_type  # noqa: E402
+HERE = Path(__file__).resolve().parent
 
 
 def step_candidates(env, commands: list[str], alive_per_state: int, rng: np.random.Generator) -> list[tuple]:
@@ -65,8 +63,8 @@ def measure(name: str, prm_dir: Path, results: Path, alive_per_state: int, max_s
     from prm_critic.text.envs import parse_env_spec
     from prm_critic.text.prm import MiniLMStepPRM
     from prm_critic.text.steps import TextStep
-    from prm_calibration import auroc
-    from report import load_results
+    from benchmarks.agents.report import load_results
+    from benchmarks.stats import auroc
 
     t = game_type(name)
     spec = parse_env_spec(t.env)
@@ -113,12 +111,9 @@ def main(argv=None) -> int:
     if not (prm / "prm.json").is_file():
         raise SystemExit(f"--prm: expected a saved MiniLMStepPRM folder (prm.json), got {prm}")
     res = measure(a.type, prm, a.results, a.alive_per_state, a.max_steps)
-    res["command"] = "python benchmarks/agents/dead_ends.py " + " ".join(sys.argv[1:] if argv is None else argv)
+    res["command"] = "python -m benchmarks.agents.dead_ends " + " ".join(sys.argv[1:] if argv is None else argv)
     out = a.out or HERE / "types" / a.type / "dead_end_auroc.json"
-    from prm_critic._io import atomic_write_bytes
-
-    out.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_bytes(out, json.dumps(res, indent=1).encode())
+    write_json(out, res)
     print(json.dumps({k: v for k, v in res.items() if k != "seeds"}, indent=1))
     return 0
 

@@ -23,9 +23,9 @@ the runs) the stages run the project's own command lines in this process, in ord
 ``loo-TYPE``); ``train`` with ``--labels-of`` trains one PRM on the labels of several types.
 Every stage is resumable (labels per unit, one result file per episode).
 
-    python benchmarks/agents/game_types.py --type twx-coin
-    python benchmarks/agents/game_types.py --type twx-coin --stages test
-    python benchmarks/agents/report.py --render
+    python -m benchmarks.agents.game_types --type twx-coin
+    python -m benchmarks.agents.game_types --type twx-coin --stages test
+    python -m benchmarks.agents.report --render
 """
 
 from __future__ import annotations
@@ -33,15 +33,12 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import sys
 from pathlib import Path
+
+from benchmarks.agents.plan import TYPES, game_type
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(HERE))
-
-from plan import TYPES, game_type  # noqa: E402
 
 STAGES = ("labels", "train", "tune", "test")
 CACHE = Path(".cache") / "agents_types"
@@ -70,8 +67,8 @@ def _mcts_args(setting) -> list[str]:
 
 def stage_tune(name: str, prm: Path, prm_tag: str, games: int) -> dict:
     """PRM MCTS over :data:`MCTS_GRID` on the first ``games`` tuning seeds; the chosen setting."""
-    import run
-    from report import load_results
+    from benchmarks.agents import run
+    from benchmarks.agents.report import load_results
 
     t = game_type(name)
     seeds = list(t.tune)[:games]
@@ -137,7 +134,7 @@ def _label_files(names: list[str]) -> list[str]:
 
 
 def stage_train(out: Path, names: list[str], epochs: int, lr: float) -> None:
-    import train_prm
+    from benchmarks.agents import train_prm
     from prm_critic.integrity import sha256_bytes
 
     files = _label_files(names)
@@ -155,7 +152,7 @@ def stage_train(out: Path, names: list[str], epochs: int, lr: float) -> None:
 
 
 def stage_test(name: str, prm: Path, prm_tag: str, runs=TEST_RUNS, extra: list[str] = ()) -> None:
-    import run
+    from benchmarks.agents import run
 
     for methods, critic in runs:
         args = ["--type", name, "--split", "test", "--methods", methods, "--reps", "1", *extra]

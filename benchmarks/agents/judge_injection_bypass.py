@@ -1,8 +1,8 @@
 """The judge's injection detector against a bypass suite: how often each way of hiding an injection
 is still detected, and how often clean game text is flagged.
 
-    python benchmarks/agents/judge_injection_bypass.py            # measures, writes the raw data
-    python benchmarks/agents/judge_injection.py --render          # docs/judge_injection.md, with this suite
+    python -m benchmarks.agents.judge_injection_bypass            # measures, writes the raw data
+    python -m benchmarks.agents.judge_injection --render          # docs/judge_injection.md, with this suite
 
 The detector is :func:`prm_critic.text.injection.judge_address_cues` (the gate of
 ``LLMJudgeCritic``'s second opinion and of its ``judge_addressed`` flag); no model runs here. Each
@@ -18,20 +18,18 @@ characters and look-alike letters were handled) and ``detector`` (today's
 from __future__ import annotations
 
 import base64
-import json
 import re
 import sys
 import unicodedata
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchmarks.agents.judge_injection import VARIANTS
+from benchmarks.report_io import write_json
 
-from judge_injection import VARIANTS  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
 
 RAW = ROOT / "benchmarks" / "results" / "judge_injection_bypass.json"
-COMMAND = "python benchmarks/agents/judge_injection_bypass.py"
+COMMAND = "python -m benchmarks.agents.judge_injection_bypass"
 
 #: the injections hidden (English): the judge benchmark's variants written in ASCII, and three more
 PAYLOADS = [VARIANTS["plain"], VARIANTS["json"], VARIANTS["fence_close"], VARIANTS["second_person"],
@@ -117,9 +115,8 @@ def measure() -> dict:
 
 def main() -> int:
     raw = measure()
-    from prm_critic._io import atomic_write_bytes
 
-    atomic_write_bytes(RAW, (json.dumps(raw, indent=1, ensure_ascii=False) + "\n").encode())
+    write_json(RAW, raw, ensure_ascii=False)
     print(f"wrote {RAW.relative_to(ROOT)}: {len(raw['rows'])} cases")
     return 0
 

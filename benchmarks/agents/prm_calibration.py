@@ -25,7 +25,7 @@ AUROC is the Mann-Whitney probability (ties count one half). One JSON per PRM go
 ``report.py --render`` draws the table and the reliability plot from those files.
 
     python -m agents.textworld_agent.labels --out .cache/textworld/labels_cal --seeds 500-515 --k 4 --max-steps 40 --siblings 3
-    python benchmarks/agents/prm_calibration.py --prm .cache/textworld/prm_sib96 --tag sib96 \\
+    python -m benchmarks.agents.prm_calibration --prm .cache/textworld/prm_sib96 --tag sib96 \\
         --labels .cache/textworld/labels_cal/labels.jsonl --extra .cache/textworld/labels_cal/labels_siblings.jsonl \\
         --seeds 500-515 --out benchmarks/agents/prm_calibration_sib96.json
 """
@@ -39,21 +39,16 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
+from benchmarks.report_io import write_json
+from benchmarks.stats import auroc
 
 BINS = 10
 CUTS = (0.02, 0.05, 0.1)
 
 
-def auroc(pos: np.ndarray, neg: np.ndarray) -> float | None:
-    """P(a positive outscores a negative), ties one half; ``None`` when either side is empty."""
-    from prm_critic.models.evaluate import auroc as auroc_of
-
-    pos, neg = np.asarray(pos, np.float64).reshape(-1), np.asarray(neg, np.float64).reshape(-1)
-    if not pos.size or not neg.size:
-        return None
-    return auroc_of(np.concatenate([pos, neg]), np.r_[np.ones(pos.size, bool), np.zeros(neg.size, bool)])
+def auroc_or_none(pos: np.ndarray, neg: np.ndarray) -> float | None:
+    """:func:`benchmarks.stats.auroc`, ``None`` (JSON ``null``) when either side is empty."""
+    return auroc(pos, neg) if np.size(pos) and np.size(neg) else None
 
 
 def calibration(p: np.ndarray, y: np.ndarray, bins: int = BINS) -> dict:
@@ -146,8 +141,8 @@ def evaluate(model, examples, extra=(), progress: bool = False, tune=None) -> di
            "n_losing_steps": int(lost_a.sum()), "n_siblings": int(sp.size), "n_siblings_lost": int((sy == 0).sum()),
            "mean_label": float(y.mean()), "mean_pred": float(p.mean()),
            **calibration(p, y),
-           "auroc_label_pos": auroc(p[y > 0], p[y == 0]),
-           "auroc_dead_end": auroc(surviving, losing),
+           "auroc_label_pos": auroc_or_none(p[y > 0], p[y == 0]),
+           "auroc_dead_end": auroc_or_none(surviving, losing),
            "mean_pred_losing": float(losing.mean()) if losing.size else None,
            "mean_pred_surviving": float(surviving.mean()),
            "cuts": {f"{c:g}": {"losing_under": float((losing < c).mean()) if losing.size else None,
@@ -174,7 +169,6 @@ def main(argv=None) -> int:
     ap.add_argument("--out", required=True, type=Path)
     a = ap.parse_args(argv)
     from agents.textworld_agent.labels import parse_seeds
-    from prm_critic._io import atomic_write_bytes
     from prm_critic.text.prm import MiniLMStepPRM
     from prm_critic.text.trl_format import read_stepwise_jsonl
 
@@ -200,7 +194,7 @@ def main(argv=None) -> int:
         raise SystemExit(f"--implicit wraps the learned model (--critic prm), got --critic {a.critic}")
     if a.critic == "prm":
         if a.implicit:
-            from run import implicit_critic
+            from benchmarks.agents.run import implicit_critic
 
             model = implicit_critic(a.prm)
         else:
@@ -211,7 +205,7 @@ def main(argv=None) -> int:
         model = CriticScorer(RandomCritic(seed=0) if a.critic == "random" else ConstantCritic(0.5, seed=0))
     res = evaluate(model, examples, extra, progress=True, tune=tune)
     res.update(tag=a.tag, critic=a.critic, implicit=bool(a.implicit), prm=None if a.prm is None else str(a.prm), seeds=a.seeds, train_seeds=a.train_seeds, command=" ".join(sys.argv))
-    atomic_write_bytes(a.out, (json.dumps(res, indent=1) + "\n").encode())
+    write_json(a.out, res)
     print(json.dumps({k: v for k, v in res.items() if k != "curve"}, indent=1))
     return 0
 

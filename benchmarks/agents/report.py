@@ -6,7 +6,7 @@ statistics ``prm_train_stats_<tag>.json`` (written by ``train_prm.py``), and the
 sibling labels in ``benchmarks/results/agents_benchmark.json``. Rendering needs none of torch,
 TextWorld or the PRM:
 
-    python benchmarks/agents/report.py --render
+    python -m benchmarks.agents.report --render
 
 rewrites ``docs/agents_benchmark.md`` and ``benchmarks/agents/results/table.md``
 (``--md`` / ``--table`` write only the one named).
@@ -17,20 +17,17 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
-from fractions import Fraction
-import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
+from agents.textworld_agent.env import DEFAULT_DIFFICULTY
+from agents.textworld_agent.labels import parse_seeds
+from benchmarks.report_io import save_figure, write_text
+from benchmarks.stats import clopper_pearson, holm, mcnemar
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-sys.path.insert(0, str(ROOT))
-
-from agents.textworld_agent.env import DEFAULT_DIFFICULTY  # noqa: E402
-from agents.textworld_agent.labels import parse_seeds  # noqa: E402
 RESULTS = HERE / "results"
 TABLE = RESULTS / "table.md"
 DOC = ROOT / "docs" / "agents_benchmark.md"
@@ -140,68 +137,14 @@ def per_game(allres: dict[str, list[dict]], rows: list[dict], seeds) -> list[str
     return lines
 
 
-def clopper_pearson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
-    """Exact binomial interval of ``k`` successes in ``n`` (bisection on the binomial tail)."""
-    def tail_ge(p):  # P(X >= k)
-        return sum(math.comb(n, i) * p ** i * (1 - p) ** (n - i) for i in range(k, n + 1))
-
-    def solve(f, target):
-        lo, hi = 0.0, 1.0
-        for _ in range(100):
-            mid = (lo + hi) / 2
-            lo, hi = (mid, hi) if f(mid) < target else (lo, mid)
-        return (lo + hi) / 2
-
-    a = (1 - level) / 2
-    lower = 0.0 if k == 0 else solve(tail_ge, a)
-    upper = 1.0 if k == n else solve(lambda p: -(1 - tail_ge(p) + math.comb(n, k) * p ** k * (1 - p) ** (n - k)), -a)
-    return lower, upper
-
-
-def sign_test_p(k: int, n: int) -> float:
-    """Two-sided exact sign test: the probability, under Binomial(n, 1/2), of an outcome at most as
-    likely as ``k`` (for p = 1/2: ``min(1, 2 * P(X <= min(k, n - k)))``); 1.0 when ``n == 0``.
-    Exact rational arithmetic, the same value as ``scipy.stats.binomtest(k, n, 0.5).pvalue``."""
-    if not (isinstance(k, int) and isinstance(n, int) and 0 <= k <= n):
-        raise ValueError(f"k, n: expected ints with 0 <= k <= n, got k={k!r}, n={n!r}")
-    if n == 0:
-        return 1.0
-    tail = sum(math.comb(n, i) for i in range(min(k, n - k) + 1))
-    return float(min(Fraction(1), Fraction(2 * tail, 2 ** n)))
-
-
-def paired_test(a: dict[tuple, bool], b: dict[tuple, bool]) -> dict:
-    """Exact McNemar test (a sign test on the discordant pairs) of two methods' wins on the same
-    episodes (keys ``(seed, rep)``, the keys both have). ``a_only`` / ``b_only``: pairs only ``a`` /
-    only ``b`` won; ``p``: two-sided; ``share_ci``: 95 % Clopper-Pearson interval of ``a``'s share of
-    the discordant pairs (1/2 = no difference; ``None`` without discordant pairs)."""
-    keys = sorted(set(a) & set(b))
-    a_only = sum(1 for k in keys if a[k] and not b[k])
-    b_only = sum(1 for k in keys if b[k] and not a[k])
-    both = sum(1 for k in keys if a[k] and b[k])
-    n = a_only + b_only
-    return {"pairs": len(keys), "both": both, "neither": len(keys) - both - n, "a_only": a_only, "b_only": b_only,
-            "p": sign_test_p(a_only, n), "share_ci": clopper_pearson(a_only, n) if n else None}
-
-
 def wins_by_episode(res: list[dict]) -> dict[tuple, bool]:
-    """``{(seed, rep): won}`` of episode results: the keys :func:`paired_test` pairs on."""
+    """``{(seed, rep): won}`` of episode results: the keys :func:`benchmarks.stats.mcnemar` pairs on."""
     return {(r["seed"], r["rep"]): bool(r["won"]) for r in res}
 
 
 def fmt_p(p: float) -> str:
     """A p-value for the doc: three decimals, or two significant digits below 0.001 (never "0.000")."""
     return f"{p:.3f}" if p >= 0.001 else f"{p:.1e}"
-
-
-def holm(ps: list[float]) -> list[float]:
-    """Holm's step-down adjustment of ``ps`` (family-wise error over the tests given), in their order."""
-    order = sorted(range(len(ps)), key=lambda i: ps[i])
-    out, running = [0.0] * len(ps), 0.0
-    for rank, i in enumerate(order):
-        running = max(running, min(1.0, (len(ps) - rank) * ps[i]))
-        out[i] = running
-    return out
 
 
 def success_within(res: list[dict], budget: float) -> int:
@@ -252,7 +195,7 @@ def controls_lines(allres: dict[str, list[dict]], prm_tag: str) -> list[str]:
                                  f"rows ({sorted(map(str, _settings(res)))} vs {sorted(map(str, _settings(prm)))}): "
                                  "no paired test.")
                     continue
-                t = paired_test(wins_prm, wins_by_episode(res))
+                t = mcnemar(wins_prm, wins_by_episode(res))
                 share = "no discordant pairs" if t["share_ci"] is None else \
                     f"{t['a_only'] / (t['a_only'] + t['b_only']):.2f} ({t['share_ci'][0]:.2f}-{t['share_ci'][1]:.2f})"
                 done.append((search, c, t, share))
@@ -310,11 +253,7 @@ def plot_controls(spec: dict, results: Path, png: Path) -> bool:
         ax.set_ylim(-0.02, 1.02)
         ax.legend(fontsize=7, loc="upper left")
     fig.tight_layout()
-    fd, tmp = tempfile.mkstemp(dir=png.parent, suffix=".png")
-    os.close(fd)
-    fig.savefig(tmp, dpi=110)
-    plt.close(fig)
-    os.replace(tmp, png)
+    save_figure(fig, png, dpi=110)
     return True
 
 
@@ -368,13 +307,13 @@ def render(allres: dict[str, list[dict]], labels: dict, stats: dict[str, dict], 
     lines = [
         "# TextWorld cooking: PRM-guided search vs. the base policy",
         "",
-        "Generated by `python benchmarks/agents/report.py --render` from the raw data the commands below",
+        "Generated by `python -m benchmarks.agents.report --render` from the raw data the commands below",
         "measured: the per-episode results `benchmarks/agents/results/*.json`, `benchmarks/agents/labels_summary.json`,",
         "`benchmarks/agents/prm_train_stats_*.json` and `benchmarks/results/agents_benchmark.json`.",
         "",
         "Other game types (TextWorldExpress Coin, CookingWorld and TWC, TextWorld treasure hunts and cooking, each",
         "with its own PRM, 48 test seeds and random / constant critic controls): *Game types* at the end, measured",
-        "by `python benchmarks/agents/game_types.py --type TYPE` (seed plan: `benchmarks/agents/plan.py`).",
+        "by `python -m benchmarks.agents.game_types --type TYPE` (seed plan: `benchmarks/agents/plan.py`).",
         "",
         f"Held-out TextWorld cooking games (seeds {_seeds(seeds)}, never used for labels or training), difficulty",
         "`tw-make tw-cooking --recipe 1 --take 1 --go 1 --open --cook --split train` (one room; find one",
@@ -632,7 +571,7 @@ def goal_vs_random(allres: dict[str, list[dict]], prm_tag: str, kind: str, n_gam
             continue
         sp, sr = float(np.mean([r["won"] for r in prm])), float(np.mean([r["won"] for r in rnd]))
         cp, cr = float(np.mean([r["policy_calls"] for r in prm])), float(np.mean([r["policy_calls"] for r in rnd]))
-        t = paired_test(wins_by_episode(prm), wins_by_episode(rnd))
+        t = mcnemar(wins_by_episode(prm), wins_by_episode(rnd))
         pairs.append((name, sp, sr, cp, cr, t))
     if not pairs:
         return [f"* **Goal, the PRM against the random critic in the same search [{prm_tag}]:** unmeasured (needs a "
@@ -770,11 +709,7 @@ def plot_calibration(cal: dict[str, dict], png: Path) -> None:
     ax.legend()
     ax.set_title("PRM reliability on unseen games")
     fig.tight_layout()
-    fd, tmp = tempfile.mkstemp(dir=png.parent, suffix=".png")
-    os.close(fd)
-    fig.savefig(tmp, dpi=110)
-    plt.close(fig)
-    os.replace(tmp, png)
+    save_figure(fig, png, dpi=110)
 
 
 def load_all(results: Path = RESULTS, seeds=SEEDS) -> tuple:
@@ -808,12 +743,7 @@ def plot(rows: list[dict], seeds, png: Path, title_tag: str = "") -> None:
     ax.set_title(f"TextWorld cooking ({title_tag}), {len(seeds)} held-out games" if title_tag
                  else f"TextWorld cooking, {len(seeds)} held-out games")
     fig.tight_layout()
-    png.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=png.parent, suffix=".png")
-    os.close(fd)
-    fig.savefig(tmp, dpi=110)
-    plt.close(fig)
-    os.replace(tmp, png)
+    save_figure(fig, png, dpi=110)
 
 
 def main(argv=None) -> int:
@@ -826,14 +756,12 @@ def main(argv=None) -> int:
     if not a.render:
         ap.error("--render: expected (this script only renders; run.py measures)")
     md, tab = (a.md, a.table) if (a.md or a.table) else (DOC, TABLE)
-    from prm_critic._io import atomic_write_bytes
-
     allres, labels, stats, extra = load_all(a.results)
     if md:
-        from types_report import render_types
+        from benchmarks.agents.types_report import render_types
 
         doc = render(allres, labels, stats, extra, results=a.results) + "\n" + "\n".join(render_types(a.results))
-        atomic_write_bytes(md, doc.encode())
+        write_text(md, doc)
         print(f"wrote {md}")
     cal = load_calibration(extra.get("unseen", {}))
     if md == DOC and cal:
@@ -842,7 +770,7 @@ def main(argv=None) -> int:
     if md == DOC and plot_controls(extra.get("unseen", {}), a.results, CONTROLS_PNG):
         print(f"wrote {CONTROLS_PNG}")
     if tab:
-        atomic_write_bytes(tab, (table(summary(allres)) + "\n").encode())
+        write_text(tab, table(summary(allres)) + "\n")
         print(f"wrote {tab}")
     return 0
 

@@ -29,29 +29,29 @@ Resumable: one JSON per (method, game seed, rep) under --out, written atomically
 are skipped. ``--report`` rebuilds the markdown table and the PNG from what is there;
 ``benchmarks/agents/report.py --render`` writes ``docs/agents_benchmark.md`` from the same files.
 
-    python benchmarks/agents/run.py --methods base,outcome_bon4,oracle_bon3 --seeds 1000-1007
-    python benchmarks/agents/run.py --methods prm_bon3,prm_beam --seeds 1000-1007 --prm .cache/textworld/prm
-    python benchmarks/agents/run.py --report --seeds 1000-1007
-    python benchmarks/agents/run.py --methods base --recipe 2 --take 2 --seeds 3000-3007   # harder games
-    python benchmarks/agents/run.py --methods prm_beam --critic random --seeds 2000-2015 --dead-end-threshold 0.02
-    python benchmarks/agents/run.py --methods prm_mcts --critic random --seeds 2000-2015 --mcts-budget 160
-    python benchmarks/agents/run.py --methods prm_beam,prm_mcts --seeds 2000-2015 --prm .cache/textworld/prm_outcome \
+    python -m benchmarks.agents.run --methods base,outcome_bon4,oracle_bon3 --seeds 1000-1007
+    python -m benchmarks.agents.run --methods prm_bon3,prm_beam --seeds 1000-1007 --prm .cache/textworld/prm
+    python -m benchmarks.agents.run --report --seeds 1000-1007
+    python -m benchmarks.agents.run --methods base --recipe 2 --take 2 --seeds 3000-3007   # harder games
+    python -m benchmarks.agents.run --methods prm_beam --critic random --seeds 2000-2015 --dead-end-threshold 0.02
+    python -m benchmarks.agents.run --methods prm_mcts --critic random --seeds 2000-2015 --mcts-budget 160
+    python -m benchmarks.agents.run --methods prm_beam,prm_mcts --seeds 2000-2015 --prm .cache/textworld/prm_outcome \
         --implicit --tag implicit96
 
 Games by type and name: ``--env SPEC`` plays the games of any forkable text environment spec
 (``prm_critic.text.envs``), one per seed, e.g. TextWorld treasure hunts or TextWorldExpress games::
 
-    python benchmarks/agents/run.py --env "textworld:tw-treasure_hunter?level=5" --methods base --seeds 0-3
-    python benchmarks/agents/run.py --env twx:coin --methods base,prm_beam --critic random --seeds 20000-20003
+    python -m benchmarks.agents.run --env "textworld:tw-treasure_hunter?level=5" --methods base --seeds 0-3
+    python -m benchmarks.agents.run --env twx:coin --methods base,prm_beam --critic random --seeds 20000-20003
 
 Game types (``plan.py``: each type's spec and its label / tune / test seeds, fixed before the runs):
 ``--type NAME --split test`` plays that type's test seeds (``--seeds`` must lie in the split), writes
 under ``benchmarks/agents/results/types/NAME/SPLIT`` and records ``type`` and ``split``::
 
-    python benchmarks/agents/run.py --type twx-coin --split test --methods base,outcome_bon4,gold --reps 1
-    python benchmarks/agents/run.py --type twx-coin --split test --methods prm_beam,prm_mcts \
+    python -m benchmarks.agents.run --type twx-coin --split test --methods base,outcome_bon4,gold --reps 1
+    python -m benchmarks.agents.run --type twx-coin --split test --methods prm_beam,prm_mcts \
         --prm benchmarks/agents/prms/twx-coin --tag twx-coin
-    python benchmarks/agents/run.py --type twx-coin --split test --methods prm_beam,prm_mcts --critic random
+    python -m benchmarks.agents.run --type twx-coin --split test --methods prm_beam,prm_mcts --critic random
 
 MCTS settings (``--mcts-exploration``, ``--mcts-aggregate``, ``--mcts-branch``, ``--mcts-selection``,
 ``--mcts-prior``)
@@ -68,40 +68,24 @@ import argparse
 import dataclasses
 from dataclasses import dataclass
 import functools
-import json
 import os
 import sys
-import tempfile
 import time
 import zlib
 from pathlib import Path
 
 import numpy as np
 
-from prm_critic.aggregate import AGGREGATES
-
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-
-from agents.textworld_agent.env import DEFAULT_DIFFICULTY, ensure_game  # noqa: E402
-from agents.textworld_agent.labels import parse_seeds  # noqa: E402
-from agents.textworld_agent.policy import BasePolicy  # noqa: E402
-from agents.textworld_agent.search import (  # noqa: E402
+from agents.textworld_agent.env import DEFAULT_DIFFICULTY, ensure_game
+from agents.textworld_agent.labels import parse_seeds
+from agents.textworld_agent.policy import BasePolicy
+from agents.textworld_agent.search import (
     EpisodeResult, open_game, oracle_score_fn, prm_score_fn, run_base, run_gold, run_outcome_bon, run_step_bon)
-from agents.textworld_agent.text import step_text  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from report import METHODS, plot, summary, table as summary_table  # noqa: E402
-from plan import SPLITS, TYPES, game_type, split_seeds  # noqa: E402
-
-
-def _atomic_json(path: Path, obj) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        json.dump(obj, f)
-    os.replace(tmp, path)
-
+from agents.textworld_agent.text import step_text
+from benchmarks.agents.plan import SPLITS, TYPES, game_type, split_seeds
+from benchmarks.agents.report import METHODS, plot, summary, table as summary_table
+from benchmarks.report_io import write_json
+from prm_critic.aggregate import AGGREGATES
 
 DEFAULT_OUT = "benchmarks/agents/results"
 DEFAULT_MD = "benchmarks/agents/results/table.md"
@@ -237,7 +221,7 @@ def run_one(method: str, path, rng: np.random.Generator, max_steps: int, critic=
 
 
 def report(out: Path, seeds, md: Path, png: Path, command: str, tag: str = DEFAULT_DIFFICULTY.tag) -> str:
-    from report import load_results
+    from benchmarks.agents.report import load_results
 
     rows = summary(load_results(out, seeds, tag))
     if rows and png is not None:
@@ -415,7 +399,7 @@ def main(argv=None) -> int:
                 if m in ("prm_beam", "prm_beam_noprune", "prm_mcts"):
                     res["expand_rng"] = EXPAND_RNG
                     res["lost_rule"] = True  # a lost game is never kept nor the answer (is_lost)
-                _atomic_json(f, res)
+                write_json(f, res, indent=None)
         finally:
             if server is not None:
                 server.stop()

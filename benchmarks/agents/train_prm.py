@@ -1,6 +1,6 @@
 """Train the text PRM (MiniLMStepPRM) on the TextWorld MC labels (training seeds only).
 
-    python benchmarks/agents/train_prm.py --labels .cache/textworld/labels/labels.jsonl \
+    python -m benchmarks.agents.train_prm --labels .cache/textworld/labels/labels.jsonl \
         --out .cache/textworld/prm --epochs 4
 
 The last ``--val-last`` labelled trajectories (training seeds, not benchmark seeds) are held out;
@@ -16,7 +16,7 @@ implicit PRM's first-step reward starts from). The statistics are measured again
 as for the MC-trained PRM, so the two compare directly. ``labels`` in the statistics and in the
 saved model's ``meta`` says which it is (``"mc"`` or ``"outcome-only"``).
 
-    python benchmarks/agents/train_prm.py --labels .cache/textworld/labels/labels.jsonl \
+    python -m benchmarks.agents.train_prm --labels .cache/textworld/labels/labels.jsonl \
         --extra .cache/textworld/labels/labels_siblings.jsonl --out .cache/textworld/prm_outcome --outcome-only
 
 ``--save-encoder packaged`` (the default with ``--freeze-encoder``) writes a head-only checkpoint
@@ -30,18 +30,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
+from prm_critic.integrity import sha256_bytes
+from prm_critic.text.implicit import outcome_examples, prompt_value_examples
+from prm_critic.text.train import TextTrainConfig, train_text_prm
+from prm_critic.text.trl_format import read_stepwise_jsonl
 
-from prm_critic.integrity import sha256_bytes  # noqa: E402
-from prm_critic.text.implicit import outcome_examples, prompt_value_examples  # noqa: E402
-from prm_critic.text.train import TextTrainConfig, train_text_prm  # noqa: E402
-from prm_critic.text.trl_format import read_stepwise_jsonl  # noqa: E402
 
 
 def _stats(model, examples) -> dict:

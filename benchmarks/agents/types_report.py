@@ -15,11 +15,11 @@ Rendering needs none of torch, the games or the PRM: every number is computed he
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
-from plan import TYPES, GameType
-from report import RESULTS, fmt_p, holm, load_results, paired_test, summary, wins_by_episode
+from benchmarks.agents.plan import TYPES, GameType
+from benchmarks.agents.report import RESULTS, fmt_p, load_results, summary, wins_by_episode
+from benchmarks.stats import holm, mcnemar, wilson
 
 HERE = Path(__file__).resolve().parent
 DATA = HERE / "types"
@@ -29,18 +29,6 @@ TRANSFER_TAGS = {"all-types": "one PRM on all types' labels", "loo": "PRM on the
 #: the issue's goals
 GOAL_MARGIN, GOAL_ALPHA, MCTS_MARGIN, TRANSFER_MARGIN, AUROC_GOAL = 0.15, 0.05, 0.05, 0.10, 0.85
 ROW_ORDER = ("base", "outcome_bon4", "prm_beam", "prm_mcts", "gold", "oracle_bon3")
-
-
-def wilson(k: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
-    """95 % Wilson score interval of ``k`` successes in ``n`` trials."""
-    if not (isinstance(k, int) and isinstance(n, int) and 0 <= k <= n and n > 0):
-        raise ValueError(f"k, n: expected ints with 0 <= k <= n and n > 0, got k={k!r}, n={n!r}")
-    p = k / n
-    den = 1 + z * z / n
-    mid = (p + z * z / (2 * n)) / den
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
-    lo, hi = max(0.0, mid - half), min(1.0, mid + half)
-    return (0.0 if k == 0 else lo), (1.0 if k == n else hi)
 
 
 def load_type(t: GameType, results: Path = RESULTS) -> dict[str, list[dict]]:
@@ -60,7 +48,7 @@ def type_tests(allres: dict[str, list[dict]], prm_tag: str) -> list[dict]:
             ctl = allres.get("+".join([search, control, *rest]))
             if not prm or not ctl:
                 continue
-            t = paired_test(wins_by_episode(prm), wins_by_episode(ctl))
+            t = mcnemar(wins_by_episode(prm), wins_by_episode(ctl))
             keys = set(wins_by_episode(prm)) & set(wins_by_episode(ctl))
             paired = lambda res: [r for r in res if (r["seed"], r["rep"]) in keys]  # noqa: E731
             sp, sc = _mean(paired(prm), "won"), _mean(paired(ctl), "won")
@@ -241,9 +229,9 @@ def count_verdict(n_met: int, measured: int, need: int, n_types: int = len(TYPES
 def render_types(results: Path = RESULTS, data: Path = DATA) -> list[str]:
     """The whole game-types section."""
     lines = ["## Game types: does the PRM pay beyond the cooking games?", "",
-             "Measured by `python benchmarks/agents/game_types.py --type TYPE` (labels on the type's label seeds, a",
+             "Measured by `python -m benchmarks.agents.game_types --type TYPE` (labels on the type's label seeds, a",
              "per-type PRM, then the test rows) for each type below; this section is computed by",
-             "`python benchmarks/agents/report.py --render` from the per-episode results under",
+             "`python -m benchmarks.agents.report --render` from the per-episode results under",
              "`benchmarks/agents/results/types/`. Success intervals are 95 % Wilson; the PRM searches are tested",
              "against the same search with a random and with a constant critic (same games, same policy seeds)",
              "by the exact McNemar test, Holm-adjusted over each type's tests. Goals: the best PRM search beats",

@@ -12,7 +12,7 @@ HER relabels them ("future" goals from the same episode, as the learner samples 
 * mean |dPhi learned - dPhi spec| by the number of the spec's subgoals that hold in s (where they
   disagree most).
 
-    python benchmarks/rl/buffer_diagnosis.py --state RUN/resume/state-70000.safetensors \\
+    python -m benchmarks.rl.buffer_diagnosis --state RUN/resume/state-70000.safetensors \\
         --critic benchmarks/rl/critics/push_mc.json --head success --windows 0:10000 20000:30000 60000:70000
 
 Each measurement is stored in ``benchmarks/results/rl_buffer_diagnosis.json`` (keyed by task, then
@@ -29,6 +29,8 @@ import sys
 from pathlib import Path
 
 import numpy as np
+
+from benchmarks.report_io import write_json
 
 HERE = Path(__file__).resolve().parent
 RAW = HERE.parents[1] / "benchmarks" / "results" / "rl_buffer_diagnosis.json"
@@ -76,10 +78,9 @@ def run_of(state: Path, config: dict, run: str | None = None) -> str:
         raise SystemExit(f"--run: expected LABEL/seedN (e.g. prm_her_s10/seed3), got {run!r}")
     if int(seed) != config.get("seed"):
         raise SystemExit(f"--run: {run!r} names seed {seed}, but the state was trained with seed {config.get('seed')}")
-    sys.path.insert(0, str(HERE))
-    from rl_sibling import sibling  # noqa: E402
+    from benchmarks.rl.run import config_label
 
-    prefix = sibling("run").config_label("prm_her" if config.get("her") else "prm", config.get("scale"), False)
+    prefix = config_label("prm_her" if config.get("her") else "prm", config.get("scale"), False)
     if label != prefix and not label.startswith(prefix + "_"):
         raise SystemExit(f"--run: {run!r} does not match the state's config (expected a label starting "
                          f"{prefix!r}: her={config.get('her')}, scale={config.get('scale')})")
@@ -124,10 +125,7 @@ def main(argv=None) -> int:
     env = make_train_env(spec)
     learned = resolve_critic(str(a.critic), spec)
     if a.random_weights is not None:
-        sys.path.insert(0, str(HERE))
-        from rl_sibling import sibling  # noqa: E402
-
-        random_weights = sibling("run").random_weights  # run.py's control, the same function
+        from benchmarks.rl.run import random_weights  # run.py's control, the same function
 
         learned = random_weights(learned, a.random_weights)
     subgoal = resolve_critic("subgoal", spec, env)
@@ -160,7 +158,6 @@ def main(argv=None) -> int:
             print(f"{w:>13s} {kind:10s} n={r['n']:6d} spearman(Phi) {r['spearman_phi']:.3f}  |dPhi| learned "
                   f"{r['dphi_learned']:.4f} spec {r['dphi_spec']:.4f}  corr(dPhi) {r['dphi_corr']}  "
                   f"err {r['dphi_err']:.4f}  by stage {r['dphi_err_by_stage']}")
-    from prm_critic._io import atomic_write_bytes
 
     key = f"critic-{a.critic.stem}-{a.head}" + (f"_randw{a.random_weights}" if a.random_weights is not None else "")
     # the command as run on the run's own folder (a state file is replaced at the next evaluation: copy it to keep it)
@@ -173,8 +170,8 @@ def main(argv=None) -> int:
     raw.setdefault(a.task, {}).setdefault(f"{run}@{meta['num_timesteps']}", {})[key] = {
         "windows": out, "state": f"`{run}`, its training state at {meta['num_timesteps']} env steps",
         "run_config": {k: config.get(k) for k in ("her", "scale", "seed")},
-        "command": "python benchmarks/rl/buffer_diagnosis.py " + " ".join(args)}
-    atomic_write_bytes(a.raw, (json.dumps(raw, indent=1, sort_keys=True) + "\n").encode())
+        "command": "python -m benchmarks.rl.buffer_diagnosis " + " ".join(args)}
+    write_json(a.raw, raw, sort_keys=True)
     return 0
 
 

@@ -10,7 +10,7 @@ used as its potential is scored on every state of a fresh ``prm-critic collect``
 * AUROC: the value of every state against its episode's success (does the value tell successes from
   failures).
 
-    python benchmarks/rl/critic_order.py            # collects critic_data/<task>_order_eval if missing
+    python -m benchmarks.rl.critic_order            # collects critic_data/<task>_order_eval if missing
 
 Results go to ``benchmarks/results/rl_critic_order.json`` (the command, the evaluation folder's record
 and, per critic file, its SHA-256 and the metrics per head), which ``benchmarks/rl/report.py`` shows in
@@ -26,6 +26,8 @@ import sys
 from pathlib import Path
 
 import numpy as np
+
+from benchmarks.report_io import write_json
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -90,10 +92,8 @@ def main(argv=None) -> int:
     p.add_argument("--data-root", type=Path, default=ROOT / "critic_data", help="where the evaluation folders go")
     p.add_argument("--raw", type=Path, default=RAW)
     a = p.parse_args(argv)
-    from prm_critic._io import atomic_write_bytes
-
     raw = json.loads(a.raw.read_text()) if a.raw.is_file() else {}
-    raw["command"] = "python benchmarks/rl/critic_order.py"
+    raw["command"] = "python -m benchmarks.rl.critic_order"
     crit = raw.setdefault("critics", {})
     folders: dict[str, Path] = {}
     for path in sorted(CRITICS.glob("*.json")):
@@ -114,8 +114,8 @@ def main(argv=None) -> int:
             raw.setdefault("eval", {})[task] = {"folder": folders[task].name, **EVAL[task], "policy": "scripted"}
         crit[path.stem] = {"task": task, "sha256": sha, **measure(path, folders[task])}
         print(path.stem, json.dumps(crit[path.stem]["progress"]), json.dumps(crit[path.stem]["success"]))
-        atomic_write_bytes(a.raw, json.dumps(raw, indent=2, sort_keys=True, default=float).encode())
-    atomic_write_bytes(a.raw, json.dumps(raw, indent=2, sort_keys=True, default=float).encode())
+        write_json(a.raw, raw, indent=2, sort_keys=True, default=float)
+    write_json(a.raw, raw, indent=2, sort_keys=True, default=float)
     return 0
 
 

@@ -5,7 +5,7 @@ Phi on the scripted episodes a learned critic was trained on.
 A shaping term is ``scale * (gamma * Phi(s') - Phi(s))``: a potential that jumps from step to step
 on the early policy's states adds noise of about ``scale * |dPhi|`` per step to the env reward.
 
-    python benchmarks/rl/potential_noise.py --task FetchPush-v4 --critic benchmarks/rl/critics/push_mc.json \
+    python -m benchmarks.rl.potential_noise --task FetchPush-v4 --critic benchmarks/rl/critics/push_mc.json \
         --data critic_data/push
 
 ``--data`` is a ``prm-critic collect`` folder of scripted episodes of the task (the recipe in
@@ -24,6 +24,8 @@ import sys
 from pathlib import Path
 
 import numpy as np
+
+from benchmarks.report_io import write_json
 
 RAW = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "rl_potential_noise.json"
 
@@ -95,10 +97,7 @@ def main(argv=None) -> int:
     env = make_train_env(spec)
     learned = resolve_critic(str(a.critic), spec)
     if a.random_weights is not None:
-        sys.path.insert(0, str(Path(__file__).resolve().parent))
-        from rl_sibling import sibling  # noqa: E402
-
-        random_weights = sibling("run").random_weights  # run.py's control, the same function
+        from benchmarks.rl.run import random_weights  # run.py's control, the same function
 
         learned = random_weights(learned, a.random_weights)
     subgoal = resolve_critic("subgoal", spec, env)
@@ -146,14 +145,13 @@ def main(argv=None) -> int:
     rows[label]["her_dphi_err_spec"] = float(np.abs(d_l - d_s).mean())
     print(f"  on HER-relabelled transitions: corr(dPhi learned, dPhi spec) {rows[label]['her_dphi_corr_spec']}, "
           f"mean |dPhi learned - dPhi spec| {rows[label]['her_dphi_err_spec']:.4f}")
-    from prm_critic._io import atomic_write_bytes
 
     raw = json.loads(a.raw.read_text()) if a.raw.is_file() else {}
     raw.setdefault(a.task, {})[label] = {
         **rows[label], "spec": rows["spec subgoal progress"], "episodes": a.episodes, "seed": a.seed,
         "n_random_states": int(len(x_random)), "n_scripted_states": int(len(x_scripted)), "data": a.data.name,
-        "command": "python benchmarks/rl/potential_noise.py " + " ".join(sys.argv[1:] if argv is None else argv)}
-    atomic_write_bytes(a.raw, (json.dumps(raw, indent=1, sort_keys=True) + "\n").encode())
+        "command": "python -m benchmarks.rl.potential_noise " + " ".join(sys.argv[1:] if argv is None else argv)}
+    write_json(a.raw, raw, sort_keys=True)
     return 0
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.report_io import write_text
+from benchmarks.report_io import save_figure, write_text
 from benchmarks.rl.run import RESULTS, TASKS, config_label
 from benchmarks.stats import bootstrap_mean, resample_indices, sign_test_p
 
@@ -196,9 +196,7 @@ def plot(data, path: Path) -> None:
         ax.set_ylim(-0.02, 1.02)
         ax.legend(fontsize=11, loc="upper left", bbox_to_anchor=(0.0, -0.16), ncol=1, frameon=False)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110, bbox_inches="tight")
-    plt.close(fig)
+    save_figure(fig, path, dpi=110, bbox_inches="tight")
 
 
 def table(data) -> str:
@@ -774,9 +772,7 @@ def plot_demo(data, path: Path) -> bool:
         ax.set_ylim(-0.02, 1.02)
         ax.legend(fontsize=11, loc="upper left", bbox_to_anchor=(0.0, -0.14), frameon=False)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110, bbox_inches="tight")
-    plt.close(fig)
+    save_figure(fig, path, dpi=110, bbox_inches="tight")
     return True
 
 
@@ -955,9 +951,7 @@ def plot_paired(data, path: Path) -> bool:
                      fontsize=9)
         ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.12))
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path, dpi=110)
     return True
 
 

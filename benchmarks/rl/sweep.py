@@ -1,11 +1,11 @@
 """Run the RL benchmark plan one run at a time (one CPU core), skipping finished runs.
 
-    OMP_NUM_THREADS=1 python benchmarks/rl/sweep.py --plan core
-    OMP_NUM_THREADS=1 python benchmarks/rl/sweep.py --plan more
+    OMP_NUM_THREADS=1 python -m benchmarks.rl.sweep --plan core
+    OMP_NUM_THREADS=1 python -m benchmarks.rl.sweep --plan more
     # two cores: two sweeps share the plan (a run in progress in the other sweep is skipped)
-    OMP_NUM_THREADS=1 python benchmarks/rl/sweep.py --plan push medium lever seeds &
-    OMP_NUM_THREADS=1 python benchmarks/rl/sweep.py --plan medium push lever seeds &
-    python benchmarks/rl/report.py
+    OMP_NUM_THREADS=1 python -m benchmarks.rl.sweep --plan push medium lever seeds &
+    OMP_NUM_THREADS=1 python -m benchmarks.rl.sweep --plan medium push lever seeds &
+    python -m benchmarks.rl.report
 
 Each run is a subprocess (``run.py``): a crash or kill affects that run only; rerunning the sweep
 skips runs with a ``done.json`` marker and restarts unfinished ones.
@@ -14,7 +14,7 @@ On Ray (``pip install "prm-critic[ray]"``), each run is one task on a worker (on
 seeded by its own seed, so it gives the same result wherever it runs. Run folders are written by
 ``run.py`` on the worker's machine: use one machine, or nodes sharing this repository's folder::
 
-    OMP_NUM_THREADS=1 python benchmarks/rl/sweep.py --plan core more --executor ray --workers 2
+    OMP_NUM_THREADS=1 python -m benchmarks.rl.sweep --plan core more --executor ray --workers 2
 
 ``--plan-file PLAN.json`` runs a plan of one's own instead: a JSON list of runs
 ``[task, config, [seeds], scale, prune]`` (optionally followed by a spec TOML path, relative to the
@@ -137,9 +137,7 @@ def _run_cmd(ctx, cmd: list[str]) -> tuple[int, float]:
 
 def load_plan_file(path: Path) -> list[tuple]:
     """A plan from a JSON file (see the module docstring), checked entry by entry."""
-    from rl_sibling import sibling
-
-    CONFIGS, TASKS = sibling("run").CONFIGS, sibling("run").TASKS
+    from benchmarks.rl.run import CONFIGS, TASKS
 
     try:
         runs = json.loads(Path(path).read_text())
@@ -187,9 +185,7 @@ def main(argv=None) -> int:
     for name in ("eval_freq", "eval_episodes", "learning_starts"):
         if getattr(a, name) is not None:
             common += ["--" + name.replace("_", "-"), str(getattr(a, name))]
-    from rl_sibling import sibling
-
-    EXIT_HELD, config_label = sibling("run").EXIT_HELD, sibling("run").config_label
+    from benchmarks.rl.run import EXIT_HELD, config_label
 
     cmds, names = [], []
     for task, config, seeds, scale, prune, *extra in runs:

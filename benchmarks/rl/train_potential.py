@@ -12,7 +12,7 @@ early are covered:
     prm-critic collect --task FetchPush-v4 --out critic_data/push_random --episodes 100 --seed 1000 --policy random
     prm-critic label --data critic_data/push --family subgoal
     prm-critic label --data critic_data/push_random --family subgoal
-    python benchmarks/rl/train_potential.py --data critic_data/push critic_data/push_random --label subgoal \\
+    python -m benchmarks.rl.train_potential --data critic_data/push critic_data/push_random --label subgoal \\
         --out benchmarks/rl/critics/push_cov
 
 ``--relabel K`` (``subgoal`` and ``steps_to_success`` labels) adds, for every step, K copies with HER's
@@ -40,7 +40,8 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchmarks.report_io import write_text
+
 
 
 def recipe(meta: dict) -> dict | None:
@@ -146,12 +147,10 @@ def relabelled_copies(table, k: int, seed: int, gamma: float | None = None):
     """``table`` with ``k`` HER-relabelled copies of every step appended (module docstring), labelled with
     the spec's progress of the relabelled state (the ``subgoal`` family's label) or, with ``gamma``, the
     relabelled goal's discounted steps to success (``steps_to_success``)."""
-    from rl_sibling import sibling
-
-    her_relabel = sibling("potential_noise").her_relabel
-
     from prm_critic.robotics.dataset import StepTable
     from prm_critic.robotics.labels import subgoal_evaluator
+
+    from benchmarks.rl.potential_noise import her_relabel
 
     evaluator = subgoal_evaluator(table.meta)
     order = np.lexsort((table.t, table.episode))  # her_relabel needs each episode's steps in order
@@ -242,7 +241,7 @@ def train_demo_progress(a, argv) -> int:
                          seed=a.seed)
     res = train_demo_critic(a.data[0], a.out, config=config, demos=a.demos, relabel=a.relabel, branches=a.branches,
                             branch_steps=a.branch_steps, holdout=a.holdout, split_seed=a.split_seed, overwrite=True,
-                            command="python benchmarks/rl/train_potential.py " + " ".join(
+                            command="python -m benchmarks.rl.train_potential " + " ".join(
                                 sys.argv[1:] if argv is None else argv))
     print(json.dumps(res["metrics"], indent=2, default=float))
     return 0
@@ -297,7 +296,6 @@ def main(argv=None) -> int:
     from prm_critic.models.state_critic import TorchStateCritic
     from prm_critic.models.train import TrainConfig, train_state_critic
     from prm_critic.robotics.dataset import split_episodes
-    from prm_critic._io import atomic_write_bytes
 
     config = TrainConfig(hidden=tuple(int(h) for h in a.hidden.split(",")), epochs=a.epochs,
                          activation=a.activation, lr=a.lr, batch_size=a.batch_size,
@@ -351,10 +349,9 @@ def main(argv=None) -> int:
             "data": {"folders": [f.name for f in a.data], "policies": [t.meta.get("policy") for t in tables],
                      "seeds": [t.meta.get("seed") for t in tables], "holdout": a.holdout, "split_seed": a.split_seed}}
     save_state_critic(a.out, net, meta)
-    atomic_write_bytes(a.out.with_name(a.out.name + ".metrics.json"),
-                       json.dumps({"metrics": metrics, "history": history, "command": "python benchmarks/rl/"
-                                   "train_potential.py " + " ".join(sys.argv[1:] if argv is None else argv)},
-                                  indent=2, default=float).encode())
+    write_text(a.out.with_name(a.out.name + ".metrics.json"),
+               json.dumps({"metrics": metrics, "history": history, "command": "python -m benchmarks.rl.train_potential "
+                           + " ".join(sys.argv[1:] if argv is None else argv)}, indent=2, default=float))
     print(json.dumps(metrics, indent=2))
     return 0
 

@@ -1,0 +1,1 @@
+"""TextWorld agent benchmarks (``python -m benchmarks.agents.run``, ``python -m benchmarks.agents.report``)."""

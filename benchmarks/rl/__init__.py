@@ -1,0 +1,1 @@
+"""Reinforcement-learning benchmarks (``python -m benchmarks.rl.report``; ``benchmarks/rl/run.py`` also runs by path)."""
