@@ -21,9 +21,9 @@ import argparse
 import difflib
 import sys
 import textwrap
-from typing import Any, NoReturn, Sequence
+from typing import Any, Callable, NoReturn, Sequence
 
-__all__ = ["HelpFormatter", "Parser", "install", "is_flag", "int_list", "list_items"]
+__all__ = ["HelpFormatter", "Parser", "add_trust_pickle", "config_defaults", "install", "is_flag", "int_list", "library_defaults_formatter", "list_items"]
 
 
 def is_flag(action: argparse.Action) -> bool:
@@ -53,6 +53,36 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
                 and action.default is not argparse.SUPPRESS and (action.option_strings or action.nargs in ("?", "*"))):
             text += " (default: %(default)s)"
         return text
+
+
+def library_defaults_formatter(names: Sequence[str], defaults: Callable[[], dict]) -> type[HelpFormatter]:
+    """A :class:`HelpFormatter` that shows the library's default of each option in ``names`` (unset on the
+    command line, the library value applies), read from ``defaults()`` only when help is printed."""
+
+    class LibraryDefaultsFormatter(HelpFormatter):
+        def _expand_help(self, action):
+            text = super()._expand_help(action)
+            if action.dest in names:
+                value = defaults()[action.dest]
+                text = f"{text} (default: {'none' if value is None else value})"
+            return text
+
+    return LibraryDefaultsFormatter
+
+
+def config_defaults(config: Any, names: Sequence[str]) -> dict:
+    """``config``'s value of each option in ``names``, as ``--help`` shows it (``hidden``: ``"32 32"``)."""
+    d = {name: getattr(config, name) for name in names}
+    if "hidden" in d:
+        d["hidden"] = " ".join(str(h) for h in d["hidden"])
+    return d
+
+
+def add_trust_pickle(p: argparse.ArgumentParser, option: str) -> None:
+    """``--trust-pickle``: allow ``option`` to name a stable-baselines3 ``.zip`` (unpickled on load)."""
+    p.add_argument("--trust-pickle", action="store_true",
+                   help=f"allow {option} to be a stable-baselines3 .zip: loading one unpickles objects stored in the "
+                        "file, which runs arbitrary code from it (only for files you trust)")
 
 
 class Parser(argparse.ArgumentParser):

@@ -20,6 +20,8 @@ prm-critic label --data OUT --family subgoal (or mc, mc_bisect, outcome, steps_t
 
 
 def register(sub) -> None:
+    from prm_critic.commands._help import add_trust_pickle
+
     p = sub.add_parser("collect", help="collect trajectories (with MuJoCo snapshots) into shards",
                        description=DESCRIPTION)
     p.add_argument("--task", required=True, help="built-in task name or a spec .toml path")
@@ -34,9 +36,7 @@ def register(sub) -> None:
                    help="episode length cap, the TimeLimit (default: the spec's max_episode_steps)")
     p.add_argument("--overwrite", action="store_true",
                    help="replace the data in OUT (its meta.json, shards and labels) instead of resuming it")
-    p.add_argument("--trust-pickle", action="store_true",
-                   help="allow --policy to be a stable-baselines3 .zip: loading one unpickles objects stored in the "
-                        "file, which runs arbitrary code from it (only for files you trust)")
+    add_trust_pickle(p, "--policy")
     add_executor_args(p)
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p.set_defaults(func=run, interrupted=interrupted)

@@ -14,7 +14,7 @@ The library form is :func:`prm_critic.models.distill.distill_critic_from_data`.
 
 from __future__ import annotations
 
-from prm_critic.commands._help import HelpFormatter, int_list
+from prm_critic.commands._help import config_defaults, int_list, library_defaults_formatter
 
 #: options whose default is :class:`~prm_critic.models.distill.DistillConfig`'s; unset, the library value applies
 CONFIG_OPTIONS = ("hidden", "activation", "loss", "epochs", "batch_size", "lr", "weight_decay", "noise",
@@ -26,20 +26,7 @@ def library_defaults() -> dict:
     (imports torch)."""
     from prm_critic.models.distill import DistillConfig
 
-    cfg = DistillConfig()
-    d = {name: getattr(cfg, name) for name in CONFIG_OPTIONS}
-    d["hidden"] = " ".join(str(h) for h in cfg.hidden)
-    return d
-
-
-class _LibraryDefaultsFormatter(HelpFormatter):
-    """Shows DistillConfig's default in ``--help`` (resolved only when help is printed)."""
-
-    def _expand_help(self, action):
-        text = super()._expand_help(action)
-        if action.dest in CONFIG_OPTIONS:
-            text = f"{text} (default: {library_defaults()[action.dest]})"
-        return text
+    return config_defaults(DistillConfig(), CONFIG_OPTIONS)
 
 
 def register(sub) -> None:
@@ -49,7 +36,7 @@ def register(sub) -> None:
         description="Train a small state critic (the student) to reproduce a trained one (the teacher) on the "
         "teacher's training episodes, evaluate both on the teacher's held-out episodes and save the student "
         "(safetensors + JSON) and OUT.metrics.json. Unset options take the library's defaults (DistillConfig).",
-        formatter_class=_LibraryDefaultsFormatter,
+        formatter_class=library_defaults_formatter(CONFIG_OPTIONS, library_defaults),
     )
     p.add_argument("--critic", required=True, help="the teacher's checkpoint (.json, .safetensors or their stem), "
                    "written by prm-critic train-critic")

@@ -20,6 +20,7 @@ An option a family does not take is refused. Next step: prm-critic train-critic 
 
 
 def register(sub) -> None:
+    from prm_critic.commands._help import add_trust_pickle
     from prm_critic.robotics.families import OPTION_DEFAULTS, families_taking, get_label_family, label_families
 
     def takers(option: str) -> str:
@@ -55,9 +56,7 @@ def register(sub) -> None:
     p.add_argument("--rollout-policy", default=None,
                    help=f"{takers('rollout_policy')}: scripted, random, PATH/policy.json (train-policy checkpoint) or "
                         "PATH.zip (needs --trust-pickle)" + default("rollout_policy"))
-    p.add_argument("--trust-pickle", action="store_true",
-                   help="allow --rollout-policy to be a stable-baselines3 .zip: loading one unpickles objects stored "
-                        "in the file, which runs arbitrary code from it (only for files you trust)")
+    add_trust_pickle(p, "--rollout-policy")
     add_executor_args(p)
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p.set_defaults(func=run, interrupted=interrupted)

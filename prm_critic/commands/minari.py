@@ -23,6 +23,11 @@ Needs the minari extra (Minari with its HDF5 storage): {install}
 """
 
 
+def _add_datasets_path(p) -> None:
+    p.add_argument("--datasets-path", default=None,
+                   help="folder of the Minari datasets (default: MINARI_DATASETS_PATH, else ~/.minari/datasets)")
+
+
 def register(sub) -> None:
     from prm_critic.commands._help import install
     from prm_critic.robotics.families import label_families
@@ -36,8 +41,7 @@ def register(sub) -> None:
                         "each step's infos.")
     e.add_argument("data", help="collected data folder (meta.json + shards/)")
     e.add_argument("dataset_id", help="Minari dataset id, e.g. prm/pointmaze-umaze-v0")
-    e.add_argument("--datasets-path", default=None,
-                   help="folder of the Minari datasets (default: MINARI_DATASETS_PATH, else ~/.minari/datasets)")
+    _add_datasets_path(e)
     e.add_argument("--labels", nargs="*", default=[], metavar="FAMILY",
                    help="label families to store as infos['prm_<family>'], e.g. --labels mc outcome (or mc,outcome) "
                         "(default: none)")
@@ -62,8 +66,7 @@ def register(sub) -> None:
     i.add_argument("out", help="output folder (new)")
     i.add_argument("--task", "--spec", dest="spec", metavar="TASK", required=True,
                    help="built-in task name or a spec .toml path; --spec is the same option")
-    i.add_argument("--datasets-path", default=None,
-                   help="folder of the Minari datasets (default: MINARI_DATASETS_PATH, else ~/.minari/datasets)")
+    _add_datasets_path(i)
     i.add_argument("--shard-size", type=int, default=10, help="episodes per shard file")
     i.set_defaults(func=run_import)
 

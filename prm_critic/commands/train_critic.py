@@ -14,7 +14,7 @@ The library form is :func:`prm_critic.models.pipeline.train_critic_from_data`.
 
 from __future__ import annotations
 
-from prm_critic.commands._help import HelpFormatter, int_list
+from prm_critic.commands._help import config_defaults, int_list, library_defaults_formatter
 
 
 #: Options whose default is the library's: ``TrainConfig()`` fields, and ``holdout`` of
@@ -30,22 +30,9 @@ def library_defaults() -> dict:
     from prm_critic.models.pipeline import train_critic_from_data
     from prm_critic.models.train import TrainConfig
 
-    cfg = TrainConfig()
-    d = {name: getattr(cfg, name) for name in LIBRARY_DEFAULTS if name != "holdout"}
-    d["hidden"] = " ".join(str(h) for h in cfg.hidden)
+    d = config_defaults(TrainConfig(), [name for name in LIBRARY_DEFAULTS if name != "holdout"])
     d["holdout"] = inspect.signature(train_critic_from_data).parameters["holdout"].default
     return d
-
-
-class _LibraryDefaultsFormatter(HelpFormatter):
-    """Shows the library's default in ``--help`` (resolved only when help is printed)."""
-
-    def _expand_help(self, action):
-        text = super()._expand_help(action)
-        if action.dest in LIBRARY_DEFAULTS:
-            value = library_defaults()[action.dest]
-            text = f"{text} (default: {'none' if value is None else value})"
-        return text
 
 
 def register(sub) -> None:
@@ -57,7 +44,7 @@ def register(sub) -> None:
         description="Train a state critic on the steps in --data with the --family's success labels and "
         "the spec's subgoal progress, evaluate it on held-out episodes, and save a safetensors + JSON checkpoint, "
         "OUT.metrics.json and OUT.scores.png. Unset options take the library's defaults (TrainConfig).",
-        formatter_class=_LibraryDefaultsFormatter,
+        formatter_class=library_defaults_formatter(LIBRARY_DEFAULTS, library_defaults),
     )
     p.add_argument("--data", required=True, help="data folder written by prm-critic collect (and label)")
     p.add_argument("--family", "--label", dest="label", required=True, choices=label_families(),
