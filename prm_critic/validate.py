@@ -28,6 +28,7 @@ from typing import Any, Literal, Sequence, TypeVar, overload
 __all__ = [
     "ArgumentError", "check_int", "positive_int", "check_number", "check_prob", "check_gamma", "check_seed",
     "check_flag", "check_str", "check_choice", "check_file", "env_kind", "check_one_env", "config_from",
+    "config_dict", "config_from_dict",
 ]
 
 
@@ -187,6 +188,20 @@ def config_from(cls: type[C], config: C | None = None, /, **fields: Any) -> C:
             raise ArgumentError(f"{name}: not a setting of {cls.__name__}; expected one of {known}"
                                 + (f"; did you mean {close[0]!r}?" if close else ""))
     return cls(**fields)
+
+
+def config_dict(config: Any) -> dict[str, Any]:
+    """A frozen config's fields as JSON-ready values (tuples as lists): what ``config_from_dict`` reads."""
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(config).items()}
+
+
+def config_from_dict(cls: type[C], d: Any, *, name: str = "config") -> C:
+    """``cls(**d)`` for a dict read back (e.g. from JSON); a key that is not a field of ``cls`` is refused."""
+    known = sorted(f.name for f in dataclasses.fields(cls))  # type: ignore[arg-type]
+    unknown = sorted(set(d) - set(known))
+    if unknown:
+        raise ArgumentError(f"{name}: unknown field(s) {unknown}; expected fields from {known}")
+    return cls(**d)
 
 
 def check_file(name: str, path: Any, *, what: str = "file") -> Path:

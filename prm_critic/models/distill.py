@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
@@ -105,17 +105,11 @@ class DistillConfig:
             object.__setattr__(self, name, value)
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["hidden"] = list(self.hidden)
-        return d
+        return validate.config_dict(self)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "DistillConfig":
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise validate.ArgumentError(f"config: unknown field(s) {unknown}; expected fields from {sorted(known)}")
-        return cls(**d)
+        return validate.config_from_dict(cls, d)
 
 
 def weight_bytes(net: StateCriticNet) -> int:

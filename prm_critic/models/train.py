@@ -28,7 +28,7 @@ import hashlib
 import json
 import math
 import os
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -158,18 +158,11 @@ class TrainConfig:
             object.__setattr__(self, name, value)
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["hidden"] = list(self.hidden)
-        d["pairwise_heads"] = list(self.pairwise_heads)
-        return d
+        return validate.config_dict(self)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "TrainConfig":
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise ValueError(f"config: unknown field(s) {unknown}; expected fields from {sorted(known)}")
-        return cls(**d)
+        return validate.config_from_dict(cls, d)
 
 
 @dataclass

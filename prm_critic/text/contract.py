@@ -125,17 +125,14 @@ class StepContract:
     refill: float = 0.5
 
     def __post_init__(self):
-        if isinstance(self.max_length, bool) or not isinstance(self.max_length, int) or self.max_length < 8:
-            raise ValueError(f"max_length: expected an int >= 8, got {self.max_length!r}")
+        validate.check_int("max_length", self.max_length, minimum=8)
         if (isinstance(self.max_prompt_tokens, bool) or not isinstance(self.max_prompt_tokens, int)
                 or not 0 <= self.max_prompt_tokens <= self.max_length // 2):
             raise ValueError(
                 f"max_prompt_tokens: expected an int in [0, max_length // 2 = {self.max_length // 2}], "
                 f"got {self.max_prompt_tokens!r}")
-        if self.separator is not None and (not isinstance(self.separator, str) or not self.separator):
-            raise ValueError(f"separator: expected a non-empty str or None (the tokenizer's sep_token), got {self.separator!r}")
-        if self.open not in _OPEN:
-            raise ValueError(f"open: expected one of {_OPEN}, got {self.open!r}")
+        validate.check_str("separator", self.separator, allow_none=True)
+        validate.check_choice("open", self.open, _OPEN)
         validate.check_flag("close_prompt", self.close_prompt)
         if (isinstance(self.refill, bool) or not isinstance(self.refill, (int, float))
                 or not 0.0 < float(self.refill) <= 1.0):
@@ -147,11 +144,7 @@ class StepContract:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "StepContract":
-        known = {"max_length", "max_prompt_tokens", "separator", "open", "close_prompt", "refill"}
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise ValueError(f"contract: unknown field(s) {unknown}, expected a subset of {sorted(known)}")
-        return cls(**dict(d))
+        return validate.config_from_dict(cls, dict(d), name="contract")
 
     @classmethod
     def trl(cls, *, separator: str = "\n", max_length: int = 1024, max_prompt_tokens: int = 256,
