@@ -19,16 +19,11 @@ from typing import TYPE_CHECKING
 from prm_critic._lazy import lazy_exports
 
 if TYPE_CHECKING:  # the lazy names below, for type checkers
-    from prm_critic.llm.server import LLMServerError as LLMServerError
-    from prm_critic.llm.server import LocalLLMServer as LocalLLMServer
-    from prm_critic.llm.server import ModelFileError as ModelFileError
-    from prm_critic.llm.server import resolve_model as resolve_model
-    from prm_critic.llm.server import smollm2_path as smollm2_path
-    from prm_critic.llm.server import verify_model_file as verify_model_file
-    from prm_critic.llm.tools import ToolCallChatModel as ToolCallChatModel
-    from prm_critic.llm.tools import ToolCallError as ToolCallError
-    from prm_critic.llm.tools import parse_tool_call as parse_tool_call
-    from prm_critic.llm.tools import tool_call_schema as tool_call_schema
+    from prm_critic.llm.server import (LLMServerError as LLMServerError, LocalLLMServer as LocalLLMServer,
+                                       ModelFileError as ModelFileError, resolve_model as resolve_model,
+                                       smollm2_path as smollm2_path, verify_model_file as verify_model_file)
+    from prm_critic.llm.tools import (ToolCallChatModel as ToolCallChatModel, ToolCallError as ToolCallError,
+                                      parse_tool_call as parse_tool_call, tool_call_schema as tool_call_schema)
 
 _LAZY = {
     "LocalLLMServer": "prm_critic.llm.server",

@@ -29,19 +29,15 @@ from prm_critic.text.trl_format import (
 )
 
 if TYPE_CHECKING:  # the lazy names below, for type checkers
-    from prm_critic.text.implicit import ImplicitPRM as ImplicitPRM
-    from prm_critic.text.implicit import outcome_examples as outcome_examples
-    from prm_critic.text.implicit import prompt_value_examples as prompt_value_examples
-    from prm_critic.text.judge import LLMJudgeCritic as LLMJudgeCritic
-    from prm_critic.text.judge import score_response_format as score_response_format
-    from prm_critic.text.lm_prm import StepTagLMPRM as StepTagLMPRM
-    from prm_critic.text.lm_prm import verify_lm_prm_folder as verify_lm_prm_folder
-    from prm_critic.text.lm_prm import write_lm_prm_manifest as write_lm_prm_manifest
+    from prm_critic.text.implicit import (ImplicitPRM as ImplicitPRM, outcome_examples as outcome_examples,
+                                          prompt_value_examples as prompt_value_examples)
+    from prm_critic.text.judge import (LLMJudgeCritic as LLMJudgeCritic,
+                                       score_response_format as score_response_format)
+    from prm_critic.text.lm_prm import (StepTagLMPRM as StepTagLMPRM, verify_lm_prm_folder as verify_lm_prm_folder,
+                                        write_lm_prm_manifest as write_lm_prm_manifest)
     from prm_critic.text.net import StepPRMNet as StepPRMNet
-    from prm_critic.text.prm import MiniLMStepPRM as MiniLMStepPRM
-    from prm_critic.text.prm import TokenClassificationPRM as TokenClassificationPRM
-    from prm_critic.text.train import TextTrainConfig as TextTrainConfig
-    from prm_critic.text.train import train_text_prm as train_text_prm
+    from prm_critic.text.prm import (MiniLMStepPRM as MiniLMStepPRM, TokenClassificationPRM as TokenClassificationPRM)
+    from prm_critic.text.train import (TextTrainConfig as TextTrainConfig, train_text_prm as train_text_prm)
     from prm_critic.text.verifier import VerifierCritic as VerifierCritic
 
 _LAZY = {
