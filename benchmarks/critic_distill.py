@@ -40,7 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.report_io import machine, measured_on, render_file, write_json, write_text
+from benchmarks.report_io import add_doc_arguments, machine, measured_on, render_only, write_json, write_text
 from benchmarks.stats import resample_indices
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -342,12 +342,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps", type=int, default=300, help="env steps per block per round (default 300)")
     p.add_argument("--boot", type=int, default=2000, help="bootstrap resamples (default 2000)")
     p.add_argument("--out", default=None, help="also write the raw data (--raw) and the doc rendered from it to this file")
-    p.add_argument("--raw", type=Path, default=RAW, help="raw-data JSON written with --out and read by --render")
-    p.add_argument("--render", action="store_true", help="only write --md from --raw (no measurement)")
-    p.add_argument("--md", type=Path, default=DOC, help="markdown written by --render")
+    add_doc_arguments(p, RAW, DOC)
     args = p.parse_args(argv)
-    if args.render:
-        print(f"wrote {render_file(render, args.raw, args.md)}")
+    if render_only(args, render):
         return 0
     for name in ("rounds", "steps", "boot"):
         if getattr(args, name) <= 0:

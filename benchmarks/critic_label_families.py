@@ -28,8 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.critic_splits import data_dir, fmt_ci, paired, record_unit, summary, train_unit, update_raw
-from benchmarks.report_io import machine, measured_on, render_file
+from benchmarks.critic_splits import add_grid_arguments, data_dir, fmt_ci, paired, record_unit, summary, train_unit, update_raw
+from benchmarks.report_io import add_doc_arguments, machine, measured_on, render_only
 
 HERE = Path(__file__).resolve().parent
 
@@ -263,22 +263,13 @@ def main() -> None:
                     help="TimeLimit override (default: PointMaze 150, others the registered value)")
     ap.add_argument("--k", type=int, default=8, help="MC continuations per labelled state")
     ap.add_argument("--stride", type=int, default=2, help="MC-label every stride-th step")
-    ap.add_argument("--epochs", type=int, default=40)
-    ap.add_argument("--holdout", type=float, default=0.25)
-    ap.add_argument("--splits", type=int, nargs="+", default=[0, 1, 2, 3, 4], help="split seeds (held-out episodes)")
-    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="training seeds (critic init, batches)")
-    ap.add_argument("--data-seed", type=int, default=0, help="collection and MC rollout seed")
-    ap.add_argument("--pairwise-weight", type=float, default=TrainConfig.pairwise_weight,
-                    help=f"pairwise ranking weight of the critics (default: the library's, {TrainConfig.pairwise_weight})")
+    add_grid_arguments(ap, epochs=40, pairwise_weight=TrainConfig.pairwise_weight, data_seed="collection and MC rollout seed")
     ap.add_argument("--spec", default=None, help="spec TOML to collect with instead of the task's built-in spec")
     ap.add_argument("--title", default=None, help="section title of the run in the doc (default: from the settings)")
     ap.add_argument("--spec-note", default=None, help="a note printed under the run's title")
-    ap.add_argument("--raw", type=Path, default=RAW, help="raw-data JSON the run is recorded in")
-    ap.add_argument("--render", action="store_true", help="only write --md from --raw (no measurement)")
-    ap.add_argument("--md", type=Path, default=DOC, help="markdown written by --render")
+    add_doc_arguments(ap, RAW, DOC)
     args = ap.parse_args()
-    if args.render:
-        print(f"wrote {render_file(render, args.raw, args.md)}")
+    if render_only(args, render):
         return
 
     from prm_critic.robotics.collection import collect

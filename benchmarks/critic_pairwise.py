@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.report_io import render_file, write_json
+from benchmarks.report_io import add_doc_arguments, render_only, write_measurement
 
 ROOT = Path(__file__).resolve().parents[1]
 RAW = ROOT / "benchmarks" / "results" / "state_critic_pairwise.json"
@@ -84,12 +84,9 @@ def main(argv=None) -> int:
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--holdout", type=float, default=0.25)
     ap.add_argument("--work", default="runs/critic_pairwise")
-    ap.add_argument("--md", type=Path, default=None, help="also render the markdown from the raw data here")
-    ap.add_argument("--raw", type=Path, default=RAW, help="raw-data JSON the measurement is written to")
-    ap.add_argument("--render", action="store_true", help="only write --md (default: the doc) from --raw")
+    add_doc_arguments(ap, RAW, DOC)
     args = ap.parse_args(argv)
-    if args.render:
-        print(f"wrote {render_file(render, args.raw, args.md or DOC)}")
+    if render_only(args, render):
         return 0
     from prm_critic.models.pipeline import train_critic_from_data
     from prm_critic.models.train import TrainConfig
@@ -131,10 +128,8 @@ def main(argv=None) -> int:
            "task": args.task, "episodes": args.episodes, "max_episode_steps": args.max_episode_steps,
            "holdout": args.holdout, "heldout_episodes": m0["n_episodes"], "heldout_steps": m0["n_steps"],
            "epochs": args.epochs, "seeds": args.seeds, "mc_k": args.mc_k, "mc_stride": args.mc_stride, "rows": rows}
-    write_json(args.raw, raw)
     print(render(raw))
-    if args.md:
-        print(f"wrote {args.raw} and {render_file(render, args.raw, args.md)}")
+    write_measurement(render, raw, args.raw, args.doc)
     return 0
 
 

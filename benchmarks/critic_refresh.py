@@ -42,7 +42,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.critic_splits import fmt_ci, paired, record_unit, summary, train_unit, update_raw
+from benchmarks.critic_splits import add_grid_arguments, fmt_ci, paired, record_unit, summary, train_unit, update_raw
 from benchmarks.report_io import machine, measured_on, save_figure, write_text
 
 HERE = Path(__file__).resolve().parent
@@ -577,17 +577,13 @@ def main(argv=None) -> int:
     ap.add_argument("--scripted-episodes", type=int, default=300)
     ap.add_argument("--refresh-episodes", type=int, default=100)
     ap.add_argument("--heldout-episodes", type=int, default=100)
-    ap.add_argument("--holdout", type=float, default=0.25, help="fraction of scripted episodes held out per split")
-    ap.add_argument("--epochs", type=int, default=40, help="critic training epochs on the scripted data")
-    ap.add_argument("--pairwise-weight", type=float, default=TrainConfig.pairwise_weight)
     ap.add_argument("--rounds", type=int, nargs="+", default=[1, 2, 5, 10, 20],
                     help="report after this many refreshes (each: --n-updates Adam steps)")
     ap.add_argument("--n-updates", type=int, default=50)
     ap.add_argument("--lr", type=float, default=1e-4)
     ap.add_argument("--batch-size", type=int, default=256)
-    ap.add_argument("--splits", type=int, nargs="+", default=[0, 1, 2, 3, 4], help="split seeds (held-out episodes)")
-    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="training seeds (critic init, batches)")
-    ap.add_argument("--data-seed", type=int, default=0, help="collection seed (policy episodes: 100000 + it)")
+    add_grid_arguments(ap, epochs=40, pairwise_weight=TrainConfig.pairwise_weight,
+                       data_seed="collection seed (policy episodes: 100000 + it)")
     ap.add_argument("--reduced", default=None, help="a sentence in the doc on what was cut to fit a time budget")
     ap.add_argument("--no-progress", dest="progress", action="store_false", help="no collection progress bars")
     ap.add_argument("--raw", type=Path, default=RAW, help="raw-data JSON the measurement is written to")

@@ -19,6 +19,7 @@ run loses at most the unit in progress and a rerun skips the units already recor
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 from typing import Any, Callable
@@ -28,7 +29,7 @@ import numpy as np
 from benchmarks.report_io import write_json
 from benchmarks.stats import t_interval
 
-__all__ = ["summary", "paired", "update_raw", "fmt_ci", "data_dir"]
+__all__ = ["summary", "paired", "update_raw", "fmt_ci", "data_dir", "add_grid_arguments"]
 
 
 def _by_split(units: dict[tuple[int, int], float]) -> list[float]:
@@ -78,6 +79,19 @@ def data_dir(out: "str | Path", task: str, episodes: int, spec: "str | None" = N
     run with more episodes from extending (and silently changing) another run's set."""
     name = f"data_{int(episodes)}" + ("" if spec is None else f"_{Path(spec).stem}")
     return Path(out) / task / name
+
+
+def add_grid_arguments(ap: argparse.ArgumentParser, *, epochs: int, pairwise_weight: float, data_seed: str) -> None:
+    """The options of a grid of critics over held-out splits x training seeds: ``--splits``, ``--seeds``,
+    ``--holdout`` (the share of episodes held out), the critics' ``--epochs`` and ``--pairwise-weight``,
+    and ``--data-seed`` (``data_seed``: what it seeds)."""
+    ap.add_argument("--splits", type=int, nargs="+", default=[0, 1, 2, 3, 4], help="split seeds (held-out episodes)")
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="training seeds (critic init, batches)")
+    ap.add_argument("--holdout", type=float, default=0.25, help="share of the episodes held out per split")
+    ap.add_argument("--epochs", type=int, default=epochs, help="critic training epochs")
+    ap.add_argument("--pairwise-weight", type=float, default=pairwise_weight,
+                    help=f"pairwise ranking weight of the critics (default {pairwise_weight})")
+    ap.add_argument("--data-seed", type=int, default=0, help=data_seed)
 
 
 def train_unit(data: "str | Path", family: str, ckpt: Path, args: Any, split_seed: int, seed: int) -> dict[str, Any]:

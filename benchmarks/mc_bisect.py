@@ -36,8 +36,8 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.critic_splits import data_dir, fmt_ci, paired, record_unit, summary, train_unit, update_raw
-from benchmarks.report_io import machine, measured_on, render_file
+from benchmarks.critic_splits import add_grid_arguments, data_dir, fmt_ci, paired, record_unit, summary, train_unit, update_raw
+from benchmarks.report_io import add_doc_arguments, machine, measured_on, render_only
 
 HERE = Path(__file__).resolve().parent
 
@@ -323,18 +323,10 @@ def main() -> None:
     ap.add_argument("--threshold", type=float, default=0.0, help="mc_bisect threshold")
     ap.add_argument("--min-estimates", type=int, nargs="+", default=[2, 8],
                     help="mc_bisect variants: states estimated before the search (2: the ends only)")
-    ap.add_argument("--epochs", type=int, default=20)
-    ap.add_argument("--splits", type=int, nargs="+", default=[0, 1, 2, 3, 4], help="split seeds (held-out episodes)")
-    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="training seeds (critic init, batches)")
-    ap.add_argument("--holdout", type=float, default=0.25)
-    ap.add_argument("--data-seed", type=int, default=0, help="collection and rollout seed")
-    ap.add_argument("--pairwise-weight", type=float, default=0.0)
-    ap.add_argument("--raw", type=Path, default=RAW, help="raw-data JSON the run is recorded in")
-    ap.add_argument("--render", action="store_true", help="only write --md from --raw (no measurement)")
-    ap.add_argument("--md", type=Path, default=DOC, help="markdown written by --render")
+    add_grid_arguments(ap, epochs=20, pairwise_weight=0.0, data_seed="collection and rollout seed")
+    add_doc_arguments(ap, RAW, DOC)
     args = ap.parse_args()
-    if args.render:
-        print(f"wrote {render_file(render, args.raw, args.md)}")
+    if render_only(args, render):
         return
 
     from prm_critic.models.train import TrainConfig

@@ -44,7 +44,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.report_io import machine, measured_on, render_file, write_json
+from benchmarks.report_io import add_doc_arguments, machine, measured_on, render_only, write_measurement
 
 ROOT = Path(__file__).resolve().parents[1]
 RAW = ROOT / "benchmarks" / "results" / "mc_throughput.json"
@@ -377,9 +377,8 @@ def crossover_main(args, argv) -> int:
         "machine": machine(),
         "cores": os.cpu_count(), "nice": os.nice(0), "load_start": list(load0), "load_end": list(load1),
         "runs": runs}
-    write_json(args.raw, raw)
     print(render(raw))
-    print(f"wrote {args.raw} and {render_file(render, args.raw, args.out)}")
+    write_measurement(render, raw, args.raw, args.doc)
     return 0
 
 
@@ -387,9 +386,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=float, default=8.0, help="measured seconds per task and method")
     ap.add_argument("--rounds", type=int, default=2, help="interleaved raw/mc rounds per task")
-    ap.add_argument("--out", type=Path, default=DOC, help="markdown rendered from the raw data")
-    ap.add_argument("--raw", type=Path, default=RAW, help="raw-data JSON the measurement is written to")
-    ap.add_argument("--render", action="store_true", help="only write --out from --raw (no measurement)")
+    add_doc_arguments(ap, RAW, DOC, doc_flag="--out")
     ap.add_argument("--executors", action="store_true", help="also measure local vs Ray (1 and 2 workers)")
     ap.add_argument("--states", type=int, default=32, help="stored states labelled per executor measurement")
     ap.add_argument("--crossover", action="store_true",
@@ -398,8 +395,7 @@ def main(argv=None) -> int:
     ap.add_argument("--sizes", default="24,96,384", help="--crossover: states per job (comma-separated)")
     ap.add_argument("--workers", type=int, default=2, help="--crossover: Ray workers")
     args = ap.parse_args(argv)
-    if args.render:
-        print(f"wrote {render_file(render, args.raw, args.out)}")
+    if render_only(args, render):
         return 0
     if args.crossover:
         return crossover_main(args, argv)
@@ -458,9 +454,8 @@ def main(argv=None) -> int:
         data.update({"executor_rows": ex_rows, "executor_states": args.states,
                      "load": f"1-min load average {load0[0]:.1f} at the start and {load1[0]:.1f} at the end on "
                              f"{os.cpu_count()} cores shared with other jobs"})
-    write_json(args.raw, data)
     print(render(data))
-    print(f"wrote {args.raw} and {render_file(render, args.raw, args.out)}")
+    write_measurement(render, data, args.raw, args.doc)
     return 0
 
 

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.report_io import render_file, write_json
+from benchmarks.report_io import add_doc_arguments, render_only, write_measurement
 
 ROOT = Path(__file__).resolve().parents[1]
 RAW = ROOT / "benchmarks" / "results" / "potential_monotonicity.json"
@@ -137,12 +137,9 @@ def main(argv=None) -> int:
     p.add_argument("--episodes", type=int, default=20, help="episodes per task and controller setting")
     p.add_argument("--tasks", nargs="+", default=TASKS)
     p.add_argument("--specs", nargs="*", default=EXTRA_SPECS, help="extra spec TOML files (relative to the project)")
-    p.add_argument("--out", type=Path, default=DOC, help="markdown rendered from the raw data")
-    p.add_argument("--raw", type=Path, default=RAW, help="raw-data JSON the measurement is written to")
-    p.add_argument("--render", action="store_true", help="only write --out from --raw (no measurement)")
+    add_doc_arguments(p, RAW, DOC, doc_flag="--out")
     a = p.parse_args(argv)
-    if a.render:
-        print(f"wrote {render_file(render, a.raw, a.out)}")
+    if render_only(a, render):
         return 0
     if a.episodes <= 0:
         p.error(f"--episodes: expected a positive integer, got {a.episodes}")
@@ -152,9 +149,8 @@ def main(argv=None) -> int:
                     "from this file (--render).",
            "command": f"OMP_NUM_THREADS=1 python -m benchmarks.potential_monotonicity --episodes {a.episodes}",
            "rows": rows}
-    write_json(a.raw, raw)
     print(render(raw))
-    print(f"wrote {a.raw} and {render_file(render, a.raw, a.out)}")
+    write_measurement(render, raw, a.raw, a.doc)
     return 0
 
 

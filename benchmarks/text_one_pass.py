@@ -30,7 +30,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import numpy as np  # noqa: E402
 
-from benchmarks.report_io import machine, render_file, write_json  # noqa: E402
+from benchmarks.report_io import add_doc_arguments, machine, render_only, write_measurement  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RAW = ROOT / "benchmarks" / "results" / "text_one_pass.json"
@@ -165,12 +165,9 @@ def main(argv=None) -> int:
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads (1 on shared CPUs)")
     ap.add_argument("--device", default="cpu")
-    ap.add_argument("--raw", type=Path, default=RAW, help="raw-data JSON the measurement is written to")
-    ap.add_argument("--md", type=Path, default=DOC, help="markdown rendered from the raw data")
-    ap.add_argument("--render", action="store_true", help="only write --md from --raw (no measurement)")
+    add_doc_arguments(ap, RAW, DOC)
     args = ap.parse_args(argv)
-    if args.render:
-        print(f"wrote {render_file(render, args.raw, args.md)}")
+    if render_only(args, render):
         return 0
     import sys
 
@@ -216,8 +213,7 @@ def main(argv=None) -> int:
                             "one_ms": med["one"] * 1e3, "seq_ms": med["seq"] * 1e3, "seq_ratio": ratio["seq"],
                             "bat_ms": med["bat"] * 1e3, "bat_ratio": ratio["bat"], "max_diff": diff})
         print(output_lines(raw)[-1], flush=True)
-    write_json(args.raw, raw)
-    print(f"wrote {args.raw} and {render_file(render, args.raw, args.md)}")
+    write_measurement(render, raw, args.raw, args.doc)
     return 0
 
 

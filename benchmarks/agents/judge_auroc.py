@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.report_io import machine, render_file, write_json
+from benchmarks.report_io import add_doc_arguments, machine, render_only, write_measurement
 from benchmarks.stats import auroc, bootstrap_auroc
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -202,29 +202,35 @@ def _seed_range(text: str) -> tuple[int, int]:
     return lo, hi
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--seeds", type=_seed_range, default=(3000, 3003), help="game seeds A-B (default 3000-3003)")
+def judge_arguments(ap: argparse.ArgumentParser, *, seeds: tuple[int, int], critique_tokens: int, bad: str) -> None:
+    """The options of the judge benchmarks: the games, the steps judged (``bad``: what is sought for the
+    bad steps) and the local judge."""
+    ap.add_argument("--seeds", type=_seed_range, default=seeds, help=f"game seeds A-B (default {seeds[0]}-{seeds[1]})")
     ap.add_argument("--states", type=int, default=3, help="states per game along the walkthrough (default 3)")
-    ap.add_argument("--max-tries", type=int, default=12, help="admissible commands tried per state for the bad kinds")
+    ap.add_argument("--max-tries", type=int, default=12, help=f"admissible commands tried per state for {bad}")
     ap.add_argument("--seed", type=int, default=0, help="seed of the order in which commands are tried")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--ctx-size", type=int, default=4096)
-    ap.add_argument("--critique-tokens", type=int, default=48)
-    ap.add_argument("--raw", type=Path, default=RAW, help="raw-data JSON the measurement is written to")
-    ap.add_argument("--md", type=Path, default=DOC, help="markdown rendered from the raw data")
-    ap.add_argument("--render", action="store_true", help="only write --md from --raw (no measurement)")
-    args = ap.parse_args(argv)
-    if args.render:
-        print(f"wrote {render_file(render, args.raw, args.md)}")
-        return 0
+    ap.add_argument("--critique-tokens", type=int, default=critique_tokens)
 
+
+def judge_main(ap: argparse.ArgumentParser, argv, measure, render, shown: str) -> int:
+    """Parse ``argv``; with ``--render`` only write the doc, else measure, write the raw data and the doc,
+    and print the doc from its line ``shown`` on."""
+    args = ap.parse_args(argv)
+    if render_only(args, render):
+        return 0
     raw = measure(args)
-    write_json(args.raw, raw)
-    print(f"wrote {args.raw}")
-    print(f"wrote {render_file(render, args.raw, args.md)}")
-    print(render(raw).split("| step kind", 1)[1])
+    write_measurement(render, raw, args.raw, args.doc)
+    print(render(raw).split(shown, 1)[1])
     return 0
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    judge_arguments(ap, seeds=(3000, 3003), critique_tokens=48, bad="the bad kinds")
+    add_doc_arguments(ap, RAW, DOC)
+    return judge_main(ap, argv, measure, render, "| step kind")
 
 
 if __name__ == "__main__":

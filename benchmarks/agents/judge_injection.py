@@ -46,8 +46,8 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.agents.judge_auroc import _seed_range
-from benchmarks.report_io import machine, render_file, write_json
+from benchmarks.agents.judge_auroc import judge_arguments, judge_main
+from benchmarks.report_io import add_doc_arguments, machine
 from benchmarks.stats import auroc, bootstrap_auroc, wilson
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -401,28 +401,10 @@ def bypass_section(raw: dict) -> list[str]:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--seeds", type=_seed_range, default=(3000, 3007), help="game seeds A-B (default 3000-3007)")
-    ap.add_argument("--states", type=int, default=3, help="states per game along the walkthrough (default 3)")
-    ap.add_argument("--max-tries", type=int, default=12, help="admissible commands tried per state for a losing one")
-    ap.add_argument("--seed", type=int, default=0, help="seed of the order in which commands are tried")
+    judge_arguments(ap, seeds=(3000, 3007), critique_tokens=32, bad="a losing one")
     ap.add_argument("--limit", type=int, default=0, help="judge only the first N losing steps (0: all; a smoke test)")
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--ctx-size", type=int, default=4096)
-    ap.add_argument("--critique-tokens", type=int, default=32)
-    ap.add_argument("--raw", type=Path, default=RAW, help="raw-data JSON the measurement is written to")
-    ap.add_argument("--md", type=Path, default=DOC, help="markdown rendered from the raw data")
-    ap.add_argument("--render", action="store_true", help="only write --md from --raw (no measurement)")
-    args = ap.parse_args(argv)
-    if args.render:
-        print(f"wrote {render_file(render, args.raw, args.md)}")
-        return 0
-
-    raw = measure(args)
-    write_json(args.raw, raw)
-    print(f"wrote {args.raw}")
-    print(f"wrote {render_file(render, args.raw, args.md)}")
-    print(render(raw).split("## Injection success", 1)[1])
-    return 0
+    add_doc_arguments(ap, RAW, DOC)
+    return judge_main(ap, argv, measure, render, "## Injection success")
 
 
 if __name__ == "__main__":

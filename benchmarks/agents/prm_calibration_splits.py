@@ -55,7 +55,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.critic_splits import fmt_ci, paired, record_unit, summary, update_raw
-from benchmarks.report_io import machine, measured_on, render_file
+from benchmarks.report_io import add_doc_arguments, machine, measured_on, render_only
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -572,12 +572,9 @@ def main(argv=None) -> int:
     ap.add_argument("--epochs", type=int, default=150)
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--batch-size", type=int, default=2)
-    ap.add_argument("--raw", type=Path, default=RAW, help="raw-data JSON the run is recorded in")
-    ap.add_argument("--render", action="store_true", help="only write --md from --raw (no measurement)")
-    ap.add_argument("--md", type=Path, default=DOC, help="markdown written by --render")
+    add_doc_arguments(ap, RAW, DOC)
     a = ap.parse_args(argv)
-    if a.render:
-        print(f"wrote {render_file(render, a.raw, a.md)}")
+    if render_only(a, render):
         return 0
     measure_grid(a)
     return 0

@@ -18,13 +18,12 @@ only the committed raw data::
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
 from pathlib import Path
 
-from benchmarks.report_io import machine, measured_on, write_json
+from benchmarks.report_io import add_doc_arguments, machine, measured_on, render_only, write_measurement
 
 os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1")
 
@@ -113,38 +112,33 @@ def main(argv=None) -> int:
     p.add_argument("--rounds", type=int, default=4, help="alternating rounds per task (default 4)")
     p.add_argument("--chunk", type=int, default=500, help="env steps per backend per round (default 500)")
     p.add_argument("--warmup", type=int, default=300, help="untimed steps past learning_starts (default 300)")
-    p.add_argument("--raw", type=Path, default=RAW)
-    p.add_argument("--md", type=Path, default=DOC)
-    p.add_argument("--render", action="store_true", help="only write --md from --raw")
+    add_doc_arguments(p, RAW, DOC)
     args = p.parse_args(argv)
     for name in ("rounds", "chunk"):
         if getattr(args, name) < 1:
             p.error(f"--{name}: expected an integer >= 1, got {getattr(args, name)}")
     if args.warmup < 0:
         p.error(f"--warmup: expected an integer >= 0, got {args.warmup}")
-    if not args.render:
+    if render_only(args, render):
+        return 0
+    import jax
+    import sbx
+    import stable_baselines3
+    import torch
 
-        import jax
-        import sbx
-        import stable_baselines3
-        import torch
-
-        load0 = os.getloadavg()[0]
-        raw = measure(args)
-        raw.update({
-            "command": "python -m benchmarks.rl.backend_throughput" + (" " + " ".join(sys.argv[1:]) if argv is None
-                                                                     and len(sys.argv) > 1 else ""),
-            "rounds": args.rounds, "chunk": args.chunk,
-            "versions": f"stable-baselines3 {stable_baselines3.__version__}, torch {torch.__version__}, "
-                        f"sbx-rl {sbx.__version__}, jax {jax.__version__}",
-            "machine": machine(),
-            "load": f"1-min load average {load0:.1f} at the start, {os.getloadavg()[0]:.1f} at the end "
-                    "(cores shared with other jobs)"})
-        write_json(args.raw, raw)
-    raw = json.loads(args.raw.read_text())
-    args.md.write_text(render(raw))
+    load0 = os.getloadavg()[0]
+    raw = measure(args)
+    raw.update({
+        "command": "python -m benchmarks.rl.backend_throughput" + (" " + " ".join(sys.argv[1:]) if argv is None
+                                                                 and len(sys.argv) > 1 else ""),
+        "rounds": args.rounds, "chunk": args.chunk,
+        "versions": f"stable-baselines3 {stable_baselines3.__version__}, torch {torch.__version__}, "
+                    f"sbx-rl {sbx.__version__}, jax {jax.__version__}",
+        "machine": machine(),
+        "load": f"1-min load average {load0:.1f} at the start, {os.getloadavg()[0]:.1f} at the end "
+                "(cores shared with other jobs)"})
     print(render(raw))
-    print(f"wrote {args.md}")
+    write_measurement(render, raw, args.raw, args.doc)
     return 0
 
 

@@ -114,21 +114,13 @@ def main(argv=None) -> int:
     run = run_of(a.state, config, a.run)
     from safetensors.numpy import load_file
 
+    from benchmarks.rl.potential_noise import task_critics
     from prm_critic.robotics.layout import CriticInputLayout
-    from prm_critic.robotics.spec import load_spec
-    from prm_critic.sb3.envs import make_train_env, resolve_critic
 
     t = load_file(str(a.state))
     x, nx = t["buffer.prm_rows.x"][:, 0], t["buffer.prm_rows.next_x"][:, 0]
     ep_start, ep_len = t["buffer.ep_start"][:, 0], t["buffer.ep_length"][:, 0]
-    spec = load_spec(a.task)
-    env = make_train_env(spec)
-    learned = resolve_critic(str(a.critic), spec)
-    if a.random_weights is not None:
-        from benchmarks.rl.run import random_weights  # run.py's control, the same function
-
-        learned = random_weights(learned, a.random_weights)
-    subgoal = resolve_critic("subgoal", spec, env)
+    _, learned, subgoal = task_critics(a.task, a.critic, a.random_weights)
     layout = learned.critic_info().layout  # declared by every critic, an ensemble's from its members
     if isinstance(layout, CriticInputLayout):
         layout = layout.to_dict()

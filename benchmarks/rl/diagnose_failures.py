@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.report_io import render_file, write_json
+from benchmarks.report_io import add_doc_arguments, render_only, write_json
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -191,14 +191,11 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--episodes", type=int, default=20)
     p.add_argument("--spec-note", default=None, help="what the doc's section title says about the task's spec")
-    p.add_argument("--raw", type=Path, default=RAW, help="raw-data JSON the task's entry is written to")
     p.add_argument("--add", action="store_true",
                    help="keep the task's other runs in --raw (the labels measured replace theirs)")
-    p.add_argument("--render", action="store_true", help="only write --md from --raw (no replay)")
-    p.add_argument("--md", type=Path, default=DOC, help="markdown rendered from the raw data")
+    add_doc_arguments(p, RAW, DOC)
     a = p.parse_args(argv)
-    if a.render:
-        print(f"wrote {render_file(render, a.raw, a.md)}")
+    if render_only(a, render):
         return 0
     if not a.task or not a.labels:
         p.error(f"--task and --labels: expected a task and run labels to replay, got {a.task!r} and {a.labels!r}")

@@ -69,6 +69,23 @@ def her_relabel(x: np.ndarray, next_x: np.ndarray, episode: np.ndarray, layout, 
     return x, next_x
 
 
+def task_critics(task: str, critic: Path, random_weights_seed: "int | None"):
+    """``(env, learned, subgoal)``: the training env of ``task``, the critic file ``critic`` (its weights
+    drawn anew under ``random_weights_seed`` when given: run.py's uninformed control, the same function)
+    and the task's subgoal critic."""
+    from prm_critic.robotics.spec import load_spec
+    from prm_critic.sb3.envs import make_train_env, resolve_critic
+
+    spec = load_spec(task)
+    env = make_train_env(spec)
+    learned = resolve_critic(str(critic), spec)
+    if random_weights_seed is not None:
+        from benchmarks.rl.run import random_weights
+
+        learned = random_weights(learned, random_weights_seed)
+    return env, learned, resolve_critic("subgoal", spec, env)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--task", required=True)
@@ -89,18 +106,9 @@ def main(argv=None) -> int:
             raise SystemExit(f"{name}: expected an int >= 1, got {v}")
 
     from prm_critic.robotics.layout import CriticInputLayout
-    from prm_critic.robotics.spec import load_spec
-    from prm_critic.sb3.envs import make_train_env, resolve_critic
     from prm_critic.wrappers import PRMRewardShaper
 
-    spec = load_spec(a.task)
-    env = make_train_env(spec)
-    learned = resolve_critic(str(a.critic), spec)
-    if a.random_weights is not None:
-        from benchmarks.rl.run import random_weights  # run.py's control, the same function
-
-        learned = random_weights(learned, a.random_weights)
-    subgoal = resolve_critic("subgoal", spec, env)
+    env, learned, subgoal = task_critics(a.task, a.critic, a.random_weights)
     # the shaper refuses a critic of another task or layout than the env's; built here for that check only
     PRMRewardShaper(env, learned, gamma=0.99, head="success")
     declared = learned.critic_info().layout  # a checkpoint's, an export's or an ensemble's members'

@@ -39,7 +39,7 @@ from pathlib import Path
 
 os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1")
 
-from benchmarks.report_io import machine, write_json
+from benchmarks.report_io import add_doc_arguments, machine, render_only, write_measurement
 from benchmarks.stats import t_interval
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -181,9 +181,7 @@ def main(argv=None) -> int:
     p.add_argument("--warmup", type=int, default=100, help="untimed steps past learning_starts (default 100)")
     p.add_argument("--learning-starts", type=int, default=200,
                    help="random steps before training (default 200: HER needs one finished 50-step episode)")
-    p.add_argument("--raw", type=Path, default=RAW)
-    p.add_argument("--md", type=Path, default=DOC)
-    p.add_argument("--render", action="store_true", help="only write --md from --raw")
+    add_doc_arguments(p, RAW, DOC)
     args = p.parse_args(argv)
     for name in ("rounds", "chunk", "learning_starts"):
         if getattr(args, name) < 1:
@@ -192,31 +190,27 @@ def main(argv=None) -> int:
         p.error(f"--warmup: expected an integer >= 0, got {args.warmup}")
     if BASE not in args.configs:
         p.error(f"--configs: the ratios are against {BASE!r}, which must be among them, got {args.configs}")
-    if not args.render:
-        import stable_baselines3
-        import torch
+    if render_only(args, render):
+        return 0
+    import stable_baselines3
+    import torch
 
+    versions = f"stable-baselines3 {stable_baselines3.__version__}, torch {torch.__version__}"
+    if any(CONFIGS[c][0] == "sbx" for c in args.configs):
+        import jax
+        import sbx
 
-        versions = f"stable-baselines3 {stable_baselines3.__version__}, torch {torch.__version__}"
-        if any(CONFIGS[c][0] == "sbx" for c in args.configs):
-            import jax
-            import sbx
-
-            versions += f", sbx-rl {sbx.__version__}, jax {jax.__version__}"
-        meas = measure(args)
-        meas["command"] = "python -m benchmarks.rl.training_throughput" + (
-            " " + shlex.join(sys.argv[1:]) if argv is None and len(sys.argv) > 1 else "")
-        meas["machine"] = machine()
-        meas["versions"] = versions
-        raw = json.loads(args.raw.read_text()) if args.raw.exists() else {"runs": []}
-        raw["runs"] = [m for m in raw["runs"] if m["label"] != args.label] + [meas]
-        raw["versions"] = versions
-        write_json(args.raw, raw)
-    raw = json.loads(args.raw.read_text())
-    text = render(raw)
-    args.md.write_text(text)
-    print(text)
-    print(f"wrote {args.md}")
+        versions += f", sbx-rl {sbx.__version__}, jax {jax.__version__}"
+    meas = measure(args)
+    meas["command"] = "python -m benchmarks.rl.training_throughput" + (
+        " " + shlex.join(sys.argv[1:]) if argv is None and len(sys.argv) > 1 else "")
+    meas["machine"] = machine()
+    meas["versions"] = versions
+    raw = json.loads(args.raw.read_text()) if args.raw.exists() else {"runs": []}
+    raw["runs"] = [m for m in raw["runs"] if m["label"] != args.label] + [meas]
+    raw["versions"] = versions
+    print(render(raw))
+    write_measurement(render, raw, args.raw, args.doc)
     return 0
 
 
