@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 from typing import Any, Mapping
 
-__all__ = ["CheckpointError", "UnverifiedConfigWarning", "sha256_bytes", "check_sha256", "config_sha256", "read_format_doc",
+__all__ = ["CheckpointError", "UnverifiedConfigWarning", "sha256_bytes", "check_sha256", "config_sha256", "read_format_doc", "check_folder_hashes",
            "check_config_sha256"]
 
 
@@ -82,12 +82,15 @@ def check_config_sha256(doc: Mapping[str, Any], *, path: Path, field: str) -> No
         )
 
 
-def read_format_doc(path: Path, *, fmt: str, noun: str, prefix: str = "checkpoint") -> dict[str, Any]:
-    """The JSON object in ``path`` whose ``format`` field is ``fmt``.
+def read_format_doc(path: Path, *, fmt: str, noun: str, prefix: str = "checkpoint", newest: int,
+                    newer: str = "checkpoint") -> dict[str, Any]:
+    """The JSON object in ``path`` whose ``format`` field is ``fmt`` and whose ``format_version`` is an int
+    from 1 to ``newest``.
 
     Raises:
-        CheckpointError: ``"<prefix>: '<path>' is not valid JSON (...)"``, or ``"... is <noun> (format
-            <found>, expected <fmt>)"`` for valid JSON that is not such a document.
+        CheckpointError: ``"<prefix>: '<path>' is not valid JSON (...)"``, ``"... is <noun> (format
+            <found>, expected <fmt>)"`` for valid JSON that is not such a document, or ``"... has
+            format_version <v>; this prm-critic reads 1 to <newest> (a newer <newer> needs a newer prm-critic)"``.
     """
     try:
         doc = json.loads(Path(path).read_bytes())
@@ -96,4 +99,31 @@ def read_format_doc(path: Path, *, fmt: str, noun: str, prefix: str = "checkpoin
     if not isinstance(doc, dict) or doc.get("format") != fmt:
         got = doc.get("format") if isinstance(doc, dict) else None
         raise CheckpointError(f"{prefix}: {str(path)!r} is {noun} (format {got!r}, expected {fmt!r})")
+    version = doc.get("format_version")
+    if isinstance(version, bool) or not isinstance(version, int) or not 1 <= version <= newest:
+        raise CheckpointError(f"{prefix}: {str(path)!r} has format_version {version!r}; this prm-critic reads 1 to "
+                              f"{newest} (a newer {newer} needs a newer prm-critic)")
     return doc
+
+
+def check_folder_hashes(d: Path, hashes: Mapping[str, Any], *, doc: Path, field: str) -> dict[str, bytes]:
+    """The bytes of each file that ``hashes`` (``doc``'s ``field``) names inside the folder ``d``, each
+    checked against its SHA-256.
+
+    Raises:
+        CheckpointError: a name leaving ``d``, a malformed hash or a mismatch.
+        FileNotFoundError: a named file is missing.
+    """
+    from prm_critic._io import UnsafePathError, resolve_inside
+
+    out = {}
+    for name, digest in hashes.items():
+        try:
+            f = resolve_inside(d, name, what=f"checkpoint: {str(doc)!r} field {field!r}")
+        except UnsafePathError as exc:
+            raise CheckpointError(str(exc)) from exc
+        if not f.is_file():
+            raise FileNotFoundError(f"path: {str(f)!r} does not exist ({doc.name} records it in {field!r})")
+        out[name] = f.read_bytes()
+        check_sha256(out[name], digest, file=f, doc=doc, field=f"{field}[{name!r}]", allow_unverified=False)
+    return out

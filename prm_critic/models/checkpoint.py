@@ -124,13 +124,8 @@ def load_state_critic(path: str | os.PathLike, *, allow_unverified: bool = False
     for f in (j, w):
         if not f.is_file():
             raise FileNotFoundError(f"checkpoint: {str(f)!r} does not exist (expected {w.name} + {j.name})")
-    doc = read_format_doc(j, fmt=FORMAT, noun="not a prm-critic state critic")
-    version = doc.get("format_version")
-    if isinstance(version, bool) or not isinstance(version, int) or not 1 <= version <= FORMAT_VERSION:
-        raise CheckpointError(
-            f"checkpoint: {str(j)!r} has format_version {version!r}; this prm-critic reads 1 to {FORMAT_VERSION} "
-            "(a newer checkpoint needs a newer prm-critic)"
-        )
+    doc = read_format_doc(j, fmt=FORMAT, noun="not a prm-critic state critic", newest=FORMAT_VERSION)
+    version = doc["format_version"]
     if version >= 3:
         check_config_sha256(doc, path=j, field=CONFIG_HASH)
     try:

@@ -164,11 +164,9 @@ def load_critic_ensemble(path: str | os.PathLike) -> EnsembleCritic:
     p = Path(path)
     if not p.is_file():
         raise FileNotFoundError(f"ensemble: {str(p)!r} does not exist")
-    doc = read_format_doc(p, fmt=ENSEMBLE_FORMAT, noun="not a critic ensemble", prefix="ensemble")
-    version = doc.get("format_version")
-    if isinstance(version, bool) or version not in (1, ENSEMBLE_FORMAT_VERSION):
-        raise CheckpointError(f"ensemble: {str(p)!r} has format_version {version!r}; this prm-critic reads 1 to "
-                              f"{ENSEMBLE_FORMAT_VERSION} (a newer file needs a newer prm-critic)")
+    doc = read_format_doc(p, fmt=ENSEMBLE_FORMAT, noun="not a critic ensemble", prefix="ensemble",
+                          newest=ENSEMBLE_FORMAT_VERSION, newer="file")
+    version = doc["format_version"]
     check_config_sha256(doc, path=p, field=_CONFIG_HASH)
     if doc.get("reduce") != "mean":
         raise CheckpointError(f"ensemble: {str(p)!r} has reduce {doc.get('reduce')!r}, expected 'mean'")

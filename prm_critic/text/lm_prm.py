@@ -109,8 +109,7 @@ def verify_lm_prm_folder(model_dir: str | os.PathLike, *, allow_unverified: bool
             a newer version, a hash mismatch, a file name leaving the folder, or a file in the folder
             that the manifest does not name (transformers might read it).
     """
-    from prm_critic._io import UnsafePathError, resolve_inside
-    from prm_critic.integrity import CheckpointError, check_sha256, read_format_doc
+    from prm_critic.integrity import CheckpointError, check_folder_hashes, read_format_doc
 
     if not isinstance(allow_unverified, bool):
         raise TypeError(f"allow_unverified: expected a bool, got {allow_unverified!r}")
@@ -125,23 +124,12 @@ def verify_lm_prm_folder(model_dir: str | os.PathLike, *, allow_unverified: bool
             f"model_dir: {str(d)!r} has no {MANIFEST} recording {HASHES!r}, so a damaged or replaced file cannot be "
             "detected; check the folder, then record its hashes with write_lm_prm_manifest(model_dir) (or pass "
             "allow_unverified=True to load it unchecked)")
-    doc = read_format_doc(m, fmt=LM_PRM_FORMAT, noun="not an LM PRM manifest")
-    version = doc.get("format_version")
-    if isinstance(version, bool) or not isinstance(version, int) or not 1 <= version <= FORMAT_VERSION:
-        raise CheckpointError(f"checkpoint: {str(m)!r} has format_version {version!r}; this prm-critic reads 1 to "
-                              f"{FORMAT_VERSION} (a newer manifest needs a newer prm-critic)")
+    doc = read_format_doc(m, fmt=LM_PRM_FORMAT, noun="not an LM PRM manifest", newest=FORMAT_VERSION, newer="manifest")
     hashes = doc.get(HASHES)
     if not isinstance(hashes, dict) or "config.json" not in hashes:
         raise CheckpointError(f"checkpoint: {str(m)!r} field {HASHES!r} is {hashes!r}; expected a mapping of file names "
                               "(including 'config.json') to SHA-256 hex digests")
-    for name, digest in hashes.items():
-        try:
-            f = resolve_inside(d, name, what=f"checkpoint: {str(m)!r} field {HASHES!r}")
-        except UnsafePathError as exc:
-            raise CheckpointError(str(exc)) from exc
-        if not f.is_file():
-            raise FileNotFoundError(f"path: {str(f)!r} does not exist ({MANIFEST} records it in {HASHES!r})")
-        check_sha256(f.read_bytes(), digest, file=f, doc=m, field=f"{HASHES}[{name!r}]", allow_unverified=False)
+    check_folder_hashes(d, hashes, doc=m, field=HASHES)
     extra = sorted(set(_folder_files(d)) - set(hashes))
     if extra:
         raise CheckpointError(f"checkpoint: {str(d)!r} holds file(s) {extra} that {MANIFEST} does not record; "

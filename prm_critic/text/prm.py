@@ -454,31 +454,19 @@ def _load_packaged_encoder(tf, net, d: Path, rec: Mapping[str, Any], tensors: Ma
 def _read_config(d: Path) -> dict:
     """The ``prm.json`` of the :class:`MiniLMStepPRM` folder ``d``, refused unless the folder holds its
     config and weights and the config is of this format and a version this prm-critic reads."""
-    from prm_critic.integrity import CheckpointError
+    from prm_critic.integrity import read_format_doc
 
     for f in (d / CONFIG, d / WEIGHTS):
         if not f.is_file():
             raise FileNotFoundError(f"path: {str(f)!r} does not exist (expected a MiniLMStepPRM folder with {CONFIG} and {WEIGHTS})")
-    try:
-        doc = json.loads((d / CONFIG).read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise CheckpointError(f"checkpoint: {str(d / CONFIG)!r} is not valid JSON ({exc})") from exc
-    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-        got = doc.get("format") if isinstance(doc, dict) else None
-        raise CheckpointError(f"checkpoint: {str(d / CONFIG)!r} is not a MiniLMStepPRM (format {got!r}, expected {FORMAT!r})")
-    version = doc.get("format_version")
-    if isinstance(version, bool) or not isinstance(version, int) or not 1 <= version <= FORMAT_VERSION:
-        raise CheckpointError(f"checkpoint: {str(d / CONFIG)!r} has format_version {version!r}; this prm-critic reads "
-                              f"1 to {FORMAT_VERSION} (a newer checkpoint needs a newer prm-critic)")
-    return doc
+    return read_format_doc(d / CONFIG, fmt=FORMAT, noun="not a MiniLMStepPRM", newest=FORMAT_VERSION)
 
 
 def _verified_weights(d: Path, doc: dict, allow_unverified: bool) -> bytes:
     """The weights file of ``d``, read after every file named in ``doc``'s hashes (inside ``d``) is
     checked against its SHA-256 (without hashes only with ``allow_unverified``), and ``doc`` against
     its own ``config_sha256`` (format 3)."""
-    from prm_critic._io import UnsafePathError, resolve_inside
-    from prm_critic.integrity import CheckpointError, check_config_sha256, check_sha256
+    from prm_critic.integrity import CheckpointError, check_config_sha256, check_folder_hashes, check_sha256
 
     hashes = doc.get(HASHES)
     if hashes is None:
@@ -487,18 +475,7 @@ def _verified_weights(d: Path, doc: dict, allow_unverified: bool) -> bytes:
     elif not isinstance(hashes, dict) or WEIGHTS not in hashes:
         raise CheckpointError(f"checkpoint: {str(d / CONFIG)!r} field {HASHES!r} is {hashes!r}; expected a mapping "
                               f"of file names (including {WEIGHTS!r}) to SHA-256 hex digests")
-    weights = None
-    for name, digest in hashes.items():
-        try:
-            f = resolve_inside(d, name, what=f"checkpoint: {str(d / CONFIG)!r} field {HASHES!r}")
-        except UnsafePathError as exc:
-            raise CheckpointError(str(exc)) from exc
-        if not f.is_file():
-            raise FileNotFoundError(f"path: {str(f)!r} does not exist ({CONFIG} records it in {HASHES!r})")
-        data = f.read_bytes()
-        check_sha256(data, digest, file=f, doc=d / CONFIG, field=f"{HASHES}[{name!r}]", allow_unverified=False)
-        if name == WEIGHTS:
-            weights = data
+    weights = check_folder_hashes(d, hashes, doc=d / CONFIG, field=HASHES).get(WEIGHTS)
     if weights is None:
         weights = (d / WEIGHTS).read_bytes()
     if doc["format_version"] >= 3:  # prm.json hashes itself since format 3 (contract, encoder config, ...)
