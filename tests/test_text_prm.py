@@ -395,3 +395,7 @@ def test_train_input_errors(prm):
         train_text_prm([{"prompt": "p"}], model=prm)
     with pytest.raises(TypeError, match=r"model: expected MiniLMStepPRM or None, got str"):
         train_text_prm(good_bad(1, 0), model="minilm")
+    # Monte-Carlo labels of games the base policy never won: every label 0, nothing to learn
+    never = [StepwiseExample("p", ["a", "b"], [0.0, 0.0]), StepwiseExample("p", ["c"], [0.0])]
+    with pytest.raises(ValueError, match=r"examples: all 3 step labels of the 2 examples are 0; a success head learns"):
+        train_text_prm(never, model=prm)

@@ -101,8 +101,7 @@ class TextTrainConfig:
             raise ValueError(f"max_length: expected None or an int in [16, 512], got {self.max_length!r}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int):
             raise ValueError(f"seed: expected an int, got {self.seed!r}")
-        if self.progress_target not in _PROGRESS_TARGETS:
-            raise ValueError(f"progress_target: expected one of {_PROGRESS_TARGETS}, got {self.progress_target!r}")
+        validate.check_choice("progress_target", self.progress_target, _PROGRESS_TARGETS)
         validate.check_flag("freeze_encoder", self.freeze_encoder)
         if self.checkpoint_dir is not None:
             if not isinstance(self.checkpoint_dir, (str, os.PathLike)):
@@ -112,8 +111,7 @@ class TextTrainConfig:
 
 def step_targets(ex: StepwiseExample, progress_target: str = "step_index") -> np.ndarray:
     """Targets ``(T, 2)`` float32 ``[progress, success]`` of one example (see module docstring)."""
-    if progress_target not in _PROGRESS_TARGETS:
-        raise ValueError(f"progress_target: expected one of {_PROGRESS_TARGETS}, got {progress_target!r}")
+    validate.check_choice("progress_target", progress_target, _PROGRESS_TARGETS)
     succ = np.asarray(ex.labels, np.float32)
     if ex.progress is not None:
         prog: np.ndarray = np.asarray(ex.progress, np.float32)
@@ -134,6 +132,12 @@ def _check_examples(examples) -> list[StepwiseExample]:
     for i, ex in enumerate(examples):
         if not isinstance(ex, StepwiseExample):
             raise TypeError(f"examples[{i}]: expected StepwiseExample, got {type(ex).__name__}")
+    values = {float(y) for ex in examples for y in ex.labels}
+    if len(values) == 1:
+        n = sum(len(ex.labels) for ex in examples)
+        raise ValueError(f"examples: all {n} step labels of the {len(examples)} examples are {values.pop():g}; a success "
+                         f"head learns nothing from labels that never vary (with Monte-Carlo labels: the base policy "
+                         f"never won, or always did; label more or other games, or raise k)")
     return examples
 
 
@@ -200,9 +204,7 @@ def _checked_model(examples: Sequence[StepwiseExample], config: TextTrainConfig 
     ``None``; with the config's ``max_length`` contract when it sets one)."""
     from prm_critic.text.prm import MiniLMStepPRM
 
-    config = config or TextTrainConfig()
-    if not isinstance(config, TextTrainConfig):
-        raise TypeError(f"config: expected TextTrainConfig or None, got {type(config).__name__}")
+    config = validate.config_from(TextTrainConfig, config)
     examples = _check_examples(examples)
     if model is None:
         model = MiniLMStepPRM.from_pretrained_encoder(seed=config.seed, device=config.device)
