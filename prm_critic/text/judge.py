@@ -60,6 +60,7 @@ from typing import Any, Generator, Sequence
 
 import numpy as np
 
+from prm_critic import validate
 from prm_critic._optional import require
 from prm_critic.critic import StepScores
 from prm_critic.text.contract import check_text_steps
@@ -375,14 +376,11 @@ class LLMJudgeCritic(TextCritic):
             raise TypeError(f"score_model: expected None or a LangChain chat model (with invoke/batch), got "
                             f"{type(score_model).__name__}")
         self.score_model = score_model
-        if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
-            raise ValueError(f"max_retries: expected an int >= 0, got {max_retries!r}")
+        validate.check_int("max_retries", max_retries, minimum=0)
         if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale) or scale <= 0:
             raise ValueError(f"scale: expected a number > 0, got {scale!r}")
-        if isinstance(fallback, bool) or not isinstance(fallback, (int, float)) or not 0.0 <= fallback <= 1.0:
-            raise ValueError(f"fallback: expected a float in [0, 1], got {fallback!r}")
-        if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int) or max_concurrency < 1:
-            raise ValueError(f"max_concurrency: expected an int >= 1, got {max_concurrency!r}")
+        validate.check_prob("fallback", fallback, noun="a float")
+        validate.check_int("max_concurrency", max_concurrency, minimum=1)
         if system_prompt is not None and not isinstance(system_prompt, str):
             raise TypeError(f"system_prompt: expected str or None, got {type(system_prompt).__name__}")
         if max_untrusted_chars is not None and (isinstance(max_untrusted_chars, bool)
@@ -396,8 +394,7 @@ class LLMJudgeCritic(TextCritic):
             raise ValueError(f"second_opinion: expected one of {SECOND_OPINIONS}, got {second_opinion!r}")
         if second_opinion_view not in SECOND_OPINION_VIEWS:
             raise ValueError(f"second_opinion_view: expected one of {SECOND_OPINION_VIEWS}, got {second_opinion_view!r}")
-        if isinstance(second_opinions, bool) or not isinstance(second_opinions, int) or second_opinions < 1:
-            raise ValueError(f"second_opinions: expected an int >= 1, got {second_opinions!r}")
+        validate.check_int("second_opinions", second_opinions, minimum=1)
         if (isinstance(lift_threshold, bool) or not isinstance(lift_threshold, (int, float))
                 or not 0.0 <= lift_threshold < 1.0):
             raise ValueError(f"lift_threshold: expected a float in [0, 1), got {lift_threshold!r}")
