@@ -27,7 +27,7 @@ from typing import Any, Literal, Sequence, TypeVar, overload
 
 __all__ = [
     "ArgumentError", "check_int", "positive_int", "check_number", "check_prob", "check_gamma", "check_seed",
-    "check_flag", "check_str", "check_choice", "check_file", "env_kind", "check_one_env", "config_from",
+    "check_flag", "check_str", "check_choice", "check_file", "env_kind", "check_one_env", "check_list", "config_from",
     "config_dict", "config_from_dict",
 ]
 
@@ -167,6 +167,20 @@ def check_choice(name: str, value: Any, choices: Sequence[str], *, allow_none: b
 
 
 C = TypeVar("C")
+
+
+def check_list(name: str, value: Any, cls: type[C], *, noun: str = "", allow_empty: bool = False) -> list[C]:
+    """``value`` (a sequence, not a ``str``) as a list of ``cls`` instances, non-empty unless ``allow_empty``
+    (the message names ``noun``, default the class name)."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+        raise ArgumentError(f"{name}: expected a list of {cls.__name__}, got {type(value).__name__}")
+    items = list(value)
+    if not items and not allow_empty:
+        raise ArgumentError(f"{name}: expected at least one {noun or cls.__name__}, got an empty list")
+    for i, v in enumerate(items):
+        if not isinstance(v, cls):
+            raise ArgumentError(f"{name}[{i}]: expected {cls.__name__}, got {type(v).__name__}")
+    return items
 
 
 def config_from(cls: type[C], config: C | None = None, /, **fields: Any) -> C:

@@ -349,15 +349,7 @@ class StepContract:
 def _check_steps(prompt: Any, steps: Any) -> list[str]:
     if not isinstance(prompt, str):
         raise TypeError(f"prompt: expected str, got {type(prompt).__name__}")
-    if isinstance(steps, (str, bytes)) or not isinstance(steps, Sequence):
-        raise TypeError(f"steps: expected a list of str, got {type(steps).__name__}")
-    steps = list(steps)
-    if not steps:
-        raise ValueError("steps: expected at least one step, got an empty list")
-    for i, s in enumerate(steps):
-        if not isinstance(s, str):
-            raise TypeError(f"steps[{i}]: expected str, got {type(s).__name__}")
-    return steps
+    return validate.check_list("steps", steps, str, noun="step")
 
 
 def pad_batch(windows: Sequence[Encoded], pad_id: int = 0) -> dict[str, np.ndarray]:

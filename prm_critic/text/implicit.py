@@ -40,13 +40,7 @@ VALUE_PREV = "value_prev"
 
 
 def _checked_trajectories(examples: Any) -> list[StepwiseExample]:
-    if isinstance(examples, (str, bytes)) or not isinstance(examples, Sequence):
-        raise TypeError(f"examples: expected a list of StepwiseExample, got {type(examples).__name__}")
-    examples = list(examples)
-    for i, ex in enumerate(examples):
-        if not isinstance(ex, StepwiseExample):
-            raise TypeError(f"examples[{i}]: expected StepwiseExample, got {type(ex).__name__}")
-    return examples
+    return validate.check_list("examples", examples, StepwiseExample, allow_empty=True)
 
 
 def _outcome(i: int, ex: StepwiseExample) -> float:
@@ -221,11 +215,7 @@ class ImplicitPRM(TextCritic):
     def score_trajectory(self, prompt: str, steps: Sequence[str]) -> StepScores:
         """Score all ``T`` steps of one trajectory (one value-model call): StepScores ``(T,)``;
         ``extra["implicit_reward"].sum() == V_T - V_0`` up to float error."""
-        if isinstance(steps, (str, bytes)) or not isinstance(steps, Sequence):
-            raise TypeError(f"steps: expected a list of str, got {type(steps).__name__}")
-        if not steps:
-            raise ValueError("steps: expected at least one step, got an empty list")
-        return self.score(TextStep.prefixes(prompt, list(steps)))
+        return self.score(TextStep.prefixes(prompt, validate.check_list("steps", steps, str, noun="step")))
 
     def critic_info(self) -> CriticInfo:
         """The value model's declaration."""

@@ -124,14 +124,7 @@ def step_targets(ex: StepwiseExample, progress_target: str = "step_index") -> np
 
 
 def _check_examples(examples) -> list[StepwiseExample]:
-    if isinstance(examples, (str, bytes)) or not isinstance(examples, Sequence):
-        raise TypeError(f"examples: expected a list of StepwiseExample, got {type(examples).__name__}")
-    examples = list(examples)
-    if not examples:
-        raise ValueError("examples: expected at least one StepwiseExample, got an empty list")
-    for i, ex in enumerate(examples):
-        if not isinstance(ex, StepwiseExample):
-            raise TypeError(f"examples[{i}]: expected StepwiseExample, got {type(ex).__name__}")
+    examples = validate.check_list("examples", examples, StepwiseExample)
     values = {float(y) for ex in examples for y in ex.labels}
     if len(values) == 1:
         n = sum(len(ex.labels) for ex in examples)

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
+from prm_critic import validate
 from prm_critic._io import atomic_write_bytes
 from prm_critic.text.steps import NON_UTF8_KEY, clean_text
 
@@ -104,15 +105,7 @@ class StepwiseExample:
     def __post_init__(self):
         if not isinstance(self.prompt, str):
             raise TypeError(f"prompt: expected str, got {type(self.prompt).__name__}")
-        comps = self.completions
-        if isinstance(comps, (str, bytes)) or not isinstance(comps, Sequence):
-            raise TypeError(f"completions: expected a list of str, got {type(comps).__name__}")
-        comps = list(comps)
-        if not comps:
-            raise ValueError("completions: expected at least one step, got an empty list")
-        for i, c in enumerate(comps):
-            if not isinstance(c, str):
-                raise TypeError(f"completions[{i}]: expected str, got {type(c).__name__}")
+        comps = validate.check_list("completions", self.completions, str, noun="step")
         self.prompt, replaced = clean_text(self.prompt)
         for i, c in enumerate(comps):
             comps[i], n = clean_text(c)
