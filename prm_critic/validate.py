@@ -23,12 +23,12 @@ import math
 import numbers
 import os
 from pathlib import Path
-from typing import Any, Literal, Sequence, TypeVar, overload
+from typing import Any, Literal, Mapping, Sequence, TypeVar, overload
 
 __all__ = [
     "ArgumentError", "check_int", "positive_int", "check_number", "check_prob", "check_gamma", "check_seed",
     "check_flag", "check_str", "check_choice", "check_file", "env_kind", "check_one_env", "check_list", "config_from",
-    "config_dict", "config_from_dict",
+    "config_dict", "config_from_dict", "set_checked", "DictConfig",
 ]
 
 
@@ -216,6 +216,23 @@ def config_from_dict(cls: type[C], d: Any, *, name: str = "config") -> C:
     if unknown:
         raise ArgumentError(f"{name}: unknown field(s) {unknown}; expected fields from {known}")
     return cls(**d)
+
+
+def set_checked(config: Any, checked: Mapping[str, Any]) -> None:
+    """Store the checked values on a frozen dataclass, from its ``__post_init__``."""
+    for name, value in checked.items():
+        object.__setattr__(config, name, value)
+
+
+class DictConfig:
+    """``to_dict`` / ``from_dict`` of a frozen config dataclass (:func:`config_dict`, :func:`config_from_dict`)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return config_dict(self)
+
+    @classmethod
+    def from_dict(cls: type[C], d: Mapping[str, Any]) -> C:
+        return config_from_dict(cls, d)
 
 
 def check_file(name: str, path: Any, *, what: str = "file") -> Path:

@@ -209,8 +209,7 @@ class BeamConfig:
                 raise validate.ArgumentError(f"budget: the deprecated name of policy_budget, given together with "
                                              f"it (budget={self.budget!r}, policy_budget={self.policy_budget!r})")
             fix["policy_budget"] = fix["budget"]
-        for name, value in fix.items():
-            object.__setattr__(self, name, value)
+        validate.set_checked(self, fix)
 
     @property
     def guard(self) -> SearchBudget:

@@ -162,8 +162,7 @@ class MCTSConfig:
             raise validate.ArgumentError(f"is_lost: expected a callable is_lost(env_state) -> bool or None, "
                                          f"got {type(self.is_lost).__name__} {self.is_lost!r}")
         fix["seed"] = validate.check_seed("seed", self.seed)
-        for name, value in fix.items():
-            object.__setattr__(self, name, value)
+        validate.set_checked(self, fix)
 
     @property
     def guard(self) -> SearchBudget:

@@ -37,6 +37,7 @@ import torch.nn.functional as F
 from prm_critic import validate
 from prm_critic.critic import as_obs_batch
 from prm_critic.models.state_critic import ACTIVATIONS, StateCriticNet, TorchStateCritic
+from prm_critic.models.train import check_val_fraction
 
 __all__ = ["DistillConfig", "distill_state_critic", "distill_critic_from_data", "student_meta", "weight_bytes",
            "heldout_metrics", "check_data_layout", "load_teacher_split", "LOSSES", "TEACHER_ONLY_META"]
@@ -49,7 +50,7 @@ TEACHER_ONLY_META = ("train_config", "metrics", "data", "distilled_from", "disti
 
 
 @dataclass(frozen=True)
-class DistillConfig:
+class DistillConfig(validate.DictConfig):
     """Hyper-parameters of :func:`distill_state_critic`, checked once when the config is built.
 
     Attributes:
@@ -95,21 +96,12 @@ class DistillConfig:
             "lr": validate.check_number("lr", self.lr, positive=True),
             "weight_decay": validate.check_number("weight_decay", self.weight_decay, low=0.0),
             "noise": validate.check_number("noise", self.noise, low=0.0),
-            "val_fraction": validate.check_number("val_fraction", self.val_fraction, low=0.0),
+            "val_fraction": check_val_fraction(self.val_fraction),
             "seed": validate.check_seed("seed", self.seed),
             "num_threads": validate.positive_int("num_threads", self.num_threads, allow_none=True),
         }
-        if checked["val_fraction"] >= 1.0:
-            raise validate.ArgumentError(f"val_fraction: expected a number >= 0.0 and < 1.0, got {self.val_fraction!r}")
-        for name, value in checked.items():
-            object.__setattr__(self, name, value)
+        validate.set_checked(self, checked)
 
-    def to_dict(self) -> dict[str, Any]:
-        return validate.config_dict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "DistillConfig":
-        return validate.config_from_dict(cls, d)
 
 
 def weight_bytes(net: StateCriticNet) -> int:

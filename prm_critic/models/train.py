@@ -54,8 +54,16 @@ __all__ = ["TrainConfig", "train_state_critic", "sample_pairs", "check_training_
 _PAIR_HEADS = ("progress", "success")
 
 
+def check_val_fraction(value: Any) -> float:
+    """The fraction of rows (or episodes) held out for validation: a number in ``[0, 1)``."""
+    v = validate.check_number("val_fraction", value, low=0.0)
+    if v >= 1.0:
+        raise validate.ArgumentError(f"val_fraction: expected a number >= 0.0 and < 1.0, got {value!r}")
+    return v
+
+
 @dataclass(frozen=True)
-class TrainConfig:
+class TrainConfig(validate.DictConfig):
     """Hyper-parameters of :func:`train_state_critic`, checked once when the config is built
     (:mod:`prm_critic.validate`; checked values replace the given ones: ``hidden`` a tuple of ints,
     numbers as ``float``). Frozen: ``dataclasses.replace(config, epochs=3)`` makes another.
@@ -133,7 +141,7 @@ class TrainConfig:
             "pairwise_loss": validate.check_choice("pairwise_loss", self.pairwise_loss, ("logistic", "hinge")),
             "pairwise_heads": heads,
             "pairs_per_batch": validate.check_int("pairs_per_batch", self.pairs_per_batch, minimum=1, allow_none=True),
-            "val_fraction": validate.check_number("val_fraction", self.val_fraction, low=0.0),
+            "val_fraction": check_val_fraction(self.val_fraction),
             "patience": validate.check_int("patience", self.patience, minimum=1, allow_none=True),
             "max_grad_norm": validate.check_number("max_grad_norm", self.max_grad_norm, positive=True, allow_none=True),
             "seed": validate.check_int("seed", self.seed, minimum=0),
@@ -144,8 +152,6 @@ class TrainConfig:
         if checked["pairwise_loss"] == "hinge" and checked["pairwise_weight"] > 0 and checked["pairwise_margin"] == 0:
             raise validate.ArgumentError("pairwise_margin: the hinge loss needs a margin > 0 (it is 0 for any correct "
                                          f"order otherwise), got {self.pairwise_margin!r}")
-        if checked["val_fraction"] >= 1.0:
-            raise validate.ArgumentError(f"val_fraction: expected a number >= 0.0 and < 1.0, got {self.val_fraction!r}")
         if checked["patience"] is not None and checked["val_fraction"] == 0:
             raise validate.ArgumentError(f"patience: expected None unless val_fraction > 0 (early stopping watches the "
                                          f"validation episodes), got patience={self.patience} with val_fraction=0")
@@ -154,15 +160,8 @@ class TrainConfig:
                                          f"got {self.obs_clip!r}")
         if not isinstance(self.device, str) or not (self.device == "cpu" or self.device.startswith("cuda")):
             raise validate.ArgumentError(f"device: expected 'cpu' or 'cuda[:index]', got {self.device!r}")
-        for name, value in checked.items():
-            object.__setattr__(self, name, value)
+        validate.set_checked(self, checked)
 
-    def to_dict(self) -> dict[str, Any]:
-        return validate.config_dict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "TrainConfig":
-        return validate.config_from_dict(cls, d)
 
 
 @dataclass
