@@ -23,7 +23,8 @@ import sys
 import textwrap
 from typing import Any, Callable, NoReturn, Sequence
 
-__all__ = ["HelpFormatter", "Parser", "add_trust_pickle", "config_defaults", "install", "is_flag", "int_list", "library_defaults_formatter", "list_items"]
+__all__ = ["HelpFormatter", "Parser", "add_trust_pickle", "config_defaults", "install", "is_flag", "int_list",
+           "library_defaults_formatter", "list_items"]
 
 
 def is_flag(action: argparse.Action) -> bool:

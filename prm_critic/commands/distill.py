@@ -29,15 +29,18 @@ def library_defaults() -> dict:
     return config_defaults(DistillConfig(), CONFIG_OPTIONS)
 
 
+DESCRIPTION = """\
+Train a small state critic (the student) to reproduce a trained one (the teacher) on the teacher's
+training episodes, evaluate both on the teacher's held-out episodes and save the student (safetensors +
+JSON) and OUT.metrics.json. Unset options take the library's defaults (DistillConfig).
+"""
+
+
 def register(sub) -> None:
-    p = sub.add_parser(
-        "distill",
-        help="distil a trained state critic into a small deploy critic; compare both on the held-out episodes",
-        description="Train a small state critic (the student) to reproduce a trained one (the teacher) on the "
-        "teacher's training episodes, evaluate both on the teacher's held-out episodes and save the student "
-        "(safetensors + JSON) and OUT.metrics.json. Unset options take the library's defaults (DistillConfig).",
-        formatter_class=library_defaults_formatter(CONFIG_OPTIONS, library_defaults),
-    )
+    p = sub.add_parser("distill",
+                       help="distil a trained state critic into a small deploy critic; compare both on the held-out episodes",
+                       description=DESCRIPTION,
+                       formatter_class=library_defaults_formatter(CONFIG_OPTIONS, library_defaults))
     p.add_argument("--critic", required=True, help="the teacher's checkpoint (.json, .safetensors or their stem), "
                    "written by prm-critic train-critic")
     p.add_argument("--data", required=True, nargs="+", metavar="FOLDER",

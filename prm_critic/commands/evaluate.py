@@ -6,17 +6,22 @@ from __future__ import annotations
 EVAL_SEED = 10_000  # prm_critic.sb3.evaluate.EVAL_SEED (not imported: --help needs no stable-baselines3)
 
 
+DESCRIPTION = """\
+Load a policy saved by prm-critic train-policy and run it on the task stored in its policy.json, without
+shaping or pruning, over --episodes episodes (episode i reset with seed --seed + i, the seeds of
+train-policy's own evaluation). Prints the success rate and the mean return with 95% intervals; with
+--out, writes evaluation.json (per-episode values) and, with --video-episodes, a GIF of each recorded
+episode.
+
+  prm-critic evaluate runs/policy --episodes 20
+  MUJOCO_GL=egl prm-critic evaluate runs/policy --episodes 20 --out runs/policy/eval --video-episodes 2
+"""
+
+
 def register(sub) -> None:
-    p = sub.add_parser(
-        "evaluate",
-        help="run a saved policy on its own task: unshaped success rate and return over seeded episodes",
-        description="Load a policy saved by prm-critic train-policy and run it on the task stored in its policy.json, "
-        "without shaping or pruning, over --episodes episodes (episode i reset with seed --seed + i, the seeds of "
-        "train-policy's own evaluation). Prints the success rate and the mean return with 95% intervals; with --out, "
-        "writes evaluation.json (per-episode values) and, with --video-episodes, a GIF of each recorded episode.\n\n"
-        "  prm-critic evaluate runs/policy --episodes 20\n"
-        "  MUJOCO_GL=egl prm-critic evaluate runs/policy --episodes 20 --out runs/policy/eval --video-episodes 2",
-    )
+    p = sub.add_parser("evaluate",
+                       help="run a saved policy on its own task: unshaped success rate and return over seeded episodes",
+                       description=DESCRIPTION)
     p.add_argument("policy", help="a train-policy output folder, or its policy.json / .safetensors / their stem")
     p.add_argument("--task", default=None,
                    help="the task you expect, built-in task name or a spec .toml path: refused when it is not the "

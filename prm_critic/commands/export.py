@@ -10,17 +10,21 @@ from pathlib import Path
 from typing import Iterator
 
 
+DESCRIPTION = """\
+Export a state-critic checkpoint (.safetensors + .json) to one .onnx file with normalisation and metadata
+inside, written beside the checkpoint unless --out is given; the export is checked against torch before
+it is written.
+
+  prm-critic export --checkpoint runs/pm_critic/critic            # -> runs/pm_critic/critic.onnx
+  prm-critic export --checkpoint runs/pm_critic/critic --batch 1  # -> runs/pm_critic/critic.b1.onnx
+  prm-critic export --subgoal-spec FetchPush-v4                   # -> ./subgoal_FetchPush-v4.onnx
+"""
+
+
 def register(sub) -> None:
-    p = sub.add_parser(
-        "export",
-        help="export a state-critic checkpoint to ONNX (opset 18, parity-checked against torch)",
-        description="Export a state-critic checkpoint (.safetensors + .json) to one .onnx file with "
-        "normalisation and metadata inside, written beside the checkpoint unless --out is given; the export is "
-        "checked against torch before it is written.\n\n"
-        "  prm-critic export --checkpoint runs/pm_critic/critic            # -> runs/pm_critic/critic.onnx\n"
-        "  prm-critic export --checkpoint runs/pm_critic/critic --batch 1  # -> runs/pm_critic/critic.b1.onnx\n"
-        "  prm-critic export --subgoal-spec FetchPush-v4                   # -> ./subgoal_FetchPush-v4.onnx",
-    )
+    p = sub.add_parser("export",
+                       help="export a state-critic checkpoint to ONNX (opset 18, parity-checked against torch)",
+                       description=DESCRIPTION)
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--checkpoint", help="state-critic checkpoint (.json, .safetensors or their stem)")
     src.add_argument("--subgoal-spec", metavar="SPEC",

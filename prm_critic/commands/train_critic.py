@@ -35,17 +35,20 @@ def library_defaults() -> dict:
     return d
 
 
+DESCRIPTION = """\
+Train a state critic on the steps in --data with the --family's success labels and the spec's subgoal
+progress, evaluate it on held-out episodes, and save a safetensors + JSON checkpoint, OUT.metrics.json
+and OUT.scores.png. Unset options take the library's defaults (TrainConfig).
+"""
+
+
 def register(sub) -> None:
     from prm_critic.robotics.families import label_families
 
-    p = sub.add_parser(
-        "train-critic",
-        help="train a state critic (MLP) on collected + labelled steps, evaluate on held-out episodes",
-        description="Train a state critic on the steps in --data with the --family's success labels and "
-        "the spec's subgoal progress, evaluate it on held-out episodes, and save a safetensors + JSON checkpoint, "
-        "OUT.metrics.json and OUT.scores.png. Unset options take the library's defaults (TrainConfig).",
-        formatter_class=library_defaults_formatter(LIBRARY_DEFAULTS, library_defaults),
-    )
+    p = sub.add_parser("train-critic",
+                       help="train a state critic (MLP) on collected + labelled steps, evaluate on held-out episodes",
+                       description=DESCRIPTION,
+                       formatter_class=library_defaults_formatter(LIBRARY_DEFAULTS, library_defaults))
     p.add_argument("--data", required=True, help="data folder written by prm-critic collect (and label)")
     p.add_argument("--family", "--label", dest="label", required=True, choices=label_families(),
                    help="label family of the success labels (written by prm-critic label --family); --label is the "
