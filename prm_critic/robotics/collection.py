@@ -128,6 +128,14 @@ def read_meta(out_dir: "str | Path") -> dict[str, Any]:
         raise ShardError(f"meta file {str(p)!r} is not valid JSON: {exc}") from exc
 
 
+def shard_files(out_dir: Path, *, name: str = "data", hint: str = "run `prm-critic collect` first") -> list[Path]:
+    """The trajectory shard files of the data folder ``out_dir``, in order; none is refused naming ``name``."""
+    files = sorted((out_dir / "shards").glob("shard_*.npz"))
+    if not files:
+        raise FileNotFoundError(f"{name}: no shard files in {str(out_dir / 'shards')!r} ({hint})")
+    return files
+
+
 POLICY_CHOICES = ("'scripted', 'random', a prm-critic policy checkpoint (policy.json + policy.safetensors, as "
                   "written by train-policy) or a stable-baselines3 model .zip")
 

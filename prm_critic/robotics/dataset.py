@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from prm_critic import validate
-from prm_critic.robotics.collection import ShardError, load_shard, read_meta
+from prm_critic.robotics.collection import ShardError, load_shard, read_meta, shard_files
 from prm_critic.robotics.layout import CriticInputLayout
 from prm_critic.robotics.spec import TaskSpec, load_spec
 
@@ -150,9 +150,7 @@ def load_steps(out_dir: "str | Path", family: str | None = "mc") -> StepTable:
     out = Path(out_dir)
     meta = read_meta(out)
     spec, layout = _check_meta(meta, out / "meta.json")
-    files = sorted((out / "shards").glob("shard_*.npz"))
-    if not files:
-        raise FileNotFoundError(f"data: no shard files in {str(out / 'shards')!r} (run `prm-critic collect` first)")
+    files = shard_files(out)
     lab_dir = out / "labels" / (family or "")
     cols: dict[str, list] = {k: [] for k in ("x", "next_x", "episode", "t", "ep_len", "ep_success", "success",
                                                "mask", "hard", "action", "reward", "terminated", "truncated",

@@ -44,7 +44,7 @@ from typing import Any, Callable
 import numpy as np
 
 from prm_critic import validate
-from prm_critic.robotics.collection import ShardError, load_shard, read_meta
+from prm_critic.robotics.collection import ShardError, load_shard, read_meta, shard_files
 from prm_critic.robotics.layout import CriticInputLayout
 from prm_critic.robotics.spec import TaskSpec, load_spec
 
@@ -154,10 +154,7 @@ def load_demos(folder: "str | Path", n: int | None = None) -> Demonstrations:
     out = Path(folder)
     meta = read_meta(out)
     spec, layout = _check_meta(meta, out / "meta.json")
-    files = sorted((out / "shards").glob("shard_*.npz"))
-    if not files:
-        raise FileNotFoundError(f"demonstrations: no shard files in {str(out / 'shards')!r} (run `prm-critic collect` "
-                                "or import data first)")
+    files = shard_files(out, name="demonstrations", hint="run `prm-critic collect` or import data first")
     cols: dict[str, list[np.ndarray]] = {k: [] for k in (*_HASHED, "episode", "t")}
     available = 0
     for f in files:

@@ -57,6 +57,7 @@ from prm_critic.robotics.collection import (
     load_shard,
     make_policy,
     read_meta,
+    shard_files,
     ship_policy,
     step_success,
     unship_policy,
@@ -77,13 +78,6 @@ from prm_critic.robotics.spec import load_spec
 __all__ = ["OPTION_DEFAULTS", "family_options", "label", "label_params",
            "unflatten_obs", "MCLabeler", "state_tasks", "label_state_task", "mc_setup", "run_shard_tasks",
            "label_state_cost_task", "run_array_family", "run_mc", "run_bisect"]
-
-
-def shard_files(out_dir: Path) -> list[Path]:
-    files = sorted((out_dir / "shards").glob("shard_*.npz"))
-    if not files:
-        raise FileNotFoundError(f"data: no shard files in {str(out_dir / 'shards')!r} (run `prm-critic collect` first)")
-    return files
 
 
 def unflatten_obs(layout: CriticInputLayout, x: np.ndarray):

@@ -52,7 +52,7 @@ import numpy as np
 from prm_critic import validate
 from prm_critic._optional import require
 from prm_critic.robotics.collection import (
-    ShardError, _maze_dict, atomic_savez, atomic_write_json, load_shard, read_meta, step_success,
+    ShardError, _maze_dict, atomic_savez, atomic_write_json, load_shard, read_meta, shard_files, step_success,
 )
 from prm_critic.robotics.label_rewards import ORIGINAL_REWARD_KEY, LabelHash, check_reward, episode_rewards
 from prm_critic.robotics.make import CriticInputLayout, make_env
@@ -223,9 +223,7 @@ def _checked_export(src: Path, dataset_id: Any, labels: Sequence[str], reward_fa
         raise ValueError(f"dataset_id: expected a Minari id such as 'prm/pointmaze-umaze-v0', got {dataset_id!r}")
     meta = read_meta(src)
     spec, layout = _check_meta(meta, src / "meta.json")
-    files = sorted((src / "shards").glob("shard_*.npz"))
-    if not files:
-        raise FileNotFoundError(f"collected_dir: no shard files in {str(src / 'shards')!r} (run `prm-critic collect` first)")
+    files = shard_files(src, name="collected_dir")
     labels = list(labels)
     for fam in labels:
         if fam not in label_families():
