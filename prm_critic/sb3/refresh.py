@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from prm_critic import validate
 from prm_critic._optional import require
 
 require("stable_baselines3.common.callbacks")  # a missing extra fails here with the exact ``pip install`` to run
@@ -71,12 +72,10 @@ class CriticRefreshCallback(BaseCallback):
             raise ValueError(f"head: expected 'progress' or 'success', got {head!r}")
         for name, v in (("refresh_freq", refresh_freq), ("window", window), ("n_updates", n_updates),
                         ("batch_size", batch_size), ("min_episodes", min_episodes)):
-            if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
-                raise ValueError(f"{name}: expected a positive integer, got {v!r}")
+            validate.positive_int(name, v)
         if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not lr > 0:
             raise ValueError(f"lr: expected a number > 0, got {lr!r}")
-        if isinstance(label_gamma, bool) or not isinstance(label_gamma, (int, float)) or not 0 < label_gamma <= 1:
-            raise ValueError(f"label_gamma: expected a number in (0, 1], got {label_gamma!r}")
+        validate.check_gamma("label_gamma", label_gamma)
         if positives is not None:
             positives = np.asarray(positives, dtype=np.float32)
             if positives.ndim != 2 or positives.shape[1] != critic.obs_dim or not len(positives):
@@ -84,10 +83,8 @@ class CriticRefreshCallback(BaseCallback):
                                  f"shape {positives.shape}")
             if not np.all(np.isfinite(positives)):
                 raise ValueError("positives: expected finite critic inputs, got NaN or inf")
-        if not isinstance(balanced, bool):
-            raise ValueError(f"balanced: expected True or False, got {balanced!r}")
         self.positives = positives
-        self.balanced = balanced
+        self.balanced = validate.check_flag("balanced", balanced)
         self.critic = critic
         self.head_index = 0 if head == "progress" else 1
         self.refresh_freq = refresh_freq
