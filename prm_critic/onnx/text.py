@@ -221,8 +221,7 @@ class OnnxTextCritic(TextCritic):
             raise FileNotFoundError(f"path: {str(p)!r} does not exist (expected an exported text PRM .onnx)")
         if provider not in ("cpu", "cuda", "auto"):
             raise ValueError(f"provider: expected one of 'cpu', 'cuda', 'auto', got {provider!r}")
-        if isinstance(intra_op_threads, bool) or not isinstance(intra_op_threads, int) or intra_op_threads < 0:
-            raise ValueError(f"intra_op_threads: expected an int >= 0, got {intra_op_threads!r}")
+        validate.check_int("intra_op_threads", intra_op_threads, minimum=0)
         validate.check_flag("allow_unverified", allow_unverified)
         avail = ort.get_available_providers()
         use_cuda = provider in ("cuda", "auto") and "CUDAExecutionProvider" in avail

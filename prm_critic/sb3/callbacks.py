@@ -98,9 +98,7 @@ class PRMStatsCallback(BaseCallback):
 
     def __init__(self, window: int = 100, verbose: int = 0):
         super().__init__(verbose)
-        if isinstance(window, bool) or not isinstance(window, int) or window <= 0:
-            raise ValueError(f"window: expected a positive integer, got {window!r}")
-        self.window = window
+        self.window = validate.positive_int("window", window)
         self.episodes: deque = deque(maxlen=window)
         self._phi: deque = deque(maxlen=100 * window)
         self._shaping: deque = deque(maxlen=100 * window)
@@ -475,9 +473,7 @@ class TqdmCallback(BaseCallback):
 
     def __init__(self, total: int, desc: str = "train"):
         super().__init__()
-        if isinstance(total, bool) or not isinstance(total, int) or total <= 0:
-            raise ValueError(f"total: expected a positive integer (env steps), got {total!r}")
-        self.total = int(total)
+        self.total = validate.positive_int("total", total, unit="env steps")
         self.desc = str(desc)
         self._bar = None
 

@@ -45,6 +45,7 @@ from typing import Any
 
 import numpy as np
 
+from prm_critic import validate
 from prm_critic._optional import require
 from prm_critic._io import atomic_write_bytes
 from prm_critic.integrity import CheckpointError
@@ -368,10 +369,8 @@ class TrainingStateCheckpoint(BaseCallback):
     def __init__(self, directory: str | os.PathLike, *, save_freq: int,
                  extra_fn: Callable[[], Mapping[str, Any]] | None = None, save_on_end: bool = True, verbose: int = 0):
         super().__init__(verbose)
-        if isinstance(save_freq, bool) or not isinstance(save_freq, int) or save_freq <= 0:
-            raise ValueError(f"save_freq: expected a positive integer, got {save_freq!r}")
         self.directory = Path(directory)
-        self.save_freq = save_freq
+        self.save_freq = validate.positive_int("save_freq", save_freq)
         self.extra_fn = extra_fn
         self.save_on_end = save_on_end
         self._next = save_freq
