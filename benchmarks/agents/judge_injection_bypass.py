@@ -17,6 +17,7 @@ characters and look-alike letters were handled) and ``detector`` (today's
 
 from __future__ import annotations
 
+import argparse
 import base64
 import re
 import sys
@@ -113,9 +114,9 @@ def measure() -> dict:
             "rows": rows}
 
 
-def main() -> int:
+def main(argv=None) -> int:
+    argparse.ArgumentParser(description=__doc__.split("\n")[0]).parse_args(argv)  # no options: --help, or refuse any
     raw = measure()
-
     write_json(RAW, raw, ensure_ascii=False)
     print(f"wrote {RAW.relative_to(ROOT)}: {len(raw['rows'])} cases")
     return 0

@@ -27,7 +27,7 @@ value model's value ``V_t`` (its step rewards ``V_t - V_{t-1}`` are the ``progre
 
 Resumable: one JSON per (method, game seed, rep) under --out, written atomically; existing ones
 are skipped. ``--report`` rebuilds the markdown table and the PNG from what is there;
-``benchmarks/agents/report.py --render`` writes ``docs/agents_benchmark.md`` from the same files.
+``python -m benchmarks.agents.report --render`` writes ``docs/agents_benchmark.md`` from the same files.
 
     python -m benchmarks.agents.run --methods base,outcome_bon4,oracle_bon3 --seeds 1000-1007
     python -m benchmarks.agents.run --methods prm_bon3,prm_beam --seeds 1000-1007 --prm .cache/textworld/prm
