@@ -4,6 +4,8 @@ the dead-end candidates and the report's computations on small fixtures."""
 from __future__ import annotations
 
 import json
+import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -197,3 +199,31 @@ def test_mcts_goal_compares_the_games_both_searches_played():
     fx["prm_mcts+twx-coin"] = _episodes("prm_mcts+twx-coin", [True] * 10, 55)  # MCTS played games 0-9 only
     v = tr.mcts_vs_beam(fx, "twx-coin")
     assert v["met"] is True and "on the 10 games both played" in v["why"] and "vs beam 1.00" in v["why"]
+
+
+def test_the_labels_stage_keeps_its_units_and_a_later_run_resumes_from_them(tmp_path, monkeypatch):
+    """A fake labeller (it writes what the real one writes, without playing games) stands in for
+    ``agents.textworld_agent.labels.main``: the stage's own bookkeeping is what is tested."""
+    from agents.textworld_agent import labels
+    from benchmarks.agents import game_types as drv
+
+    monkeypatch.setattr(drv, "CACHE", tmp_path / "cache")
+    monkeypatch.setattr(drv, "DATA", tmp_path / "data")
+    seen = []
+
+    def fake_labeller(argv):
+        out = Path(argv[argv.index("--out") + 1])
+        seen.append(sorted(p.name for p in (out / "units").glob("*.json")) if (out / "units").is_dir() else None)
+        (out / "units").mkdir(parents=True, exist_ok=True)
+        (out / "units" / "seed0_ep0.json").write_text("{}")
+        for name in ("run.json", "summary.json", "labels.jsonl"):
+            (out / name).write_text("{}")
+        return 0
+
+    monkeypatch.setattr(labels, "main", fake_labeller)
+    drv.stage_labels("twx-coin", k=4, siblings=0, max_steps=40)
+    kept = tmp_path / "data" / "twx-coin" / "label_units"
+    assert sorted(p.name for p in kept.iterdir()) == ["run.json", "summary.json", "units"]  # no JSONL kept
+    shutil.rmtree(tmp_path / "cache")
+    drv.stage_labels("twx-coin", k=4, siblings=0, max_steps=40)
+    assert seen == [None, ["seed0_ep0.json"]]  # the second run found the committed units in its cache

@@ -6,7 +6,9 @@ the runs) the stages run the project's own command lines in this process, in ord
 ``labels``  ``python -m agents.textworld_agent.labels`` on the type's label seeds (Monte-Carlo
             labels, ``--k`` rollouts per step, ``--siblings`` terminal siblings per state) into
             ``.cache/agents_types/TYPE/labels``; its ``summary.json`` is copied to
-            ``benchmarks/agents/types/TYPE/labels_summary.json``.
+            ``benchmarks/agents/types/TYPE/labels_summary.json``, its units (one JSON per labelled
+            episode) and settings to ``benchmarks/agents/types/TYPE/label_units``, from which a later
+            run with an empty cache resumes (the labeller re-renders the JSONL files from them).
 ``train``   ``train_prm.py --freeze-encoder --epochs 150 --lr 3e-3`` on those labels into ``benchmarks/agents/prms/TYPE``
             (a head-only checkpoint; ``train_stats.json`` records the labels' SHA-256); skipped when
             that folder holds a PRM trained on the same labels, refused when on other labels.
@@ -115,10 +117,15 @@ def stage_labels(name: str, k: int, siblings: int, max_steps: int) -> None:
 
     t = game_type(name)
     out = labels_dir(name)
+    kept = DATA / name / "label_units"
+    if kept.is_dir() and not out.exists():  # the committed units: the labeller resumes from them
+        shutil.copytree(kept, out)
     labels.main(["--env", t.env, "--out", str(out), "--seeds", _seeds(t.label), "--k", str(k),
                  "--siblings", str(siblings), "--max-steps", str(max_steps)])
     (DATA / name).mkdir(parents=True, exist_ok=True)
     shutil.copyfile(out / "summary.json", DATA / name / "labels_summary.json")
+    shutil.rmtree(kept, ignore_errors=True)
+    shutil.copytree(out, kept, ignore=lambda d, names: [n for n in names if n.endswith(".jsonl")])
 
 
 def _label_files(names: list[str]) -> list[str]:
