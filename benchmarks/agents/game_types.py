@@ -124,8 +124,11 @@ def stage_labels(name: str, k: int, siblings: int, max_steps: int) -> None:
                  "--siblings", str(siblings), "--max-steps", str(max_steps)])
     (DATA / name).mkdir(parents=True, exist_ok=True)
     shutil.copyfile(out / "summary.json", DATA / name / "labels_summary.json")
+    tmp = kept.with_name(kept.name + ".tmp")  # whole or not at all: a kill leaves the previous units
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.copytree(out, tmp, ignore=lambda d, names: [n for n in names if n.endswith(".jsonl")])
     shutil.rmtree(kept, ignore_errors=True)
-    shutil.copytree(out, kept, ignore=lambda d, names: [n for n in names if n.endswith(".jsonl")])
+    tmp.rename(kept)
 
 
 def _label_files(names: list[str]) -> list[str]:
